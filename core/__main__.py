@@ -1,0 +1,3 @@
+from oxport.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,523 @@
+"""The public API: ``export`` and its companions, with torch.onnx's semantics."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import IO, Any
+
+import onnx
+import torch
+
+from oxport import passes, serialize, trace
+from oxport import plugins as plugin_loader
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.ir import Graph
+from oxport.registry import Layer, Provenance, RegistryView, SymbolicEntry
+from oxport.types import (
+    DEFAULT_OPSET,
+    MAX_OPSET,
+    MIN_OPSET,
+    OperatorExportTypes,
+    TrainingMode,
+)
+from oxport.walk import Conversion, FallbackUse
+
+log = logging.getLogger("oxport")
+
+#: Fallback plugin names enabled by each operator_export_type.
+EXPORT_TYPE_FALLBACKS = {
+    OperatorExportTypes.ONNX: (),
+    OperatorExportTypes.ONNX_ATEN: ("aten",),
+    OperatorExportTypes.ONNX_ATEN_FALLBACK: ("aten-fallback",),
+    OperatorExportTypes.ONNX_FALLTHROUGH: ("fallthrough",),
+}
+_in_export = False
+
+
+@dataclasses.dataclass
+class ExportResult:
+    """What a conversion produced, before or after it was written."""
+
+    graph: Graph
+    serialized: serialize.Serialized
+    opset: int
+    used: dict[SymbolicEntry, int]
+    fallback_uses: list[FallbackUse]
+    warnings: list[warnings.WarningMessage]
+    output_notes: list[str]
+    timings: dict[str, float]
+
+    def model_proto(self) -> onnx.ModelProto:
+        """The complete ModelProto, weights included (copies them)."""
+        return self.serialized.to_model_proto()
+
+    def save(self, f: str | os.PathLike[str] | IO[bytes], external_data: bool | None = None) -> None:
+        """Write the model atomically to a path, or to a binary file object."""
+        start = time.perf_counter()
+        serialize.write(self.serialized, f, external_data=external_data)
+        self.timings["write"] = time.perf_counter() - start
+
+    def to_bytes(self) -> bytes:
+        return serialize.to_bytes(self.serialized)
+
+    def plugins_used(self) -> dict[str, int]:
+        """How many TorchScript nodes each plugin converted."""
+        counts: dict[str, int] = {}
+        for entry, count in self.used.items():
+            key = str(entry.provenance)
+            counts[key] = counts.get(key, 0) + count
+        for use in self.fallback_uses:
+            key = f"fallback:{use.fallback}"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+
+def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFunction,
+           args: Any, f: str | os.PathLike[str] | IO[bytes], export_params: bool = True,
+           verbose: bool = False, training: TrainingMode = TrainingMode.EVAL,
+           input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
+           operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
+           opset_version: int | None = None, do_constant_folding: bool = True,
+           dynamic_axes: Mapping[str, Any] | None = None,
+           keep_initializers_as_inputs: bool | None = None,
+           custom_opsets: Mapping[str, int] | None = None,
+           export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
+           autograd_inlining: bool = True, *, fallbacks: Sequence[str] | None = None,
+           plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
+           autoload_plugins: bool | None = None, external_data: bool | None = None,
+           ) -> ExportResult:
+    """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
+
+    The parameters are those of ``torch.onnx.export`` (TorchScript path). oxport adds,
+    keyword-only: ``fallbacks`` (fallback plugins by name, in order), ``plugins`` /
+    ``disable_plugins`` / ``autoload_plugins`` (which plugins load), and
+    ``external_data`` (force it on or off; by default it is used past 2 GB).
+
+    Returns an :class:`ExportResult` (torch.onnx returns None).
+    """
+    _check_target(f)
+    result = convert(
+        model, args, export_params=export_params, verbose=verbose, training=training,
+        input_names=input_names, output_names=output_names,
+        operator_export_type=operator_export_type, opset_version=opset_version,
+        do_constant_folding=do_constant_folding, dynamic_axes=dynamic_axes,
+        keep_initializers_as_inputs=keep_initializers_as_inputs, custom_opsets=custom_opsets,
+        export_modules_as_functions=export_modules_as_functions,
+        autograd_inlining=autograd_inlining, fallbacks=fallbacks, plugins=plugins,
+        disable_plugins=disable_plugins, autoload_plugins=autoload_plugins,
+        check=False,
+    )
+    result.save(f, external_data=external_data)
+    start = time.perf_counter()
+    try:
+        serialize.check(result.serialized)
+    finally:
+        result.timings["check"] = time.perf_counter() - start
+    return result
+
+
+def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool = False,
+            training: TrainingMode = TrainingMode.EVAL,
+            input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
+            operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
+            opset_version: int | None = None, do_constant_folding: bool = True,
+            dynamic_axes: Mapping[str, Any] | None = None,
+            keep_initializers_as_inputs: bool | None = None,
+            custom_opsets: Mapping[str, int] | None = None,
+            export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
+            autograd_inlining: bool = True, fallbacks: Sequence[str] | None = None,
+            plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
+            autoload_plugins: bool | None = None, check: bool = True,
+            add_node_names: bool = True) -> ExportResult:
+    """Convert without writing a file; same parameters as :func:`export`."""
+    global _in_export
+    timings: dict[str, float] = {}
+    opset = _check_opset(opset_version)
+    _check_model(model)
+    export_type = _check_export_type(operator_export_type)
+    training = TrainingMode(training)
+    custom_opsets = _check_custom_opsets(custom_opsets)
+    if export_modules_as_functions:
+        raise InvalidExportArgumentError(
+            "export_modules_as_functions is not available yet in this oxport version; "
+            "export with export_modules_as_functions=False.")
+    if keep_initializers_as_inputs is None:
+        keep_initializers_as_inputs = export_type != OperatorExportTypes.ONNX
+    if opset < 9:
+        keep_initializers_as_inputs = True
+
+    start = time.perf_counter()
+    manager = plugin_loader.load(autoload=autoload_plugins, allow=plugins,
+                                    block=disable_plugins)
+    registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
+    enabled = _resolve_fallbacks(registry, [*EXPORT_TYPE_FALLBACKS[export_type],
+                                            *(fallbacks or ())])
+    timings["plugins"] = time.perf_counter() - start
+
+    previous = _in_export
+    _in_export = True
+    try:
+        with select_model_mode_for_export(model, training), torch.no_grad():
+            start = time.perf_counter()
+            front = _front_end(model, args)
+            timings["trace"] = time.perf_counter() - start
+            start = time.perf_counter()
+            conversion = Conversion(
+                registry, opset, fallbacks=enabled, custom_opsets=custom_opsets,
+                training=_is_training(model, training))
+            conversion.autograd_inlining = autograd_inlining
+            graph = conversion.run(front)
+            timings["convert"] = time.perf_counter() - start
+    finally:
+        _in_export = previous
+
+    start = time.perf_counter()
+    for name, graph_pass, provenance in registry.passes:
+        graph_pass(graph, conversion)
+    if do_constant_folding and training != TrainingMode.TRAINING:
+        frozen = ({id(v) for v in graph.initializers.values()}
+                  if keep_initializers_as_inputs or not export_params else set())
+        passes.fold_constants(graph, opset, frozen)
+    passes.eliminate_dead_code(graph)
+    for domain in list(graph.opset_imports):
+        if domain:
+            graph.opset_imports[domain] = conversion.domain_version(domain)
+    timings["passes"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    serialized = serialize.serialize(
+        graph, input_names=input_names, output_names=output_names,
+        dynamic_axes=dict(dynamic_axes) if dynamic_axes else None, export_params=export_params,
+        keep_initializers_as_inputs=keep_initializers_as_inputs,
+        param_names=_state_dict_order(model), verbose=verbose, add_node_names=add_node_names,
+        doc_string=_doc_string(model) if verbose else "")
+    timings["serialize"] = time.perf_counter() - start
+    if verbose:
+        print(pretty(serialized.model, serialized.weights))
+    result = ExportResult(graph, serialized, opset, dict(conversion.used),
+                          conversion.fallback_uses, front.warnings, front.output_notes, timings)
+    for note in front.output_notes:
+        warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
+    if check:
+        start = time.perf_counter()
+        serialize.check(serialized)
+        timings["check"] = time.perf_counter() - start
+    manager.pm.hook.oxport_model_exported(model=model, result=result)
+    return result
+
+
+def export_to_pretty_string(model: Any, args: Any, export_params: bool = True,
+                            verbose: bool = False, training: TrainingMode = TrainingMode.EVAL,
+                            input_names: Sequence[str] | None = None,
+                            output_names: Sequence[str] | None = None,
+                            operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
+                            export_type: Any = None, google_printer: bool = False,
+                            opset_version: int | None = None,
+                            keep_initializers_as_inputs: bool | None = None,
+                            custom_opsets: Mapping[str, int] | None = None,
+                            add_node_names: bool = True, do_constant_folding: bool = True,
+                            dynamic_axes: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+    """Like :func:`export`, but returns a readable text form of the model."""
+    result = convert(
+        model, args, export_params=export_params, verbose=False, training=training,
+        input_names=input_names, output_names=output_names,
+        operator_export_type=operator_export_type, opset_version=opset_version,
+        keep_initializers_as_inputs=keep_initializers_as_inputs, custom_opsets=custom_opsets,
+        do_constant_folding=do_constant_folding, dynamic_axes=dynamic_axes,
+        add_node_names=add_node_names, check=False, **kwargs)
+    if google_printer:
+        return str(result.model_proto())
+    return pretty(result.serialized.model, result.serialized.weights)
+
+
+def pretty(model: onnx.ModelProto, weights: Sequence[serialize.Weight] = ()) -> str:
+    """The seed's readable graph form: ``%y : Float(2, 3) = onnx::Relu(%x)``."""
+    return _Printer(model, weights).text()
+
+
+class _Printer:
+    def __init__(self, model: onnx.ModelProto, weights: Sequence[serialize.Weight]) -> None:
+        self.model = model
+        self.types = {vi.name: _type_text(vi.type) for vi in
+                      [*model.graph.input, *model.graph.output, *model.graph.value_info]}
+        for weight in weights:
+            header = serialize.tensor_header(weight.name, weight.tensor)
+            self.types[weight.name] = _tensor_text(header.data_type, list(header.dims))
+        self.weights = [w.name for w in weights]
+
+    def text(self) -> str:
+        g = self.model.graph
+        declared = [i.name for i in g.input]
+        params = declared + [w for w in self.weights if w not in declared]
+        lines = ["graph(" + ",\n      ".join(
+            f"%{name} : {self.types.get(name, 'Tensor')}" for name in params) + ") {"]
+        lines += self.nodes(g, "  ")
+        lines.append("  return (" + ", ".join(f"%{o.name}" for o in g.output) + ")")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def nodes(self, graph: onnx.GraphProto, indent: str) -> list[str]:
+        lines = []
+        for node in graph.node:
+            attrs = []
+            subgraphs = []
+            for attr in node.attribute:
+                value = onnx.helper.get_attribute_value(attr)
+                if isinstance(value, onnx.GraphProto):
+                    subgraphs.append((attr.name, value))
+                    continue
+                if isinstance(value, onnx.TensorProto):
+                    value = _tensor_value_text(value)
+                elif isinstance(value, bytes):
+                    value = repr(value.decode())
+                attrs.append(f"{attr.name}={value}")
+            outputs = ", ".join(f"%{o} : {self.types.get(o, 'Tensor')}" for o in node.output)
+            domain = node.domain or "onnx"
+            attr_text = f"[{', '.join(attrs)}]" if attrs else ""
+            inputs = ", ".join(f"%{i}" if i else "None" for i in node.input)
+            doc = f", {node.doc_string}" if node.doc_string else ""
+            lines.append(f"{indent}{outputs} = {domain}::{node.op_type}{attr_text}({inputs}){doc}")
+            for name, sub in subgraphs:
+                lines.append(f"{indent}  block {name}({', '.join('%' + i.name for i in sub.input)}):")
+                lines += self.nodes(sub, indent + "    ")
+                lines.append(f"{indent}    -> ({', '.join('%' + o.name for o in sub.output)})")
+        return lines
+
+
+def _type_text(type_proto: onnx.TypeProto) -> str:
+    if type_proto.HasField("tensor_type"):
+        tensor = type_proto.tensor_type
+        dims = [d.dim_param if d.dim_param else (d.dim_value if d.HasField("dim_value") else "?")
+                for d in tensor.shape.dim] if tensor.HasField("shape") else None
+        return _tensor_text(tensor.elem_type, dims)
+    if type_proto.HasField("sequence_type"):
+        return _type_text(type_proto.sequence_type.elem_type) + "[]"
+    return "Dynamic"
+
+
+def _tensor_text(elem_type: int, dims: list[Any] | None) -> str:
+    from oxport.types import JitScalarType
+    try:
+        name = JitScalarType.from_onnx_type(elem_type).scalar_name()
+    except OnnxExporterError:
+        name = "Tensor"
+    if dims is None:
+        return name
+    return f"{name}({', '.join(str(d) for d in dims)})"
+
+
+def _tensor_value_text(proto: onnx.TensorProto) -> str:
+    array = onnx.numpy_helper.to_array(proto)
+    if array.size <= 8:
+        return "{" + ", ".join(str(x) for x in array.reshape(-1).tolist()) + "}"
+    return f"<Tensor {list(array.shape)}>"
+
+
+# -- the other public functions --------------------------------------------------------
+def register_custom_op_symbolic(symbolic_name: str, symbolic_fn: Callable[..., Any],
+                                opset_version: int) -> None:
+    """Register ``symbolic_fn`` for ``symbolic_name`` at every opset >= ``opset_version``.
+
+    Runtime registrations shadow every plugin at the opsets they cover.
+    """
+    from oxport.registry import Registrar
+
+    registrar = Registrar(plugin_loader.runtime_registry(),
+                          Provenance("register_custom_op_symbolic", None, None, Layer.RUNTIME))
+    registrar.register(symbolic_name, symbolic_fn, opset_version, override=True)
+
+
+def unregister_custom_op_symbolic(symbolic_name: str, opset_version: int) -> None:
+    """Remove a registration made by :func:`register_custom_op_symbolic`."""
+    if not plugin_loader.runtime_registry().remove(symbolic_name, opset_version):
+        raise InvalidExportArgumentError(
+            f"No custom symbolic is registered for {symbolic_name!r} at opset {opset_version}.")
+
+
+@contextlib.contextmanager
+def select_model_mode_for_export(model: Any, mode: TrainingMode) -> Iterator[None]:
+    """Temporarily set ``model``'s training flag per ``mode``; restore it afterwards."""
+    if not isinstance(mode, TrainingMode):
+        try:
+            mode = TrainingMode(mode)
+        except ValueError:
+            raise InvalidExportArgumentError(
+                f"training must be a TrainingMode (EVAL, PRESERVE, TRAINING), not {mode!r}."
+            ) from None
+    if not hasattr(model, "train") or not hasattr(model, "training"):
+        yield
+        return
+    original = model.training
+    if mode == TrainingMode.TRAINING:
+        model.train(True)
+    elif mode == TrainingMode.EVAL:
+        model.train(False)
+    try:
+        yield
+    finally:
+        model.train(original)
+
+
+def is_in_onnx_export() -> bool:
+    """Whether an oxport export is running."""
+    return _in_export
+
+
+def unconvertible_ops(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,
+                      opset_version: int | None = None
+                      ) -> tuple[torch._C.Graph, list[str]]:
+    """The TorchScript graph and every op kind that would fail to convert."""
+    global _in_export
+    opset = _check_opset(opset_version)
+    _check_model(model)
+    manager = plugin_loader.load()
+    registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
+    previous = _in_export
+    _in_export = True
+    try:
+        with select_model_mode_for_export(model, training), torch.no_grad():
+            front = _front_end(model, args)
+            conversion = Conversion(registry, opset, collect_only=True,
+                                    training=_is_training(model, training))
+            graph = Graph()
+            ts_inputs = list(front.graph.inputs())
+            for value in ts_inputs:
+                conversion.env[value.unique()] = graph.add_input(value.debugName())
+            for node in front.graph.nodes():
+                conversion.convert_node(node, graph)
+    finally:
+        _in_export = previous
+    kinds: list[str] = []
+    for info in conversion.unconvertible.values():
+        kinds.extend([info.kind] * info.count)
+    return front.graph, kinds
+
+
+def enable_log() -> None:
+    """Send oxport's log to stderr at INFO level."""
+    logger = logging.getLogger("oxport")
+    logger.setLevel(logging.INFO)
+    if not any(getattr(h, "_oxport", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler._oxport = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.disabled = False
+
+
+def disable_log() -> None:
+    """Silence oxport's log."""
+    logging.getLogger("oxport").disabled = True
+
+
+# -- checks ---------------------------------------------------------------------------
+def _check_opset(opset_version: Any) -> int:
+    if opset_version is None:
+        return DEFAULT_OPSET
+    if isinstance(opset_version, bool) or not isinstance(opset_version, int) or \
+            not MIN_OPSET <= opset_version <= MAX_OPSET:
+        raise InvalidExportArgumentError(
+            f"opset_version={opset_version!r} is not supported: use an int from {MIN_OPSET} "
+            f"to {MAX_OPSET} (default {DEFAULT_OPSET}).")
+    return opset_version
+
+
+def _check_model(model: Any) -> None:
+    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction)):
+        raise InvalidExportArgumentError(
+            f"model must be a torch.nn.Module, a torch.jit.ScriptModule or a "
+            f"torch.jit.ScriptFunction, not {type(model).__name__}. Wrap a plain function in "
+            "an nn.Module or script it with torch.jit.script.")
+
+
+def _check_export_type(value: Any) -> OperatorExportTypes:
+    try:
+        return OperatorExportTypes(value)
+    except ValueError:
+        raise InvalidExportArgumentError(
+            f"operator_export_type={value!r} is not an OperatorExportTypes member.") from None
+
+
+def _check_custom_opsets(custom_opsets: Mapping[str, int] | None) -> dict[str, int]:
+    result = {}
+    for domain, version in (custom_opsets or {}).items():
+        if not isinstance(domain, str) or not domain or domain in ("ai.onnx",):
+            raise InvalidExportArgumentError(
+                f"custom_opsets key {domain!r} must name a custom domain such as 'custom_domain';"
+                " set the ai.onnx version with opset_version.")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidExportArgumentError(
+                f"custom_opsets[{domain!r}] must be an int >= 1, not {version!r}.")
+        result[domain] = version
+    return result
+
+
+def _check_target(f: Any) -> None:
+    if isinstance(f, (str, os.PathLike)):
+        path = os.fspath(f)
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise InvalidExportArgumentError(
+                f"Cannot write {path!r}: the folder {directory!r} does not exist. Create it first.")
+        if not os.access(directory, os.W_OK):
+            raise InvalidExportArgumentError(
+                f"Cannot write {path!r}: the folder {directory!r} is not writable.")
+        if os.path.isdir(path):
+            raise InvalidExportArgumentError(f"Cannot write {path!r}: it is a folder.")
+    elif not (hasattr(f, "write") and not isinstance(f, io.TextIOBase)):
+        raise InvalidExportArgumentError(
+            f"f must be a file path or a binary file object, not {type(f).__name__}.")
+
+
+def _resolve_fallbacks(registry: RegistryView, names: Sequence[str]) -> list[tuple[str, Any]]:
+    available = registry.fallbacks
+    enabled = []
+    for name in dict.fromkeys(names):
+        if name not in available:
+            raise InvalidExportArgumentError(
+                f"The fallback {name!r} is not available. Installed fallbacks: "
+                f"{', '.join(sorted(available)) or 'none'}. Is its plugin installed and not "
+                "blocked?")
+        enabled.append((name, available[name]))
+    return enabled
+
+
+def _front_end(model: Any, args: Any) -> trace.FrontEnd:
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        return trace.script_front_end(model, args)
+    return trace.trace_module(model, args)
+
+
+def _is_training(model: Any, mode: TrainingMode) -> bool:
+    if mode == TrainingMode.TRAINING:
+        return True
+    if mode == TrainingMode.PRESERVE:
+        return bool(getattr(model, "training", False))
+    return False
+
+
+def _state_dict_order(model: Any) -> list[str]:
+    if isinstance(model, torch.nn.Module):
+        return list(model.state_dict(keep_vars=True).keys())
+    return []
+
+
+def _doc_string(model: Any) -> str:
+    forward = getattr(model, "forward", model)
+    code = getattr(forward, "__code__", None)
+    if code is not None:
+        return f"{type(model).__name__} from {code.co_filename}:{code.co_firstlineno}"
+    return type(model).__name__
+
+
+__all__ = [
+    "ExportResult", "convert", "disable_log", "enable_log", "export", "export_to_pretty_string",
+    "is_in_onnx_export", "register_custom_op_symbolic", "select_model_mode_for_export",
+    "unconvertible_ops", "unregister_custom_op_symbolic",
+]

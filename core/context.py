@@ -1,0 +1,239 @@
+"""GraphContext: the ``g`` a symbolic function receives."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from oxport.errors import OnnxExporterError, SymbolicValueError
+from oxport.ir import Graph, Node, Type, Value
+
+if TYPE_CHECKING:
+    from oxport.walk import Conversion
+
+_ATTR_KEY = re.compile(r"^(?P<name>.+)_(?P<kind>[ifstgz]|ty)$")
+ATEN_DOMAIN = "org.pytorch.aten"
+#: Tensor constants with at least this many elements become initializers.
+INITIALIZER_MIN_ELEMENTS = 16
+
+
+def split_op_name(opname: str) -> tuple[str, str]:
+    """``"Conv"`` -> ("", "Conv"); ``"onnx::Conv"`` -> ("", "Conv"); ``"d::Op"`` -> ("d", "Op")."""
+    if "::" in opname:
+        domain, _, op_type = opname.rpartition("::")
+        return ("" if domain in ("onnx", "ai.onnx") else domain), op_type
+    return "", opname
+
+
+class GraphContext:
+    """Where a symbolic writes its ONNX nodes.
+
+    ``g.op`` follows torch.onnx's conventions: attributes carry a type suffix
+    (``alpha_f``, ``axes_i``, ``mode_s``, ``value_t``, ``body_g``; a list makes a
+    list attribute), Python scalars and tensors passed as inputs become
+    constants, and ``"domain::Op"`` adds that domain to the opset imports.
+    """
+
+    def __init__(self, graph: Graph, conversion: Conversion, original_node: Any = None) -> None:
+        self.graph = graph
+        self.conversion = conversion
+        self.original_node = original_node
+        self.entry: Any = None
+        self.source = ""
+        self.scope = ""
+
+    @property
+    def opset(self) -> int:
+        return self.conversion.opset
+
+    @property
+    def block(self) -> Graph:
+        return self.graph
+
+    # -- nodes -------------------------------------------------------------
+    def op(self, opname: str, *raw_args: Any, outputs: int = 1,
+           **kwargs: Any) -> Value | tuple[Value, ...]:
+        """Add an ONNX node and return its output (a tuple when ``outputs > 1``)."""
+        domain, op_type = split_op_name(opname)
+        attrs = {}
+        for key, value in kwargs.items():
+            if value is None:
+                continue
+            name, kind, value = _attribute(key, value)
+            attrs[name] = (kind, value)
+        if not domain and op_type == "Constant" and not raw_args and len(attrs) == 1:
+            (name, (kind, value)), = attrs.items()
+            if name == "value" and kind == "t":
+                return self.constant(value)
+        inputs = [self._as_value(arg) for arg in raw_args]
+        node = self.graph.add_node(domain, op_type, inputs, outputs, attrs)
+        self.stamp(node)
+        if domain:
+            self.graph.use_domain(domain, self.conversion.domain_version(domain))
+        return node._outputs[0] if outputs == 1 else tuple(node._outputs)
+
+    def stamp(self, node: Node) -> None:
+        """Record where a node came from (source line, scope, plugin)."""
+        node.source = self.source
+        node.scope = self.scope
+        node.provenance = self.entry
+        node.origin = self.original_node.kind() if self.original_node is not None else ""
+
+    def at(self, operator: str, *args: Any, overload_name: str = "", outputs: int = 1,
+           **kwargs: Any) -> Value | tuple[Value, ...]:
+        """An ``ATen`` node in the ``org.pytorch.aten`` domain."""
+        return self.op(f"{ATEN_DOMAIN}::ATen", *args, operator_s=operator,
+                       overload_name_s=overload_name, outputs=outputs, **kwargs)
+
+    def onnxscript_op(self, onnx_fn: Any, *args: Any, outputs: int = 1,
+                      **kwargs: Any) -> Value | tuple[Value, ...]:
+        """Call an ONNX-script function, adding it to the model's local functions."""
+        proto = onnx_fn.to_function_proto()
+        root = self.graph.root
+        if not any(f.domain == proto.domain and f.name == proto.name for f in root.functions):
+            root.functions.append(proto)
+            for opset in proto.opset_import:
+                if opset.domain not in ("", "ai.onnx"):
+                    self.graph.use_domain(opset.domain, opset.version)
+        self.graph.use_domain(proto.domain, self.conversion.domain_version(proto.domain, 1))
+        return self.op(f"{proto.domain}::{proto.name}", *args, outputs=outputs, **kwargs)
+
+    # -- constants and values ------------------------------------------------
+    def constant(self, value: Any, dtype: torch.dtype | None = None) -> Value:
+        """A constant; it becomes a node or an initializer only if something uses it."""
+        tensor = _as_tensor(value, dtype)
+        result = self.graph.deferred(Type.of(tensor), _emit_constant(tensor), const=tensor)
+        result.producer = Node("", "Constant", [], [result], {"value": ("t", tensor)})
+        return result
+
+    def python_constant(self, value: Any, type_: Type | None = None) -> Value:
+        """A TorchScript non-tensor constant (int, float, list, None, str, device...)."""
+        if isinstance(value, torch.Tensor):
+            return self.constant(value)
+
+        def materialize(graph: Graph) -> Value:
+            if value is None or isinstance(value, (str, torch.device)):
+                raise OnnxExporterError(
+                    f"A {type(value).__name__} constant ({value!r}) cannot be an ONNX input."
+                )
+            return _emit_constant(_as_tensor(value))(graph)
+
+        result = self.graph.deferred(type_ or Type.of(value), materialize, const=value)
+        attrs = {} if value is None else {"value": (_kind_of(value), value)}
+        result.producer = Node("prim", "Constant", [], [result], attrs)
+        return result
+
+    def _as_value(self, arg: Any) -> Value | None:
+        if arg is None or isinstance(arg, Value):
+            return arg
+        if isinstance(arg, (torch.Tensor, np.ndarray, bool, int, float, list, tuple)):
+            return self.constant(arg)
+        raise SymbolicValueError(
+            f"g.op() got an input of type {type(arg).__name__} ({arg!r}); inputs must be "
+            "Values, tensors, or Python numbers."
+        )
+
+    # -- subgraphs -----------------------------------------------------------
+    def subgraph(self, name: str = "subgraph") -> GraphContext:
+        """A context over a fresh subgraph (for If/Loop bodies), sharing this conversion."""
+        child = GraphContext(Graph(self.graph.root.fresh_name(name), parent=self.graph),
+                             self.conversion, self.original_node)
+        child.entry, child.source, child.scope = self.entry, self.source, self.scope
+        return child
+
+    def on(self, graph: Graph) -> GraphContext:
+        """This context writing into ``graph`` (used when a deferred value materializes)."""
+        if graph is self.graph:
+            return self
+        other = GraphContext(graph, self.conversion, self.original_node)
+        other.entry, other.source, other.scope = self.entry, self.source, self.scope
+        return other
+
+    def convert_block(self, block: Any, inputs: Sequence[Value]) -> list[Value]:
+        """Convert a TorchScript block into this context's graph; returns its outputs."""
+        return self.conversion.convert_block(block, self.graph, list(inputs))
+
+
+def _as_tensor(value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value if dtype is None else value.to(dtype)
+    if isinstance(value, np.ndarray):
+        tensor = torch.from_numpy(value)
+        return tensor if dtype is None else tensor.to(dtype)
+    return torch.tensor(value, dtype=dtype)
+
+
+def _emit_constant(tensor: torch.Tensor):
+    def materialize(graph: Graph) -> Value:
+        # Constant supports non-float types only from opset 9.
+        float_only = graph.root.opset_imports.get("", 9) < 9 and not tensor.dtype.is_floating_point
+        if float_only and graph.parent is not None:
+            raise OnnxExporterError(
+                f"A {tensor.dtype} constant inside a subgraph needs opset 9 or higher.")
+        if graph.parent is None and (tensor.numel() >= INITIALIZER_MIN_ELEMENTS or float_only):
+            return graph.add_initializer(graph.fresh_name("const"), tensor)
+        key = (tensor.dtype, tuple(tensor.shape), tuple(tensor.reshape(-1).tolist()))
+        cached = graph.constant_cache.get(key)
+        if cached is not None:
+            return cached
+        node = graph.add_node("", "Constant", [], 1, {"value": ("t", tensor)})
+        value = node._outputs[0]
+        value.setType(Type.of(tensor))
+        value.const = tensor
+        graph.constant_cache[key] = value
+        return value
+    return materialize
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool) or isinstance(value, int):
+        return "i"
+    if isinstance(value, float):
+        return "f"
+    if isinstance(value, str):
+        return "s"
+    if isinstance(value, torch.Tensor):
+        return "t"
+    if isinstance(value, (list, tuple)) and value:
+        return _kind_of(value[0]) + "s"
+    return "ival"
+
+
+def _attribute(key: str, value: Any) -> tuple[str, str, Any]:
+    """Split ``alpha_f`` into ("alpha", "f") and normalise the value."""
+    match = _ATTR_KEY.match(key)
+    if match:
+        name, kind = match.group("name"), match.group("kind")
+    else:
+        name, kind = key, "z"
+    if isinstance(value, GraphContext):
+        value = value.graph
+    is_list = isinstance(value, (list, tuple))
+    if kind == "z":
+        sample = value[0] if is_list and value else value
+        kind = {bool: "i", int: "i", float: "f", str: "s"}.get(type(sample), "t")
+        if isinstance(sample, Graph):
+            kind = "g"
+    try:
+        if kind == "i":
+            value = [int(v) for v in value] if is_list else int(value)
+        elif kind == "f":
+            value = [float(v) for v in value] if is_list else float(value)
+        elif kind == "s":
+            value = [str(v) for v in value] if is_list else (
+                value.decode() if isinstance(value, bytes) else str(value))
+        elif kind == "t":
+            value = [_as_tensor(v) for v in value] if is_list else _as_tensor(value)
+        elif kind == "ty":
+            value = int(value)
+    except (TypeError, ValueError) as exc:
+        raise SymbolicValueError(
+            f"Attribute {key}={value!r} does not match its '_{kind}' suffix: {exc}"
+        ) from exc
+    if kind == "ty":
+        return name, "i", value
+    return name, (kind + "s" if is_list else kind), value

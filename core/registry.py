@@ -1,0 +1,413 @@
+"""The symbolic registry: who converts which operator at which opset.
+
+A symbolic registered ``since=N`` serves every opset >= N until its provider
+registers a newer variant. Registrations live in three layers; at a given
+opset the highest layer that serves the op wins:
+
+* ``BUILTIN`` -- the packs shipped in the ``oxport`` distribution;
+* ``INSTALLED`` -- packs of other distributions, found through entry points;
+* ``RUNTIME`` -- ``register_custom_op_symbolic`` calls.
+
+Two providers of one layer claiming the same op is an error at load time,
+unless one of them says ``override=True``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import onnx
+
+from oxport.errors import RegistryError
+from oxport.hookspecs import hookimpl
+from oxport.types import MIN_OPSET
+
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w.\-]*::[A-Za-z_]\w*(\.\w+)?$")
+
+
+def newest_known_opset() -> int:
+    """The newest ai.onnx opset the installed ``onnx`` package knows."""
+    return onnx.defs.onnx_opset_version()
+
+
+class Layer(enum.IntEnum):
+    """Registration layers; a higher layer shadows a lower one."""
+
+    BUILTIN = 0
+    INSTALLED = 1
+    RUNTIME = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    """Where a registration comes from."""
+
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+    layer: Layer = Layer.INSTALLED
+
+    def __str__(self) -> str:
+        dist = f" ({self.distribution} {self.version})" if self.distribution else ""
+        return f"{self.plugin}{dist}"
+
+
+@dataclasses.dataclass(eq=False)
+class SymbolicEntry:
+    """One registered symbolic: an op, the first opset it serves, and its function."""
+
+    name: str
+    fn: Callable[..., Any]
+    since: int
+    provenance: Provenance
+    override: bool = False
+    until: int | None = None  # last opset served; None means "every newer opset"
+
+    @property
+    def layer(self) -> Layer:
+        return self.provenance.layer
+
+    def serves(self, opset: int) -> bool:
+        return self.since <= opset and (self.until is None or opset <= self.until)
+
+    def __repr__(self) -> str:
+        upper = "" if self.until is None else f"..{self.until}"
+        return f"<symbolic {self.name} since={self.since}{upper} from {self.provenance}>"
+
+
+@dataclasses.dataclass
+class OpCase:
+    """A small declared test case for one op: run by ``oxport.testing``."""
+
+    op: str
+    model: Any
+    inputs: Any = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    name: str = ""
+    dynamic_axes: dict[str, Any] | None = None
+    input_names: list[str] | None = None
+    script: bool = False
+    training: bool = False
+    rtol: float = 1e-3
+    atol: float = 1e-5
+    min_opset: int | None = None
+    max_opset: int | None = None
+    export_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    provenance: Provenance | None = None
+
+    def __str__(self) -> str:
+        return f"{self.op}[{self.name}]" if self.name else self.op
+
+
+def validate_name(name: Any) -> str:
+    """Check a qualified op name (``domain::op`` or ``domain::op.overload``)."""
+    if not isinstance(name, str) or not _QUALIFIED_NAME.match(name):
+        raise RegistryError(
+            f"Malformed op name {name!r}: use a qualified name 'namespace::op' "
+            "(with an optional '.overload'), e.g. 'aten::elu' or 'custom_ops::foo_forward'."
+        )
+    return name
+
+
+def validate_since(since: Any, name: str) -> int:
+    """Check that ``since`` is an ai.onnx opset the installed onnx knows."""
+    newest = newest_known_opset()
+    if isinstance(since, bool) or not isinstance(since, int) or not 1 <= since <= newest:
+        raise RegistryError(
+            f"{name}: since={since!r} is not an opset: use an int from {MIN_OPSET} to "
+            f"{newest} (the newest opset the installed onnx knows)."
+        )
+    return max(since, 1)
+
+
+class SymbolicRegistry:
+    """Every symbolic, fallback and custom-domain default known to one export session."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, list[SymbolicEntry]] = {}
+        self.fallbacks: dict[str, Any] = {}
+        self.domain_versions: dict[str, int] = {}
+        self.domain_providers: dict[str, Provenance] = {}
+        self.cases: list[OpCase] = []
+        self.passes: list[tuple[str, Callable[..., Any], Provenance]] = []
+
+    # -- registration -----------------------------------------------------
+    def add(self, entry: SymbolicEntry) -> None:
+        """Add an entry, enforcing the layer and conflict rules."""
+        validate_name(entry.name)
+        validate_since(entry.since, entry.name)
+        if not callable(entry.fn):
+            raise RegistryError(
+                f"{entry.name}: the symbolic from {entry.provenance} is {entry.fn!r}, "
+                "which is not callable: register a function fn(g, *inputs)."
+            )
+        same_name = self._entries.setdefault(entry.name, [])
+        for other in same_name:
+            if other.layer != entry.layer:
+                continue
+            if other.provenance == entry.provenance:
+                if other.since == entry.since and entry.layer != Layer.RUNTIME:
+                    raise RegistryError(
+                        f"{entry.name} is registered twice with since={entry.since} by "
+                        f"{entry.provenance}: give each variant its own since=."
+                    )
+                continue
+            if entry.override == other.override:
+                raise RegistryError(
+                    f"Conflict: {entry.name} is claimed by both {other.provenance} and "
+                    f"{entry.provenance}. Uninstall or block one of them "
+                    "(OXPORT_DISABLE_PLUGINS=name), or register the one that should win "
+                    "with override=True."
+                )
+        if entry.layer == Layer.RUNTIME:
+            same_name[:] = [e for e in same_name if not (
+                e.layer == Layer.RUNTIME and e.since == entry.since)]
+        elif not entry.override:
+            lower = [e for e in same_name if e.layer < entry.layer]
+            if lower:
+                warnings.warn(
+                    f"{entry.provenance} shadows {entry.name} from {lower[0].provenance}; "
+                    "pass override=True to do it on purpose and silence this warning.",
+                    stacklevel=3,
+                )
+        same_name.append(entry)
+        self._seal(entry.name)
+
+    def remove(self, name: str, since: int, layer: Layer = Layer.RUNTIME) -> bool:
+        """Remove the entry of ``layer`` registered for ``name`` at ``since``."""
+        entries = self._entries.get(name, [])
+        kept = [e for e in entries if not (e.layer == layer and e.since == since)]
+        if len(kept) == len(entries):
+            return False
+        self._entries[name] = kept
+        self._seal(name)
+        return True
+
+    def _seal(self, name: str) -> None:
+        """Recompute each entry's last opset within its provider's version ladder."""
+        by_provider: dict[tuple[Provenance, bool], list[SymbolicEntry]] = {}
+        for entry in self._entries[name]:
+            by_provider.setdefault((entry.provenance, entry.override), []).append(entry)
+        for ladder in by_provider.values():
+            ladder.sort(key=lambda e: e.since)
+            for lower, upper in zip(ladder, ladder[1:]):
+                lower.until = upper.since - 1
+            ladder[-1].until = None
+
+    # -- lookup -----------------------------------------------------------
+    def lookup(self, name: str, opset: int) -> SymbolicEntry | None:
+        """The symbolic that converts ``name`` at ``opset``, or None."""
+        best: SymbolicEntry | None = None
+        for entry in self._entries.get(name, ()):
+            if not entry.serves(opset):
+                continue
+            if best is None or (entry.layer, entry.override) > (best.layer, best.override):
+                best = entry
+        return best
+
+    def min_opset(self, name: str) -> int | None:
+        """The lowest opset at which any symbolic serves ``name``."""
+        entries = self._entries.get(name)
+        return min(e.since for e in entries) if entries else None
+
+    def shadowed_by(self, entry: SymbolicEntry) -> list[SymbolicEntry]:
+        """The entries that ``entry`` hides at some opset."""
+        return [
+            other for other in self._entries.get(entry.name, ())
+            if other is not entry and (other.layer, other.override) < (entry.layer, entry.override)
+            and _overlap(other, entry)
+        ]
+
+    def names(self) -> list[str]:
+        return sorted(n for n, entries in self._entries.items() if entries)
+
+    def entries(self, name: str | None = None) -> Iterator[SymbolicEntry]:
+        names = [name] if name is not None else self.names()
+        for each in names:
+            yield from sorted(self._entries.get(each, ()), key=lambda e: (e.layer, e.since))
+
+    def cases_for(self, name: str) -> list[OpCase]:
+        return [case for case in self.cases if case.op == name]
+
+
+def _overlap(a: SymbolicEntry, b: SymbolicEntry) -> bool:
+    a_hi = a.until if a.until is not None else 10**6
+    b_hi = b.until if b.until is not None else 10**6
+    return a.since <= b_hi and b.since <= a_hi
+
+
+class Registrar:
+    """What a plugin's registration hooks receive: a registry bound to its provenance."""
+
+    def __init__(self, registry: SymbolicRegistry, provenance: Provenance) -> None:
+        self._registry = registry
+        self.provenance = provenance
+
+    def register(self, name: str, fn: Callable[..., Any], since: int = MIN_OPSET, *,
+                 override: bool = False) -> None:
+        """Register ``fn`` as the symbolic of ``name`` from opset ``since`` on."""
+        self._registry.add(SymbolicEntry(name, fn, since, self.provenance, override))
+
+    def register_fallback(self, name: str, fallback: Any) -> None:
+        """Register a fallback mode (see :class:`oxport.walk.Fallback`) under ``name``."""
+        if name in self._registry.fallbacks:
+            other = self._registry.fallbacks[name]
+            raise RegistryError(
+                f"Fallback {name!r} is registered by both {other.provenance} and "
+                f"{self.provenance}: block one of the two plugins."
+            )
+        fallback.provenance = self.provenance
+        self._registry.fallbacks[name] = fallback
+
+    def register_domain(self, domain: str, version: int = 1) -> None:
+        """Declare the default opset version of a custom domain this plugin emits."""
+        if not isinstance(domain, str) or not domain or "::" in domain:
+            raise RegistryError(f"Malformed domain name {domain!r}: use e.g. 'com.microsoft'.")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise RegistryError(f"Domain {domain!r}: version must be an int >= 1, not {version!r}.")
+        previous = self._registry.domain_providers.get(domain)
+        if previous is not None and previous != self.provenance and \
+                self._registry.domain_versions[domain] != version:
+            raise RegistryError(
+                f"Domain {domain!r} is declared at version {self._registry.domain_versions[domain]} "
+                f"by {previous} and at version {version} by {self.provenance}: block one of them "
+                "or pick the version with export(custom_opsets=...)."
+            )
+        self._registry.domain_versions[domain] = version
+        self._registry.domain_providers[domain] = self.provenance
+
+    def register_pass(self, name: str, fn: Callable[..., Any]) -> None:
+        """Register a graph pass ``fn(graph, context)`` run after conversion."""
+        if not callable(fn):
+            raise RegistryError(f"Pass {name!r} from {self.provenance} is not callable.")
+        self._registry.passes.append((name, fn, self.provenance))
+
+    def add_case(self, case: OpCase) -> None:
+        """Declare a test case for an op (see :meth:`OpPack.case`)."""
+        validate_name(case.op)
+        case.provenance = self.provenance
+        self._registry.cases.append(case)
+
+
+class OpPack:
+    """A named set of symbolics, declared explicitly and registered by the plugin manager.
+
+    Example::
+
+        pack = oxport.OpPack("my-pack")
+
+        @pack.symbolic("custom_ops::foo_forward", since=9)
+        def foo_forward(g, x):
+            return g.op("custom_domain::Foo", x)
+
+        pack.case("custom_ops::foo_forward", MyModel(), (2, 3))
+
+    Expose ``pack`` as an ``oxport`` entry point; nothing registers on import.
+    """
+
+    def __init__(self, name: str, *, domains: dict[str, int] | None = None) -> None:
+        self.name = name
+        self.domains = dict(domains or {})
+        self._symbolics: list[tuple[str, Callable[..., Any], int, bool]] = []
+        self._cases: list[OpCase] = []
+
+    def symbolic(self, name: str, since: int = MIN_OPSET, *,
+                 override: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``fn`` converts op ``name`` from opset ``since`` on."""
+        validate_name(name)
+        validate_since(since, name)
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._symbolics.append((name, fn, since, override))
+            return fn
+
+        return decorate
+
+    def alias(self, fn: Callable[..., Any], *names: str, since: int = MIN_OPSET) -> None:
+        """Register one function for several op names (e.g. in-place variants)."""
+        for name in names:
+            self.symbolic(name, since)(fn)
+
+    def case(self, op: str | Iterable[str], model: Any, *inputs: Any, **options: Any) -> None:
+        """Declare a test case: ``model(*inputs)`` must export ``op`` and match eager.
+
+        ``inputs`` are tensors, shape tuples (random float32), or one zero-argument
+        callable returning the input tuple. ``options`` are :class:`OpCase` fields.
+        """
+        for name in [op] if isinstance(op, str) else op:
+            self._cases.append(OpCase(validate_name(name), model, inputs, **options))
+
+    def symbolics(self) -> list[tuple[str, Callable[..., Any], int, bool]]:
+        return list(self._symbolics)
+
+    def register_into(self, registrar: Registrar) -> None:
+        """Register everything this pack declares."""
+        for domain, version in self.domains.items():
+            registrar.register_domain(domain, version)
+        for name, fn, since, override in self._symbolics:
+            registrar.register(name, fn, since, override=override)
+        for case in self._cases:
+            registrar.add_case(dataclasses.replace(case))
+
+    @hookimpl
+    def oxport_register_symbolics(self, registry: Registrar) -> None:
+        self.register_into(registry)
+
+    def __repr__(self) -> str:
+        return f"<OpPack {self.name}: {len(self._symbolics)} symbolics>"
+
+
+class RegistryView:
+    """Several registries read as one (the loaded plugins plus runtime registrations)."""
+
+    def __init__(self, *registries: SymbolicRegistry) -> None:
+        self.registries = registries
+
+    def lookup(self, name: str, opset: int) -> SymbolicEntry | None:
+        found = [e for r in self.registries if (e := r.lookup(name, opset)) is not None]
+        return max(found, key=lambda e: (e.layer, e.override), default=None)
+
+    def min_opset(self, name: str) -> int | None:
+        mins = [m for r in self.registries if (m := r.min_opset(name)) is not None]
+        return min(mins, default=None)
+
+    def names(self) -> list[str]:
+        return sorted({n for r in self.registries for n in r.names()})
+
+    def entries(self, name: str | None = None) -> Iterator[SymbolicEntry]:
+        for registry in self.registries:
+            yield from registry.entries(name)
+
+    def shadowed_by(self, entry: SymbolicEntry) -> list[SymbolicEntry]:
+        return [
+            other for other in self.entries(entry.name)
+            if other is not entry and (other.layer, other.override) < (entry.layer, entry.override)
+            and _overlap(other, entry)
+        ]
+
+    @property
+    def fallbacks(self) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for registry in self.registries:
+            merged.update(registry.fallbacks)
+        return merged
+
+    @property
+    def domain_versions(self) -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for registry in self.registries:
+            merged.update(registry.domain_versions)
+        return merged
+
+    @property
+    def passes(self) -> list[tuple[str, Callable[..., Any], Provenance]]:
+        return [p for registry in self.registries for p in registry.passes]
+
+    @property
+    def cases(self) -> list[OpCase]:
+        return [c for registry in self.registries for c in registry.cases]

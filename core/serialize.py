@@ -1,0 +1,506 @@
+"""From the IR to an ONNX file: names, value infos, the checker, and the write.
+
+Weights are never copied into a ``ModelProto`` on the way to a file: the graph
+is serialized without them, then each weight is appended as protobuf bytes
+written straight from tensor memory (repeated embedded messages merge when
+parsed). Past 2 GB the weights go to one external-data file beside the model.
+Every write goes to a temporary file first and is renamed into place, so a
+failed export never leaves a partial file behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import IO, Any
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper
+
+from oxport.errors import CheckerError, InvalidExportArgumentError, OnnxExporterError
+from oxport.ir import Graph, Node, Type, Value
+from oxport.types import JitScalarType
+
+PROTOBUF_LIMIT = 2**31 - 1
+#: Leave room for the graph itself below the protobuf limit.
+EXTERNAL_DATA_THRESHOLD = 2**31 - 2**26
+EXTERNAL_ALIGNMENT = 64
+
+
+@dataclasses.dataclass
+class Weight:
+    """An initializer: its final name and the tensor that holds its bytes."""
+
+    name: str
+    tensor: Any  # torch.Tensor or numpy.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        if isinstance(self.tensor, torch.Tensor):
+            return self.tensor.numel() * self.tensor.element_size()
+        return int(self.tensor.nbytes)
+
+
+@dataclasses.dataclass
+class Serialized:
+    """A model ready to write: the proto without weight bytes, and the weights."""
+
+    model: onnx.ModelProto
+    weights: list[Weight]
+    value_names: dict[int, str]
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(w.nbytes for w in self.weights)
+
+    def to_model_proto(self) -> onnx.ModelProto:
+        """A complete ModelProto with the weights inside (this copies them)."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        model.graph.initializer.extend(tensor_proto(w.name, w.tensor) for w in self.weights)
+        return model
+
+
+# -- naming --------------------------------------------------------------------------
+class _Namer:
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set()
+
+    def claim(self, value: Value, name: str) -> str:
+        if name in self.used:
+            raise InvalidExportArgumentError(
+                f"The name {name!r} is given to two different values; names must be unique.")
+        self.used.add(name)
+        self.names[id(value)] = name
+        return name
+
+    def name(self, value: Value) -> str:
+        found = self.names.get(id(value))
+        if found is not None:
+            return found
+        base = _clean(value.name) or "v"
+        name, n = base, 1
+        while name in self.used:
+            name = f"{base}.{n}"
+            n += 1
+        self.used.add(name)
+        self.names[id(value)] = name
+        return name
+
+
+def _clean(name: str) -> str:
+    return name.replace(" ", "_")
+
+
+def _dedupe_weights(graph: Graph) -> None:
+    """Point every use of a tensor that shares storage with another at one initializer."""
+    seen: dict[tuple[Any, ...], Value] = {}
+    replace: dict[int, Value] = {}
+    for name, value in list(graph.initializers.items()):
+        tensor = value.const
+        if not isinstance(tensor, torch.Tensor) or tensor.numel() == 0:
+            continue
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+               tuple(tensor.stride()), tensor.dtype)
+        if key in seen:
+            replace[id(value)] = seen[key]
+            del graph.initializers[name]
+        else:
+            seen[key] = value
+    if not replace:
+        return
+    for node in graph.walk():
+        node._inputs = [replace.get(id(v), v) if v is not None else None for v in node._inputs]
+    graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
+
+
+def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
+              output_names: Sequence[str] | None = None,
+              dynamic_axes: dict[str, Any] | None = None, export_params: bool = True,
+              keep_initializers_as_inputs: bool = False, param_names: Sequence[str] = (),
+              verbose: bool = False, add_node_names: bool = True,
+              doc_string: str = "", metadata: dict[str, str] | None = None,
+              dedupe: bool = True) -> Serialized:
+    """Name every value and build the ModelProto (without weight bytes)."""
+    if dedupe and not keep_initializers_as_inputs:
+        _dedupe_weights(graph)
+    namer = _Namer()
+    order = {name: i for i, name in enumerate(param_names)}
+    graph.initializers = dict(sorted(graph.initializers.items(),
+                                     key=lambda item: order.get(item[0], len(order))))
+    named_inputs = list(graph.inputs) + list(graph.initializers.values())
+    input_names = list(input_names or [])
+    if len(input_names) > len(named_inputs):
+        raise InvalidExportArgumentError(
+            f"input_names has {len(input_names)} names but the model has {len(graph.inputs)} "
+            f"inputs and {len(named_inputs) - len(graph.inputs)} parameters; give at most "
+            f"{len(named_inputs)} names.")
+    output_names = list(output_names or [])
+    if len(output_names) > len(graph.outputs):
+        raise InvalidExportArgumentError(
+            f"output_names has {len(output_names)} names but the model has "
+            f"{len(graph.outputs)} outputs.")
+    for value, name in zip(named_inputs, input_names):
+        namer.claim(value, name)
+    _separate_outputs(graph)
+    for value, name in zip(graph.outputs, output_names):
+        namer.claim(value, name)
+    for value in graph.inputs:
+        namer.name(value)
+    for value in graph.initializers.values():
+        namer.name(value)
+
+    axes = _dynamic_axes(dynamic_axes, [namer.name(v) for v in graph.inputs],
+                         [namer.name(v) for v in graph.outputs])
+    weights = [Weight(namer.name(v), v.const) for v in graph.initializers.values()]
+
+    graph_proto = _graph_proto(graph, namer, verbose, add_node_names)
+    as_inputs = not export_params or keep_initializers_as_inputs
+    for value in graph.inputs:
+        graph_proto.input.append(_value_info(namer.name(value), value.type(), axes))
+    if as_inputs:
+        for value in graph.initializers.values():
+            graph_proto.input.append(_value_info(namer.name(value), value.type(), {}))
+    for value in graph.outputs:
+        graph_proto.output.append(_value_info(namer.name(value), value.type(), axes,
+                                              dynamic=bool(axes)))
+    if not export_params:
+        weights = []
+
+    opsets = [helper.make_opsetid(domain, version) for domain, version in
+              sorted(graph.opset_imports.items())]
+    model = helper.make_model(graph_proto, opset_imports=opsets, producer_name="oxport",
+                              producer_version=_version(), doc_string=doc_string)
+    model.functions.extend(graph.functions)
+    model.ir_version = _ir_version(graph.opset_imports.get("", 7), bool(graph.functions))
+    for key, value in {**graph.metadata, **(metadata or {})}.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    return Serialized(model, weights, namer.names)
+
+
+def _separate_outputs(graph: Graph) -> None:
+    """Give each graph output its own value (Identity where one is an input, weight or repeat)."""
+    seen: set[int] = {id(v) for v in graph.inputs} | {id(v) for v in graph.initializers.values()}
+    outputs = []
+    for value in graph.outputs:
+        if id(value) in seen or value.producer is None or value.producer.op_type == "Constant":
+            node = graph.add_node("", "Identity", [value])
+            node._outputs[0].setType(value.type())
+            node._outputs[0].name = value.name
+            value = node._outputs[0]
+        seen.add(id(value))
+        outputs.append(value)
+    graph.outputs = outputs
+
+
+def _dynamic_axes(dynamic_axes: dict[str, Any] | None, inputs: list[str],
+                  outputs: list[str]) -> dict[str, dict[int, str]]:
+    if not dynamic_axes:
+        return {}
+    if not isinstance(dynamic_axes, dict):
+        raise InvalidExportArgumentError(
+            "dynamic_axes must be a dict such as {'input': {0: 'batch'}} or {'input': [0]}.")
+    result: dict[str, dict[int, str]] = {}
+    for key, spec in dynamic_axes.items():
+        if key not in inputs and key not in outputs:
+            raise InvalidExportArgumentError(
+                f"dynamic_axes names {key!r}, which is neither an input nor an output. "
+                f"Inputs are {inputs}, outputs are {outputs}; name them with input_names= and "
+                "output_names= first.")
+        if isinstance(spec, dict):
+            axes = {int(axis): str(name) for axis, name in spec.items()}
+        elif isinstance(spec, (list, tuple)):
+            axes = {int(axis): f"{key}_dynamic_axes_{i + 1}" for i, axis in enumerate(spec)}
+        else:
+            raise InvalidExportArgumentError(
+                f"dynamic_axes[{key!r}] must be a dict {{axis: name}} or a list of axes, "
+                f"not {spec!r}.")
+        result[key] = axes
+    return result
+
+
+def _value_info(name: str, type_: Type, axes: dict[str, dict[int, str]],
+                dynamic: bool = False) -> onnx.ValueInfoProto:
+    if type_.kind() in ("ListType", "TupleType") and type_.getElementType().dtype() is not None:
+        elem = type_.getElementType()
+        tensor_type = helper.make_tensor_type_proto(_onnx_elem(elem.dtype()), None)
+        return helper.make_value_info(name, helper.make_sequence_type_proto(tensor_type))
+    dtype = type_.dtype()
+    elem_type = _onnx_elem(dtype) if dtype is not None else TensorProto.UNDEFINED
+    shape = type_.shape
+    named = axes.get(name, {})
+    if shape is not None:
+        rank = len(shape)
+        for axis in named:
+            if not -rank <= axis < rank:
+                raise InvalidExportArgumentError(
+                    f"dynamic_axes[{name!r}] names axis {axis}, but {name!r} has rank {rank}.")
+        named = {axis % rank: label for axis, label in named.items()} if rank else {}
+        dims: list[Any] = []
+        for axis, dim in enumerate(shape):
+            if axis in named:
+                dims.append(named[axis])
+            elif dynamic and name not in axes:
+                dims.append(None)  # shapes of outputs follow dynamic inputs: leave them open
+            else:
+                dims.append(dim if isinstance(dim, int) else None)
+        shape = dims
+    return helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def _onnx_elem(dtype: torch.dtype) -> int:
+    return JitScalarType.from_dtype(dtype).onnx_type()
+
+
+def _graph_proto(graph: Graph, namer: _Namer, verbose: bool,
+                 add_node_names: bool) -> onnx.GraphProto:
+    proto = onnx.GraphProto()
+    proto.name = graph.name
+    counters: dict[str, int] = {}
+    for node in graph.nodes:
+        proto.node.append(_node_proto(node, namer, verbose, add_node_names, counters))
+    if graph.parent is not None:
+        for value in graph.inputs:
+            proto.input.append(_value_info(namer.name(value), value.type(), {}))
+        for value in graph.outputs:
+            proto.output.append(_value_info(namer.name(value), value.type(), {}, dynamic=True))
+    return proto
+
+
+def _node_proto(node: Node, namer: _Namer, verbose: bool, add_node_names: bool,
+                counters: dict[str, int]) -> onnx.NodeProto:
+    proto = onnx.NodeProto()
+    proto.op_type = node.op_type
+    proto.domain = node.domain
+    proto.input.extend("" if v is None else namer.name(v) for v in node._inputs)
+    proto.output.extend(namer.name(v) for v in node._outputs)
+    if add_node_names:
+        index = counters.get(node.op_type, 0)
+        counters[node.op_type] = index + 1
+        proto.name = node.name or f"/{node.op_type}_{index}"
+    if verbose and (node.source or node.scope):
+        proto.doc_string = "; ".join(filter(None, [node.source, node.scope]))
+    for name, (kind, value) in sorted(node.attrs.items()):
+        proto.attribute.append(_attribute_proto(name, kind, value, namer, verbose, add_node_names))
+    return proto
+
+
+def _attribute_proto(name: str, kind: str, value: Any, namer: _Namer, verbose: bool,
+                     add_node_names: bool) -> onnx.AttributeProto:
+    if kind == "t":
+        return helper.make_attribute(name, tensor_proto("", value))
+    if kind == "ts":
+        return helper.make_attribute(name, [tensor_proto("", v) for v in value])
+    if kind == "g":
+        return helper.make_attribute(name, _graph_proto(value, namer, verbose, add_node_names))
+    if kind == "gs":
+        return helper.make_attribute(
+            name, [_graph_proto(v, namer, verbose, add_node_names) for v in value])
+    attr_type = {"i": onnx.AttributeProto.INT, "f": onnx.AttributeProto.FLOAT,
+                 "s": onnx.AttributeProto.STRING, "is": onnx.AttributeProto.INTS,
+                 "fs": onnx.AttributeProto.FLOATS, "ss": onnx.AttributeProto.STRINGS}.get(kind)
+    if attr_type is None:
+        raise OnnxExporterError(f"Attribute {name!r} has an unsupported kind {kind!r}.")
+    return helper.make_attribute(name, value, attr_type=attr_type)
+
+
+def tensor_header(name: str, tensor: Any) -> TensorProto:
+    """A TensorProto with name, dims and type but no data."""
+    proto = TensorProto()
+    proto.name = name
+    if isinstance(tensor, torch.Tensor):
+        proto.dims.extend(tensor.shape)
+        proto.data_type = _onnx_elem(tensor.dtype)
+    else:
+        array = np.asarray(tensor)
+        proto.dims.extend(array.shape)
+        proto.data_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+    return proto
+
+
+def raw_bytes(tensor: Any) -> memoryview:
+    """The tensor's bytes, little-endian, without copying contiguous CPU tensors."""
+    if isinstance(tensor, torch.Tensor):
+        tensor = tensor.detach()
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()
+        if tensor.is_quantized:
+            tensor = tensor.int_repr()
+        if not tensor.is_contiguous():
+            tensor = tensor.contiguous()
+        if tensor.dtype in (torch.bfloat16, torch.float16) or tensor.dtype.is_floating_point \
+                and tensor.element_size() == 1:
+            tensor = tensor.view(torch.uint8 if tensor.element_size() == 1 else torch.int16)
+        elif tensor.dtype == torch.bool:
+            tensor = tensor.view(torch.uint8)
+        array = tensor.numpy()
+    else:
+        array = np.ascontiguousarray(tensor)
+    return memoryview(array).cast("B") if array.size else memoryview(b"")
+
+
+def tensor_proto(name: str, tensor: Any) -> TensorProto:
+    """A complete TensorProto (copies the bytes; for small tensors and in-memory models)."""
+    proto = tensor_header(name, tensor)
+    proto.raw_data = bytes(raw_bytes(tensor))
+    return proto
+
+
+# -- checking ------------------------------------------------------------------------
+def check(serialized: Serialized, full_check: bool = True) -> None:
+    """Run the ONNX checker on the model with weights as typed inputs (no bytes loaded)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(serialized.model)
+    declared = {i.name for i in model.graph.input}
+    for weight in serialized.weights:
+        if weight.name in declared:
+            continue
+        header = tensor_header(weight.name, weight.tensor)
+        model.graph.input.append(helper.make_tensor_value_info(
+            weight.name, header.data_type, list(header.dims)))
+    try:
+        onnx.checker.check_model(model, full_check=full_check)
+    except onnx.checker.ValidationError as exc:
+        raise CheckerError(f"The exported model is not valid ONNX: {exc}") from exc
+    except onnx.shape_inference.InferenceError as exc:
+        raise CheckerError(f"ONNX shape inference rejects the exported model: {exc}") from exc
+
+
+# -- writing -------------------------------------------------------------------------
+def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
+          external_data: bool | None = None, location: str | None = None) -> None:
+    """Write the model to a path (atomically) or a binary file object."""
+    use_external = (serialized.weight_bytes > EXTERNAL_DATA_THRESHOLD
+                    if external_data is None else external_data)
+    if isinstance(f, (str, os.PathLike)):
+        _write_path(serialized, os.fspath(f), use_external, location)
+        return
+    if not hasattr(f, "write"):
+        raise InvalidExportArgumentError(
+            f"f must be a file path or a binary file object, not {type(f).__name__}.")
+    if use_external:
+        raise InvalidExportArgumentError(
+            "This model needs external data (its weights pass 2 GB): export to a file path, "
+            "not a file object.")
+    _stream(serialized, f)
+
+
+def _write_path(serialized: Serialized, path: str, use_external: bool,
+                location: str | None) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidExportArgumentError(
+            f"Cannot write {path!r}: the folder {directory!r} does not exist. Create it first.")
+    if not os.access(directory, os.W_OK):
+        raise InvalidExportArgumentError(
+            f"Cannot write {path!r}: the folder {directory!r} is not writable.")
+    if os.path.isdir(path):
+        raise InvalidExportArgumentError(f"Cannot write {path!r}: it is a folder.")
+    temps: list[str] = []
+    try:
+        if use_external:
+            location = location or os.path.basename(path) + ".data"
+            data_tmp = _temp(directory, location)
+            temps.append(data_tmp)
+            with open(data_tmp, "wb") as data_file:
+                model = _external(serialized, data_file, location)
+            model_tmp = _temp(directory, os.path.basename(path))
+            temps.append(model_tmp)
+            with open(model_tmp, "wb") as handle:
+                handle.write(model.SerializeToString())
+            os.replace(data_tmp, os.path.join(directory, location))
+            os.replace(model_tmp, path)
+        else:
+            model_tmp = _temp(directory, os.path.basename(path))
+            temps.append(model_tmp)
+            with open(model_tmp, "wb") as handle:
+                _stream(serialized, handle)
+            os.replace(model_tmp, path)
+    except BaseException:
+        for temp in temps:
+            if os.path.exists(temp):
+                os.unlink(temp)
+        raise
+
+
+def _temp(directory: str, name: str) -> str:
+    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    return temp
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+_MODEL_GRAPH_TAG = bytes([(7 << 3) | 2])       # ModelProto.graph
+_GRAPH_INITIALIZER_TAG = bytes([(5 << 3) | 2])  # GraphProto.initializer
+_TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])    # TensorProto.raw_data
+
+
+def _stream(serialized: Serialized, handle: IO[bytes]) -> None:
+    """Write the model, then each weight as a merged ``graph { initializer {...} }``."""
+    handle.write(serialized.model.SerializeToString())
+    for weight in serialized.weights:
+        data = raw_bytes(weight.tensor)
+        header = tensor_header(weight.name, weight.tensor).SerializeToString()
+        tensor_len = len(header) + 1 + len(_varint(len(data))) + len(data)
+        graph_len = 1 + len(_varint(tensor_len)) + tensor_len
+        handle.write(_MODEL_GRAPH_TAG + _varint(graph_len) + _GRAPH_INITIALIZER_TAG
+                     + _varint(tensor_len) + header + _TENSOR_RAW_DATA_TAG
+                     + _varint(len(data)))
+        handle.write(data)
+
+
+def _external(serialized: Serialized, data_file: IO[bytes], location: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    model.CopyFrom(serialized.model)
+    offset = 0
+    for weight in serialized.weights:
+        data = raw_bytes(weight.tensor)
+        pad = (-offset) % EXTERNAL_ALIGNMENT
+        if pad:
+            data_file.write(b"\0" * pad)
+            offset += pad
+        data_file.write(data)
+        header = tensor_header(weight.name, weight.tensor)
+        header.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", str(offset)),
+                           ("length", str(len(data)))):
+            entry = header.external_data.add()
+            entry.key, entry.value = key, value
+        model.graph.initializer.append(header)
+        offset += len(data)
+    return model
+
+
+def to_bytes(serialized: Serialized) -> bytes:
+    buffer = io.BytesIO()
+    _stream(serialized, buffer)
+    return buffer.getvalue()
+
+
+def _ir_version(opset: int, has_functions: bool) -> int:
+    version = helper.find_min_ir_version_for([helper.make_opsetid("", opset)], True)
+    return max(version, 8) if has_functions else version
+
+
+def _version() -> str:
+    from oxport import __version__
+    return __version__
+

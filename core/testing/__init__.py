@@ -1,0 +1,223 @@
+"""The shared op-test runner.
+
+Every symbolic declares small cases next to it (``pack.case(...)``). The runner
+expands each case over the opsets its symbolic serves (the lowest, the default
+and the highest the installed ONNX Runtime runs), exports, runs the full ONNX
+checker, runs ONNX Runtime, compares with eager PyTorch, and checks that the
+symbolic under test converted the node (no fallback stood in).
+
+A third-party pack gets the same runner with one line in its tests::
+
+    from oxport.testing import op_tests
+    test_my_pack = op_tests("my-pack")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+
+from oxport import plugins
+from oxport.registry import OpCase, RegistryView, SymbolicEntry
+from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseRun:
+    """One case of one symbolic at one opset."""
+
+    case: OpCase
+    entry: SymbolicEntry
+    opset: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.case}-since{self.entry.since}-opset{self.opset}"
+
+
+@functools.lru_cache(maxsize=None)
+def max_runtime_opset() -> int:
+    """The newest ai.onnx opset the installed ONNX Runtime accepts."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    for opset in range(min(MAX_OPSET, onnx.defs.onnx_opset_version()), MIN_OPSET - 1, -1):
+        node = helper.make_node("Identity", ["x"], ["y"])
+        graph = helper.make_graph([node], "probe",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = helper.find_min_ir_version_for([helper.make_opsetid("", opset)], True)
+        try:
+            ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception:  # noqa: BLE001 - any refusal means "not this opset"
+            continue
+        return opset
+    raise RuntimeError("The installed onnxruntime accepts no opset oxport supports.")
+
+
+def registry_view(**selection: Any) -> RegistryView:
+    manager = plugins.load(**selection)
+    return RegistryView(manager.registry, plugins.runtime_registry())
+
+
+def _opsets(entry: SymbolicEntry, case: OpCase) -> list[int]:
+    low = max(entry.since, MIN_OPSET, case.min_opset or MIN_OPSET)
+    high = min(entry.until or MAX_OPSET, max_runtime_opset(), case.max_opset or MAX_OPSET)
+    if low > high:
+        return []
+    return sorted({low, high} | ({DEFAULT_OPSET} if low <= DEFAULT_OPSET <= high else set()))
+
+
+def expand(entries: Iterable[SymbolicEntry], cases: Iterable[OpCase]) -> list[CaseRun]:
+    """Every (case, symbolic, opset) run for the given entries."""
+    by_op: dict[str, list[OpCase]] = {}
+    for case in cases:
+        by_op.setdefault(case.op, []).append(case)
+    runs = []
+    for entry in entries:
+        for case in by_op.get(entry.name, []):
+            runs.extend(CaseRun(case, entry, opset) for opset in _opsets(entry, case))
+    return runs
+
+
+def entries_of(registry: RegistryView, plugin_names: Iterable[str] | None = None,
+               distribution: str | None = None) -> list[SymbolicEntry]:
+    names = set(plugin_names) if plugin_names is not None else None
+    return [e for e in registry.entries()
+            if (names is None or e.provenance.plugin in names)
+            and (distribution is None or e.provenance.distribution == distribution)]
+
+
+def missing_cases(registry: RegistryView, entries: Iterable[SymbolicEntry]) -> list[str]:
+    """Symbolics (by op and opset range) that no declared case exercises."""
+    runs = {(id(r.entry)) for r in expand(entries, registry.cases)}
+    return [repr(e) for e in entries if id(e) not in runs]
+
+
+class _Callable(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def make_inputs(case: OpCase) -> tuple[Any, ...]:
+    """The case's inputs: shapes become seeded random float32 tensors."""
+    generator = torch.Generator().manual_seed(0)
+    inputs = []
+    for spec in case.inputs:
+        if callable(spec):
+            torch.manual_seed(len(inputs))
+            inputs.append(spec())
+        elif isinstance(spec, tuple) and all(isinstance(d, int) for d in spec):
+            inputs.append(torch.randn(*spec, generator=generator))
+        else:
+            inputs.append(spec)
+    return tuple(inputs)
+
+
+def as_module(model: Any) -> Any:
+    if isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction)):
+        return model
+    return _Callable(model)
+
+
+def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
+    """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager."""
+    import onnxruntime as ort
+
+    import oxport
+
+    case, entry, opset = case_run.case, case_run.entry, case_run.opset
+    model = case.model
+    if case.script and not isinstance(model, torch.jit.ScriptModule | torch.jit.ScriptFunction):
+        model = torch.jit.script(model)
+    model = as_module(model)
+    inputs = make_inputs(case)
+    training = oxport.TrainingMode.TRAINING if case.training else oxport.TrainingMode.EVAL
+    with oxport.select_model_mode_for_export(model, training), torch.no_grad():
+        expected = model(*inputs, **case.kwargs)
+    args = (*inputs, case.kwargs) if case.kwargs else inputs
+    result = oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
+                            input_names=case.input_names, training=training,
+                            **case.export_kwargs)
+    used = [e for e in result.used if e is entry]
+    assert used, (
+        f"{case_run.id}: the symbolic under test ({entry!r}) converted nothing; it used "
+        f"{sorted({repr(e) for e in result.used})}. Does the case trace to {entry.name}?")
+    assert not result.fallback_uses, f"{case_run.id}: fallbacks stood in: {result.fallback_uses}"
+    model_proto = result.model_proto()
+    onnx.checker.check_model(model_proto, full_check=True)
+    session = ort.InferenceSession(model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    feeds = _feeds(session, inputs, case.kwargs)
+    actual = session.run(None, feeds)
+    compare(expected, actual, rtol=case.rtol, atol=case.atol, where=case_run.id)
+
+
+def _feeds(session: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    from torch.utils import _pytree as pytree
+
+    leaves = [x for x in pytree.tree_leaves((inputs, kwargs)) if isinstance(x, torch.Tensor)]
+    names = [i.name for i in session.get_inputs()]
+    if len(names) != len(leaves):
+        raise AssertionError(f"The model has inputs {names} but the case gives {len(leaves)}.")
+    return {name: to_numpy(tensor) for name, tensor in zip(names, leaves)}
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.detach().cpu().numpy()
+
+
+def flatten_expected(expected: Any) -> list[torch.Tensor]:
+    from oxport.trace import flatten_outputs
+    return list(flatten_outputs(expected, []))
+
+
+def compare(expected: Any, actual: list[Any], *, rtol: float, atol: float, where: str = "") -> None:
+    """Assert ONNX Runtime's outputs match eager PyTorch's (values, dtypes and shapes)."""
+    flat = flatten_expected(expected)
+    assert len(flat) == len(actual), f"{where}: {len(actual)} outputs, expected {len(flat)}"
+    for index, (want, got) in enumerate(zip(flat, actual)):
+        got_tensor = torch.from_numpy(np.asarray(got))
+        torch.testing.assert_close(
+            got_tensor, want.detach(), rtol=rtol, atol=atol, equal_nan=True,
+            check_dtype=want.dtype != torch.bfloat16,
+            msg=lambda m, i=index: f"{where}: output {i}: {m}")
+
+
+def op_tests(*plugin_names: str, distribution: str | None = None) -> Callable[..., None]:
+    """A pytest test function running every case of the named plugins' symbolics."""
+    import pytest
+
+    registry = registry_view()
+    entries = entries_of(registry, plugin_names or None, distribution)
+    runs = expand(entries, registry.cases)
+
+    @pytest.mark.parametrize("case_run", runs, ids=[r.id for r in runs])
+    def test_op_case(case_run: CaseRun) -> None:
+        run(case_run)
+
+    return test_op_case
+
+
+def roundtrip_bytes(model: Any, args: Any, **kwargs: Any) -> bytes:
+    """Export to memory and return the file bytes (for tests)."""
+    import oxport
+
+    buffer = io.BytesIO()
+    oxport.export(model, args, buffer, **kwargs)
+    return buffer.getvalue()

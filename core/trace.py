@@ -1,0 +1,249 @@
+"""The front end: a model and its example args become a flat TorchScript graph.
+
+Tracing goes through ``torch.jit.trace``; ScriptModules and ScriptFunctions are
+used as given. Only general TorchScript passes run here (inlining, lowering
+the module to a graph of inputs and parameters, lowering tuples, removing
+mutation, dead code), never anything from ``torch.onnx``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import warnings
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+
+_DEPRECATION_MESSAGES = r".*torch\.jit\.(trace|trace_method|script|script_method).*deprecated.*"
+
+
+@dataclasses.dataclass
+class FrontEnd:
+    """What the walker needs from the model."""
+
+    graph: torch._C.Graph
+    #: Example values of the graph's user inputs, flat, in graph order.
+    example_inputs: list[Any]
+    #: Suggested names of the user inputs.
+    input_names: list[str]
+    #: (state_dict name, tensor) for each graph input after the user inputs.
+    params: list[tuple[str, torch.Tensor]]
+    #: Warnings raised while tracing (TracerWarnings are re-emitted to the user too).
+    warnings: list[warnings.WarningMessage] = dataclasses.field(default_factory=list)
+    #: What happened to the outputs (dicts flattened, strings dropped).
+    output_notes: list[str] = dataclasses.field(default_factory=list)
+    scripted: bool = False
+
+
+def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The seed's args forms -> (positional, keyword) arguments."""
+    if isinstance(args, (torch.Tensor, int, float, bool)):
+        return (args,), {}
+    if isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple):
+        raise InvalidExportArgumentError(
+            f"args must be a tuple of inputs or a single tensor, not {type(args).__name__}. "
+            "Wrap a single input as (x,)."
+        )
+    if args and isinstance(args[-1], dict):
+        return args[:-1], dict(args[-1])
+    return args, {}
+
+
+class _Flattened(torch.nn.Module):
+    """Calls the model with rebuilt structured args and returns a flat tuple of tensors."""
+
+    def __init__(self, model: torch.nn.Module, spec: Any, leaves: list[Any],
+                 tensor_slots: list[int], notes: list[str]) -> None:
+        super().__init__()
+        self.model = model
+        self._spec = spec
+        self._leaves = leaves
+        self._tensor_slots = tensor_slots
+        self._notes = notes
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        leaves = list(self._leaves)
+        for slot, tensor in zip(self._tensor_slots, tensors):
+            leaves[slot] = tensor
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        return flatten_outputs(self.model(*args, **kwargs), self._notes)
+
+
+def flatten_outputs(out: Any, notes: list[str]) -> tuple[torch.Tensor, ...]:
+    """Outputs as a flat tuple of tensors; dicts lose their keys, strings are dropped."""
+    flat: list[torch.Tensor] = []
+
+    def visit(obj: Any, where: str) -> None:
+        if isinstance(obj, torch.Tensor):
+            flat.append(obj)
+        elif isinstance(obj, dict):
+            _note(notes, f"the dict output {where or 'returned'} was replaced by its values "
+                         f"{list(obj)} in that order (ONNX has no dict outputs)")
+            for key, item in obj.items():
+                visit(item, f"{where}[{key!r}]")
+        elif isinstance(obj, (list, tuple)):
+            for i, item in enumerate(obj):
+                visit(item, f"{where}[{i}]")
+        elif isinstance(obj, str):
+            _note(notes, f"the str output {where or 'returned'} ({obj!r}) was dropped "
+                         "(ONNX has no string outputs)")
+        elif obj is None:
+            return
+        elif isinstance(obj, (bool, int, float)):
+            flat.append(torch.tensor(obj))
+        elif hasattr(obj, "to_tuple"):  # ModelOutput-like containers
+            visit(obj.to_tuple(), where)
+        else:
+            raise OnnxExporterError(
+                f"The model returned {type(obj).__name__} at output{where}; only tensors, "
+                "numbers, and tuples, lists and dicts of them can be exported."
+            )
+
+    visit(out, "")
+    return tuple(flat)
+
+
+def _note(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
+
+
+def _leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[str]:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        positional_names = [p.name for p in params]
+    except (TypeError, ValueError):
+        positional_names = []
+    paths, _ = pytree.tree_flatten_with_path((args, kwargs))
+    names = []
+    for key_path, _leaf in paths:
+        parts = [getattr(k, "idx", getattr(k, "key", None)) for k in key_path]
+        top, index, rest = parts[0], parts[1], parts[2:]
+        if top == 0:
+            base = positional_names[index] if index < len(positional_names) else f"input_{index}"
+        else:
+            base = str(index)
+        names.append(".".join([base, *map(str, rest)]))
+    return names
+
+
+def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
+    """Trace an ``nn.Module`` into a flat graph of user inputs and parameters."""
+    positional, kwargs = normalize_args(args)
+    _check_signature(model.forward, positional, kwargs)
+    leaves, spec = pytree.tree_flatten((positional, kwargs))
+    names = _leaf_paths(positional, kwargs, model.forward)
+    tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tensors = tuple(leaves[i] for i in tensor_slots)
+    notes: list[str] = []
+    wrapper = _Flattened(model, spec, leaves, tensor_slots, notes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
+        try:
+            traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
+        except (TypeError, RuntimeError) as exc:
+            raise OnnxExporterError(
+                f"Tracing the model failed: {exc}. Check that args match "
+                f"{type(model).__name__}.forward{_signature(model.forward)}."
+            ) from exc
+    _reemit(caught)
+    graph = traced.graph.copy()
+    torch._C._jit_pass_inline(graph)
+    graph, param_values = torch._C._jit_pass_lower_graph(graph, traced._c)
+    _general_passes(graph)
+    params = _name_params(wrapper, param_values)
+    return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
+                    list(caught), notes)
+
+
+def script_front_end(model: Any, args: Any) -> FrontEnd:
+    """Use a ScriptModule or ScriptFunction as given; ``args`` give input types."""
+    positional, kwargs = normalize_args(args)
+    if kwargs:
+        raise InvalidExportArgumentError(
+            "Scripted models take positional args only; drop the trailing dict of named args."
+        )
+    if isinstance(model, torch.jit.ScriptFunction):
+        graph = model.graph.copy()
+        torch._C._jit_pass_inline(graph)
+        params: list[tuple[str, torch.Tensor]] = []
+        fn_inputs = list(graph.inputs())
+        names = [v.debugName().split(".")[0] for v in fn_inputs]
+    else:
+        graph = model.forward.graph.copy()
+        torch._C._jit_pass_inline(graph)
+        graph, param_values = torch._C._jit_pass_lower_graph(graph, model._c)
+        params = _name_params(model, param_values)
+        user_count = len(list(graph.inputs())) - len(params)
+        names = [v.debugName().split(".")[0] for v in list(graph.inputs())[:user_count]]
+    flat = [a for a in pytree.tree_leaves(positional)]
+    user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
+    if len(flat) != len(user_inputs):
+        raise InvalidExportArgumentError(
+            f"The scripted model takes {len(user_inputs)} inputs but args has {len(flat)}.")
+    for value, example in zip(user_inputs, flat):
+        if isinstance(example, torch.Tensor):
+            value.setType(torch._C.TensorType.create_from_tensor(example))
+    _general_passes(graph)
+    notes: list[str] = []
+    outputs = flatten_outputs(model(*positional), notes)
+    graph_outputs = list(graph.outputs())
+    if len(graph_outputs) == len(outputs):
+        for value, example in zip(graph_outputs, outputs):
+            value.setType(torch._C.TensorType.create_from_tensor(example))
+    return FrontEnd(graph, flat, names, params, [], notes, scripted=True)
+
+
+def _general_passes(graph: torch._C.Graph) -> None:
+    torch._C._jit_pass_lower_all_tuples(graph)
+    torch._C._jit_pass_remove_mutation(graph)
+    torch._C._jit_pass_dce(graph)
+
+
+def _name_params(module: torch.nn.Module, values: list[Any]) -> list[tuple[str, torch.Tensor]]:
+    by_id: dict[int, str] = {}
+    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+        by_id.setdefault(id(tensor), name.removeprefix("model."))
+    named = []
+    for index, value in enumerate(values):
+        if not isinstance(value, torch.Tensor):
+            raise OnnxExporterError(
+                f"The model holds a non-tensor attribute used in forward ({type(value).__name__}); "
+                "only tensors can become ONNX initializers."
+            )
+        named.append((by_id.get(id(value), f"param_{index}"), value.detach()))
+    return named
+
+
+def _check_signature(forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    try:
+        inspect.signature(forward).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise InvalidExportArgumentError(
+            f"args do not match {getattr(forward, '__qualname__', 'forward')}"
+            f"{_signature(forward)}: {exc}. Pass one value per parameter; end args with a "
+            "dict for named arguments."
+        ) from None
+    except ValueError:
+        return
+
+
+def _signature(fn: Any) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _reemit(caught: list[warnings.WarningMessage]) -> None:
+    for message in caught:
+        warnings.warn_explicit(message.message, message.category, message.filename,
+                               message.lineno)

@@ -1,0 +1,293 @@
+"""The walker: visit TorchScript nodes in order and ask plugins to convert each.
+
+For every node the registry names the symbolic that serves its kind at the
+target opset. If none does (or the symbolic declines with
+:class:`~oxport.errors.SymbolicDeclined`), the enabled fallbacks get a chance;
+otherwise the node is collected and the walk goes on, so that one
+:class:`~oxport.errors.UnsupportedOperatorError` can list every problem.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+
+from oxport.context import GraphContext
+from oxport.errors import (
+    OnnxExporterError,
+    SymbolicDeclined,
+    SymbolicError,
+    UnsupportedOperatorError,
+)
+from oxport.ir import Graph, Type, Value
+from oxport.registry import RegistryView, SymbolicEntry
+from oxport.trace import FrontEnd
+
+log = logging.getLogger("oxport.walk")
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+class Fallback(Protocol):
+    """A fallback mode, registered by a plugin with ``registry.register_fallback``.
+
+    ``preempt`` fallbacks (like ONNX_ATEN) see every node before the symbolics;
+    the others only nodes that no symbolic converted.
+    """
+
+    preempt: bool
+    provenance: Any
+
+    def claims(self, node: torch._C.Node) -> bool:
+        """Whether this fallback converts ``node``."""
+
+    def convert(self, g: GraphContext, node: torch._C.Node,
+                inputs: Sequence[Value | None]) -> Any:
+        """Emit the node; returns what a symbolic would."""
+
+
+@dataclasses.dataclass
+class Unconvertible:
+    """One op kind the walk could not convert."""
+
+    kind: str
+    count: int = 0
+    sources: list[str] = dataclasses.field(default_factory=list)
+    min_opset: int | None = None
+    reason: str = ""
+
+    def describe(self, opset: int) -> str:
+        where = f", first at {self.sources[0]}" if self.sources and self.sources[0] else ""
+        uses = f"{self.count} use{'s' if self.count != 1 else ''}{where}"
+        if self.reason:
+            hint = self.reason
+        elif self.min_opset is not None and self.min_opset > opset:
+            hint = (f"supported from opset {self.min_opset}; export with "
+                    f"opset_version={self.min_opset} or higher")
+        else:
+            hint = ("no symbolic is registered for it: install an op pack that provides it, "
+                    f"register one with oxport.register_custom_op_symbolic({self.kind!r}, fn, "
+                    f"{opset}), or enable a fallback such as "
+                    "operator_export_type=OperatorExportTypes.ONNX_ATEN_FALLBACK")
+        return f"  - {self.kind} ({uses}): {hint}"
+
+
+@dataclasses.dataclass
+class FallbackUse:
+    kind: str
+    fallback: str
+    source: str
+
+
+class Conversion:
+    """The state of one conversion: the TorchScript-to-IR value map and what was used."""
+
+    def __init__(self, registry: RegistryView, opset: int, *,
+                 fallbacks: Sequence[tuple[str, Fallback]] = (),
+                 custom_opsets: dict[str, int] | None = None,
+                 training: bool = False, collect_only: bool = False) -> None:
+        self.registry = registry
+        self.opset = opset
+        self.fallbacks = list(fallbacks)
+        self.custom_opsets = dict(custom_opsets or {})
+        self.training = training
+        self.collect_only = collect_only
+        self.env: dict[int, Value] = {}
+        self.used: collections.Counter[SymbolicEntry] = collections.Counter()
+        self.fallback_uses: list[FallbackUse] = []
+        self.unconvertible: dict[str, Unconvertible] = {}
+        self.nodes_done = 0
+
+    # -- entry points ------------------------------------------------------
+    def run(self, front: FrontEnd) -> Graph:
+        """Convert the whole front-end graph; raises if any op was unconvertible."""
+        graph = Graph()
+        graph.use_domain("", self.opset)
+        ts_inputs = list(front.graph.inputs())
+        user_count = len(ts_inputs) - len(front.params)
+        for ts_value, name in zip(ts_inputs[:user_count], front.input_names):
+            self.env[ts_value.unique()] = graph.add_input(name, Type.of(ts_value.type()))
+        for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
+            self.env[ts_value.unique()] = graph.add_initializer(name, tensor)
+        for node in front.graph.nodes():
+            self.convert_node(node, graph)
+        outputs = [self.lookup(v) for v in front.graph.outputs()]
+        self.raise_if_unconvertible()
+        graph.outputs = [graph.materialize(v) for v in outputs]
+        return graph
+
+    def convert_block(self, block: Any, graph: Graph, inputs: list[Value]) -> list[Value]:
+        """Convert a TorchScript block into ``graph``; block inputs map to ``inputs``."""
+        block_inputs = list(block.inputs())
+        if len(block_inputs) != len(inputs):
+            raise OnnxExporterError(
+                f"convert_block: the block takes {len(block_inputs)} inputs, got {len(inputs)}.")
+        for ts_value, value in zip(block_inputs, inputs):
+            self.env[ts_value.unique()] = value
+        for node in block.nodes():
+            self.convert_node(node, graph)
+        return [self.lookup(v) for v in block.outputs()]
+
+    def lookup(self, ts_value: torch._C.Value) -> Value:
+        try:
+            return self.env[ts_value.unique()]
+        except KeyError:
+            raise OnnxExporterError(
+                f"Internal error: %{ts_value.debugName()} is used before it is defined."
+            ) from None
+
+    def domain_version(self, domain: str, default: int | None = None) -> int:
+        """The opset version for a custom domain: custom_opsets, then the pack's, then 1."""
+        if domain in self.custom_opsets:
+            return self.custom_opsets[domain]
+        return self.registry.domain_versions.get(domain, default or 1)
+
+    # -- one node ----------------------------------------------------------
+    def convert_node(self, node: torch._C.Node, graph: Graph) -> None:
+        kind = node.kind()
+        inputs = [self.lookup(v) for v in node.inputs()]
+        g = GraphContext(graph, self, node)
+        g.source = source_of(node)
+        g.scope = scope_of(node)
+        self.nodes_done += 1
+
+        for name, fallback in self.fallbacks:
+            if fallback.preempt and fallback.claims(node):
+                self._map(node, graph, fallback.convert(g, node, inputs), kind)
+                self.fallback_uses.append(FallbackUse(kind, name, g.source))
+                return
+
+        entry = self.registry.lookup(kind, self.opset)
+        reason = ""
+        if entry is not None:
+            g.entry = entry
+            try:
+                result = entry.fn(g, *inputs, **ts_attributes(node))
+            except SymbolicDeclined as declined:
+                reason = f"the symbolic from {entry.provenance} declined: {declined.reason}"
+            except OnnxExporterError as exc:
+                if self.collect_only:
+                    reason = str(exc)
+                else:
+                    raise type(exc)(f"{exc} (converting {kind} at {g.source or 'unknown'}, "
+                                    f"symbolic from {entry.provenance})") from exc
+            except Exception as exc:
+                if self.collect_only:
+                    reason = f"{type(exc).__name__}: {exc}"
+                else:
+                    raise SymbolicError(
+                        f"The symbolic for {kind} from {entry.provenance} raised "
+                        f"{type(exc).__name__}: {exc} (at {g.source or 'unknown'}). This is a bug "
+                        "in that plugin; report it to its authors."
+                    ) from exc
+            else:
+                if self._map(node, graph, result, kind):
+                    self.used[entry] += 1
+                    return
+                reason = f"the symbolic from {entry.provenance} returned None"
+
+        for name, fallback in self.fallbacks:
+            if not fallback.preempt and fallback.claims(node):
+                g.entry = None
+                self._map(node, graph, fallback.convert(g, node, inputs), kind)
+                self.fallback_uses.append(FallbackUse(kind, name, g.source))
+                log.warning("%s at %s exported by the %r fallback", kind, g.source or "?", name)
+                return
+
+        self._record_unconvertible(node, graph, kind, g.source, reason)
+
+    def _map(self, node: torch._C.Node, graph: Graph, result: Any, kind: str) -> bool:
+        ts_outputs = list(node.outputs())
+        if result is None:
+            return not ts_outputs or all(not o.uses() for o in ts_outputs)
+        if isinstance(result, Value):
+            results: list[Any] = [result]
+        else:
+            results = list(result)
+        if len(results) < len(ts_outputs):
+            unused = all(not o.uses() for o in ts_outputs[len(results):])
+            if not unused:
+                raise OnnxExporterError(
+                    f"The symbolic for {kind} returned {len(results)} values but the node has "
+                    f"{len(ts_outputs)} outputs.")
+        for ts_value, value in zip(ts_outputs, results):
+            if value is None:
+                continue
+            if not isinstance(value, Value):
+                raise OnnxExporterError(
+                    f"The symbolic for {kind} returned {type(value).__name__}, not a Value.")
+            if value.type().kind() == "TensorType" and value.type().dtype() is None:
+                value.setType(_merge(value.type(), Type.of(ts_value.type())))
+            elif value.type().kind() == "TensorType" and value.type().shape is None \
+                    and ts_value.type().kind() == "TensorType":
+                value.setType(value.type().with_sizes(Type.of(ts_value.type()).shape))
+            self.env[ts_value.unique()] = value
+        return True
+
+    def _record_unconvertible(self, node: torch._C.Node, graph: Graph, kind: str,
+                              source: str, reason: str) -> None:
+        info = self.unconvertible.setdefault(kind, Unconvertible(kind))
+        info.count += 1
+        info.sources.append(source)
+        info.min_opset = self.registry.min_opset(kind)
+        info.reason = info.reason or reason
+        for ts_value in node.outputs():
+            poison = Value(graph, ts_value.debugName(), Type.of(ts_value.type()))
+            poison.meta = {"unconvertible": kind}
+            self.env[ts_value.unique()] = poison
+
+    def raise_if_unconvertible(self) -> None:
+        if not self.unconvertible:
+            return
+        lines = [info.describe(self.opset) for info in self.unconvertible.values()]
+        count = len(lines)
+        raise UnsupportedOperatorError(
+            f"Exporting {count} operator{'s' if count != 1 else ''} to ONNX opset version "
+            f"{self.opset} is not supported:\n" + "\n".join(lines),
+            list(self.unconvertible.values()),
+        )
+
+
+def _merge(ours: Type, theirs: Type) -> Type:
+    if theirs.kind() != "TensorType":
+        return ours if ours.kind() != "TensorType" or ours.dtype() is not None else theirs
+    shape = ours.shape if ours.shape is not None else theirs.shape
+    return Type("TensorType", theirs.dtype(), shape)
+
+
+def source_of(node: torch._C.Node) -> str:
+    """The user's source line for a node: the first frame outside torch itself."""
+    text = node.sourceRange()
+    if not text:
+        return ""
+    frames = [line.strip() for line in text.splitlines() if line.strip()]
+    for frame in frames:
+        if _TORCH_DIR not in frame:
+            return frame
+    return frames[0] if frames else ""
+
+
+def scope_of(node: torch._C.Node) -> str:
+    """The module path of a node, e.g. ``features.0`` (empty at the top level)."""
+    scope = node.scopeName()
+    if not scope:
+        return ""
+    last = scope.rsplit("/", 1)[-1]
+    path = last.removeprefix("__module.model").removeprefix("__module").lstrip(".")
+    return path
+
+
+def ts_attributes(node: torch._C.Node) -> dict[str, Any]:
+    """A node's attributes as torch.onnx passes them: ``{name_kind: value}``."""
+    attrs: dict[str, Any] = {}
+    for name in node.attributeNames():
+        kind = node.kindOf(name)
+        getter = getattr(node, "is_" if kind == "is" else kind, None)
+        if kind in ("i", "f", "s", "t", "is", "fs", "ss", "ts") and getter is not None:
+            attrs[f"{name}_{kind[0]}"] = getter(name)
+    return attrs

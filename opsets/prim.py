@@ -1,0 +1,133 @@
+"""TorchScript's structural ops: constants, lists, tuples, and scalar conversions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.errors import SymbolicDeclined
+from oxport.ir import Graph, Node, Type, Value
+
+pack = OpPack("oxport.prim")
+
+
+@pack.symbolic("prim::Constant", since=7)
+def prim_constant(g, **attrs: Any) -> Value:
+    """A constant stays Python data until an ONNX node consumes it."""
+    output = g.original_node.output()
+    value = output.toIValue()
+    if isinstance(value, torch.Tensor):
+        return g.constant(value)
+    return g.python_constant(value, Type.of(output.type()))
+
+
+@pack.symbolic("prim::ListConstruct", since=7)
+def prim_list_construct(g, *items: Value) -> Value:
+    """A list: constant if its items are; materialized as Concat (numbers) or a Sequence."""
+    list_type = Type.of(g.original_node.output().type())
+    elem_kind = list_type.getElementType().kind() if list_type.kind() == "ListType" else ""
+    consts = [item.const if item.is_const else None for item in items]
+    const: Any = [c for c in consts] if all(item.is_const for item in items) else None
+
+    def materialize(graph: Graph) -> Value:
+        ctx = g.on(graph)
+        if elem_kind == "TensorType":
+            if g.opset < 11:
+                raise SymbolicDeclined(
+                    "prim::ListConstruct",
+                    "a list of tensors used as a value needs ONNX Sequences: export with "
+                    "opset_version=11 or higher")
+            return ctx.op("SequenceConstruct", *items)
+        if const is not None:
+            return ctx.constant(torch.tensor(const, dtype=_list_dtype(elem_kind, const)))
+        parts = [sh._unsqueeze_helper(ctx, sh._cast_to(ctx, item, _list_dtype(elem_kind, [])),
+                                      [0]) for item in items]
+        return ctx.op("Concat", *parts, axis_i=0)
+
+    if const is not None:
+        result = g.graph.deferred(list_type, materialize, const=const)
+    else:
+        result = g.graph.deferred(list_type, materialize)
+    result.producer = Node("prim", "ListConstruct", list(items), [result])
+    return result
+
+
+def _list_dtype(elem_kind: str, values: list[Any]) -> torch.dtype:
+    if elem_kind == "FloatType" or any(isinstance(v, float) for v in values):
+        return torch.float32
+    if elem_kind == "BoolType":
+        return torch.bool
+    return torch.int64
+
+
+@pack.symbolic("prim::ListUnpack", since=7)
+def prim_list_unpack(g, packed: Value) -> tuple[Value, ...] | Value:
+    """Unpack a list built in the graph, a constant list, or a split's outputs."""
+    count = g.original_node.outputsSize()
+    if sh._is_packed_list(packed):
+        return tuple(sh._unpack_list(packed))
+    if packed.is_const and isinstance(packed.const, (list, tuple)):
+        return tuple(g.python_constant(v) for v in packed.const)
+    if packed.type().kind() == "TensorType":  # a 1-D int tensor such as x.size()
+        items = tuple(sh._squeeze_helper(
+            g, sh._slice_helper(g, packed, [0], [i], [i + 1]), [0]) for i in range(count))
+        return items if count != 1 else items[0]
+    if g.opset < 11:
+        raise SymbolicDeclined("prim::ListUnpack", "unpacking a dynamic list needs opset 11")
+    outs = tuple(g.op("SequenceAt", packed, g.constant(torch.tensor(i))) for i in range(count))
+    return outs if count != 1 else outs[0]
+
+
+@pack.symbolic("prim::NumToTensor", since=7)
+def prim_num_to_tensor(g, number: Value) -> Value:
+    """A TorchScript number as a 0-d tensor (it already is one in ONNX)."""
+    if number.is_const:
+        return g.constant(torch.tensor(number.const))
+    return number
+
+
+def _scalar_cast(dtype: torch.dtype):
+    def convert(g, value: Value) -> Value:
+        if value.is_const:
+            const = value.const
+            item = const.item() if isinstance(const, torch.Tensor) else const
+            return g.python_constant(int(item) if dtype == torch.int64 else float(item))
+        return sh._cast_to(g, value, dtype)
+    return convert
+
+
+aten_int = _scalar_cast(torch.int64)
+aten_int.__name__ = "aten_int"
+pack.symbolic("aten::Int", since=7)(aten_int)
+aten_float = _scalar_cast(torch.float32)
+aten_float.__name__ = "aten_float"
+pack.symbolic("aten::Float", since=7)(aten_float)
+
+
+def _unpack_size(x: torch.Tensor) -> torch.Tensor:
+    rows, cols = x.size()
+    return x.reshape(cols, rows)
+
+
+def _float_scale(x: torch.Tensor) -> torch.Tensor:
+    return x * float(x.size(0))
+
+
+pack.case("prim::Constant", lambda x: x * 2 + 1.5, (2, 3))
+pack.case("prim::ListConstruct", lambda x: x.reshape([3, -1]), (2, 3), name="const")
+pack.case("prim::ListConstruct", lambda x: x.reshape(x.size(1), x.size(0)), (2, 3),
+          name="dynamic", input_names=["x"], dynamic_axes={"x": [0, 1]})
+pack.case("prim::ListUnpack", _unpack_size, (2, 3), script=True)
+pack.case("prim::NumToTensor", lambda x: x * x.size(1), (2, 3), input_names=["x"],
+          dynamic_axes={"x": [1]})
+
+
+def _int_of(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(int(x.size(0) / 2), -1)
+
+
+pack.case("aten::Int", _int_of, (4, 3), script=True)
+pack.case("aten::Float", _float_scale, (2, 3), script=True)
