@@ -1,0 +1,7 @@
+"""Recurrent layers: LSTM, GRU and RNN."""
+
+from __future__ import annotations
+
+from oxport import OpPack
+
+pack = OpPack("oxport.rnn")

@@ -1,0 +1,1 @@
+"""Built-in mode plugins: fallbacks (ATen, ATen fallback, fallthrough), autograd Functions."""
