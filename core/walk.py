@@ -162,7 +162,7 @@ class Conversion:
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
                 return
 
-        entry = self.registry.lookup(kind, self.opset)
+        entry = self.lookup_symbolic(node, kind)
         reason = ""
         if entry is not None:
             g.entry = entry
@@ -200,6 +200,18 @@ class Conversion:
                 return
 
         self._record_unconvertible(node, graph, kind, g.source, reason)
+
+    def lookup_symbolic(self, node: torch._C.Node, kind: str) -> SymbolicEntry | None:
+        """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``) if one serves and
+        is not shadowed by a higher layer, else the one for ``kind``."""
+        entry = self.registry.lookup(kind, self.opset)
+        schema = node.schema() if kind.startswith("aten::") else ""
+        name = schema.partition("(")[0]
+        if name.startswith(kind + "."):
+            specific = self.registry.lookup(name, self.opset)
+            if specific is not None and (entry is None or specific.layer >= entry.layer):
+                return specific
+        return entry
 
     def _map(self, node: torch._C.Node, graph: Graph, result: Any, kind: str) -> bool:
         ts_outputs = list(node.outputs())
