@@ -95,6 +95,9 @@ class OpCase:
     training: bool = False
     rtol: float = 1e-3
     atol: float = 1e-5
+    #: ``"values"`` compares values, dtypes and shapes; ``"shape"`` only dtypes and shapes
+    #: (for random ops such as rand, randn or multinomial).
+    check: str = "values"
     min_opset: int | None = None
     max_opset: int | None = None
     export_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
