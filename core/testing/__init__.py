@@ -146,8 +146,8 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     inputs = make_inputs(case)
     training = oxport.TrainingMode.TRAINING if case.training else oxport.TrainingMode.EVAL
     with oxport.select_model_mode_for_export(model, training), torch.no_grad():
-        expected = model(*inputs, **case.kwargs)
-    args = (*inputs, case.kwargs) if case.kwargs else inputs
+        expected = model(*_cloned(inputs), **case.kwargs)
+    args = (*_cloned(inputs), case.kwargs) if case.kwargs else _cloned(inputs)
     result = oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
                             input_names=case.input_names, training=training,
                             **case.export_kwargs)
@@ -164,6 +164,11 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     actual = session.run(None, feeds)
     compare(expected, actual, rtol=case.rtol, atol=case.atol, where=case_run.id,
             check=case.check)
+
+
+def _cloned(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Fresh copies, so a model that mutates its inputs in place cannot change the feeds."""
+    return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
 def _feeds(session: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
