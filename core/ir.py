@@ -350,7 +350,9 @@ class Graph:
         self.outputs: list[Value] = []
         #: name -> Value whose ``const`` is the tensor (torch or numpy); root graph only.
         self.initializers: dict[str, Value] = {}
-        self._materialized: dict[int, Value] = {}
+        #: id(deferred value) -> (that value, its real value). The deferred value is kept
+        #: alive here so that its id cannot be reused by another value.
+        self._materialized: dict[int, tuple[Value, Value]] = {}
         #: Small constants already emitted in this graph, by (dtype, shape, bytes).
         self.constant_cache: dict[tuple[Any, ...], Value] = {}
         if parent is None:
@@ -401,13 +403,13 @@ class Graph:
         while graph is not None:
             found = graph._materialized.get(id(value))
             if found is not None:
-                return found
+                return found[1]
             graph = graph.parent
         real = value._materialize(self)
         real = self.materialize(real)
         if real.type().dtype() is None:
             real.setType(value.type())
-        self._materialized[id(value)] = real
+        self._materialized[id(value)] = (value, real)
         return real
 
     def add_initializer(self, name: str, tensor: Any, type_: Type | None = None) -> Value:
