@@ -102,6 +102,9 @@ class Conversion:
         self.fallback_uses: list[FallbackUse] = []
         self.unconvertible: dict[str, Unconvertible] = {}
         self.nodes_done = 0
+        #: TorchScript view value -> (its base value, write(g, base, new_view) -> new base);
+        #: filled by view symbolics (select, slice...) so in-place ops write through.
+        self.views: dict[int, tuple[torch._C.Value, Any]] = {}
 
     # -- entry points ------------------------------------------------------
     def run(self, front: FrontEnd) -> Graph:
@@ -188,6 +191,7 @@ class Conversion:
             else:
                 if self._map(node, graph, result, kind):
                     self.used[entry] += 1
+                    self._write_through(g, node, kind)
                     return
                 reason = f"the symbolic from {entry.provenance} returned None"
 
@@ -200,6 +204,22 @@ class Conversion:
                 return
 
         self._record_unconvertible(node, graph, kind, g.source, reason)
+
+    def _write_through(self, g: GraphContext, node: torch._C.Node, kind: str) -> None:
+        """After an in-place aten op (``x[1].copy_(v)``), later uses of what it mutated, and
+        of every base that value views, see the new value."""
+        if not (kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__")) \
+                or node.outputsSize() != 1 or node.inputsSize() == 0 \
+                or node.owningBlock().owningNode() is not None:
+            return
+        target, value = node.inputsAt(0), self.env.get(node.output().unique())
+        while value is not None and target.type().kind() == "TensorType":
+            self.env[target.unique()] = value
+            link = self.views.get(target.unique())
+            if link is None:
+                return
+            target, write = link
+            value = write(g, self.lookup(target), value)
 
     def lookup_symbolic(self, node: torch._C.Node, kind: str) -> SymbolicEntry | None:
         """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``) if one serves and
