@@ -1,18 +1,21 @@
 """Loading plugins from the ``oxport`` entry-point group into a registry.
 
-Controls (environment variables, or the same as arguments of ``load_registry``
-and ``export``):
+Its public names are re-exported as ``oxport.plugins``. Controls (environment
+variables, or the same as arguments of :func:`load` and ``oxport.export``):
 
-* ``OXPORT_DISABLE_PLUGIN_AUTOLOAD=1`` -- load no entry point (only plugins
-  passed explicitly);
-* ``OXPORT_PLUGINS=a,b`` -- load only these entry points;
-* ``OXPORT_DISABLE_PLUGINS=a,b`` -- never load these;
-* ``OXPORT_STRICT_PLUGINS=1`` -- a broken plugin raises instead of being reported.
+* ``OXPORT_DISABLE_PLUGIN_AUTOLOAD=1`` (``autoload_plugins=False``) -- load no
+  entry point except those the allow-list names;
+* ``OXPORT_PLUGINS=a,b`` (``plugins=[...]``) -- load only these entry points;
+* ``OXPORT_DISABLE_PLUGINS=a,b`` (``disable_plugins=[...]``) -- never load these;
+* ``OXPORT_STRICT_PLUGINS=1`` (``strict=True``) -- a broken plugin raises
+  :class:`~oxport.errors.PluginError` instead of being reported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import importlib
 import logging
 import os
 import sys
@@ -44,6 +47,11 @@ _REGISTRATION_HOOKS = (
 )
 
 
+def hook_names() -> list[str]:
+    """Every hook a plugin may implement."""
+    return sorted(n for n in dir(hookspecs) if n.startswith("oxport_"))
+
+
 @dataclasses.dataclass
 class PluginInfo:
     """What ``oxport plugins`` shows about one plugin."""
@@ -55,10 +63,15 @@ class PluginInfo:
     value: str = ""
     error: str | None = None
     registered: dict[str, int] = dataclasses.field(default_factory=dict)
+    ops: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def provenance(self) -> Provenance:
+        return Provenance(self.name, self.distribution, self.version, self.layer)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -68,7 +81,7 @@ class PluginInfo:
 
 @dataclasses.dataclass(frozen=True)
 class PluginSelection:
-    """Which entry points to load."""
+    """Which plugins to load; see the module docstring."""
 
     autoload: bool = True
     allow: tuple[str, ...] | None = None
@@ -77,28 +90,34 @@ class PluginSelection:
     extra: tuple[Any, ...] = ()
 
     @classmethod
-    def resolve(cls, autoload: bool | None = None, allow: Iterable[str] | None = None,
-                block: Iterable[str] | None = None, strict: bool | None = None,
+    def resolve(cls, autoload: bool | None = None, allow: Iterable[str] | str | None = None,
+                block: Iterable[str] | str | None = None, strict: bool | None = None,
                 extra: Sequence[Any] = ()) -> PluginSelection:
-        """Combine explicit arguments with the environment (arguments win)."""
+        """Combine explicit arguments with the environment (arguments win; block-lists add)."""
         env = os.environ
         if autoload is None:
             autoload = env.get("OXPORT_DISABLE_PLUGIN_AUTOLOAD", "") in ("", "0")
         if allow is None and env.get("OXPORT_PLUGINS"):
-            allow = _split(env["OXPORT_PLUGINS"])
-        blocked = set(_split(env.get("OXPORT_DISABLE_PLUGINS", "")))
-        blocked.update(block or ())
+            allow = env["OXPORT_PLUGINS"]
+        allowed = _names(allow, "plugins") if allow is not None else None
+        blocked = set(_names(env.get("OXPORT_DISABLE_PLUGINS", ""), "OXPORT_DISABLE_PLUGINS"))
+        blocked.update(_names(block or (), "disable_plugins"))
         if strict is None:
             strict = env.get("OXPORT_STRICT_PLUGINS", "") not in ("", "0")
-        for name in [*(allow or ()), *blocked]:
-            if not isinstance(name, str) or not name:
-                raise PluginError(f"Plugin names must be non-empty strings, not {name!r}.")
-        return cls(bool(autoload), tuple(allow) if allow is not None else None,
-                   tuple(sorted(blocked)), bool(strict), tuple(extra))
+        return cls(bool(autoload), allowed, tuple(sorted(blocked)), bool(strict), tuple(extra))
 
 
-def _split(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+def _names(names: Iterable[str] | str, what: str) -> tuple[str, ...]:
+    """Plugin names from a comma-separated string or an iterable of strings."""
+    if isinstance(names, str):
+        return tuple(part.strip() for part in names.split(",") if part.strip())
+    result = tuple(names)
+    for name in result:
+        if not isinstance(name, str) or not name.strip():
+            raise PluginError(
+                f"{what}: plugin names are non-empty strings (entry-point names as "
+                f"`oxport plugins` lists them), not {name!r}.")
+    return result
 
 
 class PluginManager:
@@ -114,31 +133,30 @@ class PluginManager:
     # -- loading ----------------------------------------------------------
     def load(self) -> SymbolicRegistry:
         """Load every selected plugin, register it, and check hook names."""
+        available = _entry_points()
         if self.selection.autoload or self.selection.allow:
-            for entry_point in _entry_points():
+            _check_duplicates(available)
+            for entry_point in available:
                 self._load_entry_point(entry_point)
         for index, plugin in enumerate(self.selection.extra):
             name = getattr(plugin, "name", None) or getattr(plugin, "__name__", f"extra-{index}")
             self._add(plugin, PluginInfo(str(name), None, None, Layer.INSTALLED))
-        self._check_pending()
-        self._check_allow_list()
+        self.check_pending()
+        self._check_selection(available)
         return self.registry
 
     def _load_entry_point(self, entry_point: Any) -> None:
-        dist = getattr(entry_point, "dist", None)
-        dist_name = dist.metadata["Name"] if dist is not None else None
-        info = PluginInfo(
-            entry_point.name, dist_name, dist.version if dist is not None else None,
-            Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED,
-            entry_point.value,
-        )
-        if entry_point.name in self.selection.block:
-            log.debug("plugin %s blocked", entry_point.name)
+        name = entry_point.name
+        if name in self.selection.block:
+            log.debug("plugin %s blocked", name)
             return
-        if self.selection.allow is not None and entry_point.name not in self.selection.allow:
+        if self.selection.allow is not None and name not in self.selection.allow:
             return
-        if any(p.name == info.name for p in self.plugins):
-            return  # the same entry point seen twice (e.g. an editable install)
+        if any(p.name == name for p in self.plugins):
+            return  # the same distribution seen twice on sys.path
+        dist_name, version = _distribution(entry_point)
+        layer = Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED
+        info = PluginInfo(name, dist_name, version, layer, entry_point.value)
         try:
             plugin = entry_point.load()
         except Exception as exc:  # a third party's import may raise anything
@@ -150,12 +168,14 @@ class PluginManager:
         self.plugins.append(info)
         try:
             self.pm.register(plugin, name=info.name)
-        except ValueError as exc:
+        except (ValueError, pluggy.PluginValidationError) as exc:
             self._broken(info, "register", exc)
             return
-        provenance = Provenance(info.name, info.distribution, info.version, info.layer)
-        registrar = Registrar(self.registry, provenance)
-        before = _counts(self.registry)
+        problem = _hook_problem(self.pm, plugin)
+        if problem:
+            self._broken(info, "hook check", PluginError(problem))
+            return
+        registrar = Registrar(self.registry, info.provenance)
         for hook_name in _REGISTRATION_HOOKS:
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                 if impl.plugin_name != info.name:
@@ -163,64 +183,133 @@ class PluginManager:
                 try:
                     impl.function(registry=registrar)
                 except RegistryError as exc:
-                    # Conflicts are the user's to resolve: always loud.
-                    raise RegistryError(f"Plugin {info.name!r}: {exc}") from exc
-                except Exception as exc:
+                    # Malformed registrations and conflicts are for a person to fix: always loud.
+                    self.registry.discard(info.provenance)
+                    raise RegistryError(
+                        f"Plugin {info.name!r} ({info.distribution or 'not installed'}): {exc}"
+                    ) from exc
+                except Exception as exc:  # a third party's hook may raise anything
                     self._broken(info, hook_name, exc)
                     return
-        after = _counts(self.registry)
-        info.registered = {k: after[k] - before[k] for k in after if after[k] - before[k]}
+        self._summarize(info)
+
+    def _summarize(self, info: PluginInfo) -> None:
+        provenance = info.provenance
+        registry = self.registry
+        ops = sorted({e.name for e in registry.entries() if e.provenance == provenance})
+        counts = {
+            "symbolics": sum(1 for e in registry.entries() if e.provenance == provenance),
+            "fallbacks": sum(1 for f in registry.fallbacks.values()
+                             if f.provenance == provenance),
+            "domains": sum(1 for p in registry.domain_providers.values() if p == provenance),
+            "passes": sum(1 for p in registry.passes if p[2] == provenance),
+            "cases": sum(1 for c in registry.cases if c.provenance == provenance),
+        }
+        info.registered = {k: n for k, n in counts.items() if n}
+        info.ops = ops
 
     def _broken(self, info: PluginInfo, stage: str, exc: BaseException) -> None:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         info.error = f"{stage} failed: {detail}"
         if info not in self.plugins:
             self.plugins.append(info)
-        if self.pm.is_registered(self.pm.get_plugin(info.name)):
+        self.registry.discard(info.provenance)
+        if self.pm.get_plugin(info.name) is not None:
             self.pm.unregister(name=info.name)
         message = (
-            f"oxport plugin {info.name!r} from {info.distribution or 'an unknown distribution'} "
-            f"is broken ({info.error}); the other plugins still work. Fix or uninstall it, or "
-            f"block it with OXPORT_DISABLE_PLUGINS={info.name}."
+            f"oxport plugin {info.name!r} from "
+            f"{info.distribution or 'no installed distribution'} is broken ({info.error}); "
+            "the other plugins still work. Fix or uninstall it, or block it with "
+            f"OXPORT_DISABLE_PLUGINS={info.name}."
         )
         if self.selection.strict:
             raise PluginError(message) from exc
         log.warning(message)
 
-    def _check_pending(self) -> None:
+    def check_pending(self) -> None:
+        """Raise :class:`PluginError` if a registered plugin implements an unknown hook."""
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             raise PluginError(
-                f"{exc}. Hook names must be one of: "
-                + ", ".join(sorted(n for n in dir(hookspecs) if n.startswith("oxport_")))
-            ) from exc
+                f"{exc}: {_unknown_hint(str(exc))}valid hook names are "
+                f"{', '.join(hook_names())}.") from exc
 
-    def _check_allow_list(self) -> None:
-        if self.selection.allow is None:
-            return
-        known = {p.name for p in self.plugins}
-        missing = [name for name in self.selection.allow if name not in known]
-        if missing:
-            available = sorted(ep.name for ep in _entry_points())
+    def _check_selection(self, available: list[Any]) -> None:
+        installed = sorted({_describe(ep) for ep in available})
+        if self.selection.allow is not None:
+            loaded = {p.name for p in self.plugins}
+            missing = [n for n in self.selection.allow
+                       if n not in loaded and n not in self.selection.block]
+            if missing:
+                raise PluginError(
+                    f"Plugins {', '.join(missing)} were asked for (OXPORT_PLUGINS or "
+                    "export(plugins=...)) but are not installed. Installed plugins: "
+                    f"{', '.join(installed) or 'none'}.")
+        names = {ep.name for ep in available}
+        unknown = [n for n in self.selection.block if n not in names]
+        if unknown:
+            log.warning("OXPORT_DISABLE_PLUGINS / disable_plugins name plugins that are not "
+                        "installed: %s. Installed plugins: %s.", ", ".join(unknown),
+                        ", ".join(installed) or "none")
+
+
+def _distribution(entry_point: Any) -> tuple[str | None, str | None]:
+    dist = getattr(entry_point, "dist", None)
+    if dist is None:
+        return None, None
+    return dist.metadata["Name"], dist.version
+
+
+def _describe(entry_point: Any) -> str:
+    dist_name, _ = _distribution(entry_point)
+    return f"{entry_point.name} ({dist_name})" if dist_name else entry_point.name
+
+
+def _check_duplicates(available: list[Any]) -> None:
+    """Two distributions exposing one entry-point name cannot both be addressed."""
+    seen: dict[str, Any] = {}
+    for entry_point in available:
+        other = seen.setdefault(entry_point.name, entry_point)
+        if other is entry_point:
+            continue
+        if _distribution(other)[0] != _distribution(entry_point)[0]:
             raise PluginError(
-                f"Plugins {missing} were asked for but are not installed. "
-                f"Installed plugins: {', '.join(available) or 'none'}."
-            )
+                f"Two plugins are named {entry_point.name!r}: {other.value} from "
+                f"{_distribution(other)[0]} and {entry_point.value} from "
+                f"{_distribution(entry_point)[0]}. Uninstall one of the two distributions.")
+
+
+def _hook_problem(pm: pluggy.PluginManager, plugin: Any) -> str:
+    """Why ``plugin``'s hooks are unusable (unknown or unmarked hook names), or ''."""
+    problems = []
+    for caller in pm.get_hookcallers(plugin) or ():
+        if not caller.has_spec():
+            problems.append(f"{caller.name!r} is not an oxport hook "
+                            f"({_unknown_hint(caller.name)}see oxport.hookspecs)")
+    known = set(hook_names())
+    for attr in dir(plugin):
+        if attr in known and callable(getattr(plugin, attr, None)) and \
+                pm.parse_hookimpl_opts(plugin, attr) is None:
+            problems.append(f"{attr} is not marked with @oxport.hookimpl, so it never runs")
+    if not problems:
+        return ""
+    return "; ".join(problems) + f". Valid hook names: {', '.join(hook_names())}."
+
+
+def _unknown_hint(text: str) -> str:
+    for word in text.replace("'", " ").split():
+        if word.startswith("oxport_") and word not in hook_names():
+            close = difflib.get_close_matches(word, hook_names(), n=1)
+            if close:
+                return f"did you mean {close[0]!r}? "
+    return ""
 
 
 def _entry_points() -> list[Any]:
-    return sorted(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
-
-
-def _counts(registry: SymbolicRegistry) -> dict[str, int]:
-    return {
-        "symbolics": sum(1 for _ in registry.entries()),
-        "fallbacks": len(registry.fallbacks),
-        "domains": len(registry.domain_versions),
-        "passes": len(registry.passes),
-        "cases": len(registry.cases),
-    }
+    """The installed ``oxport`` entry points, built-in ones first."""
+    found = importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return sorted(found, key=lambda e: (_distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
 
 
 # -- the session's registries ------------------------------------------------
@@ -234,10 +323,10 @@ def runtime_registry() -> SymbolicRegistry:
     return _runtime
 
 
-def load(autoload: bool | None = None, allow: Iterable[str] | None = None,
-         block: Iterable[str] | None = None, strict: bool | None = None,
+def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
+         block: Iterable[str] | str | None = None, strict: bool | None = None,
          extra: Sequence[Any] = ()) -> PluginManager:
-    """The plugin manager for a selection, loaded once and cached."""
+    """The plugin manager for a selection, loaded once and cached (see :func:`reset`)."""
     selection = PluginSelection.resolve(autoload, allow, block, strict, extra)
     with _lock:
         manager = _cache.get(selection)
@@ -249,9 +338,10 @@ def load(autoload: bool | None = None, allow: Iterable[str] | None = None,
 
 
 def reset() -> None:
-    """Forget loaded plugins (after installing or uninstalling a pack)."""
+    """Forget loaded plugins, e.g. after installing or uninstalling a pack.
+
+    Runtime registrations (``register_custom_op_symbolic``) are kept.
+    """
     with _lock:
         _cache.clear()
-    importlib_metadata_cache_clear = getattr(importlib_metadata, "_cache_clear", None)
-    if importlib_metadata_cache_clear is not None:
-        importlib_metadata_cache_clear()
+    importlib.invalidate_caches()  # new files on sys.path, and the metadata path cache

@@ -108,24 +108,42 @@ class OpCase:
 
 
 def validate_name(name: Any) -> str:
-    """Check a qualified op name (``domain::op`` or ``domain::op.overload``)."""
-    if not isinstance(name, str) or not _QUALIFIED_NAME.match(name):
+    """Check a qualified op name (``namespace::op`` or ``namespace::op.overload``)."""
+    example = "e.g. 'aten::elu', 'aten::max.other' or 'custom_ops::foo_forward'"
+    if not isinstance(name, str):
         raise RegistryError(
-            f"Malformed op name {name!r}: use a qualified name 'namespace::op' "
-            "(with an optional '.overload'), e.g. 'aten::elu' or 'custom_ops::foo_forward'."
-        )
+            f"Op names are strings, not {type(name).__name__} ({name!r}): use a qualified "
+            f"name 'namespace::op', {example}.")
+    if not _QUALIFIED_NAME.match(name):
+        problem = ("it has no namespace" if "::" not in name
+                   else "it is not of the form 'namespace::op[.overload]'")
+        raise RegistryError(
+            f"Malformed op name {name!r}: {problem}. Use a qualified name 'namespace::op' "
+            f"with an optional '.overload', {example}.")
     return name
 
 
 def validate_since(since: Any, name: str) -> int:
-    """Check that ``since`` is an ai.onnx opset the installed onnx knows."""
+    """Check that ``since`` is an ai.onnx opset from MIN_OPSET to the newest onnx knows."""
     newest = newest_known_opset()
-    if isinstance(since, bool) or not isinstance(since, int) or not 1 <= since <= newest:
+    if isinstance(since, bool) or not isinstance(since, int) or not MIN_OPSET <= since <= newest:
         raise RegistryError(
-            f"{name}: since={since!r} is not an opset: use an int from {MIN_OPSET} to "
-            f"{newest} (the newest opset the installed onnx knows)."
-        )
-    return max(since, 1)
+            f"{name}: since={since!r} is not a supported opset: pass an int from {MIN_OPSET} "
+            f"(the oldest opset oxport exports) to {newest} (the newest opset the installed "
+            "onnx knows).")
+    return since
+
+
+def validate_symbolic(fn: Any, name: str, where: object) -> None:
+    """Check that a symbolic is callable."""
+    if not callable(fn):
+        raise RegistryError(
+            f"{name}: the symbolic from {where} is {fn!r}, which is not callable: register "
+            "a function fn(g, *inputs, **attributes) that returns the output Value(s).")
+
+
+class ShadowingWarning(UserWarning):
+    """A higher layer hides a symbolic of a lower one without ``override=True``."""
 
 
 class SymbolicRegistry:
@@ -144,11 +162,7 @@ class SymbolicRegistry:
         """Add an entry, enforcing the layer and conflict rules."""
         validate_name(entry.name)
         validate_since(entry.since, entry.name)
-        if not callable(entry.fn):
-            raise RegistryError(
-                f"{entry.name}: the symbolic from {entry.provenance} is {entry.fn!r}, "
-                "which is not callable: register a function fn(g, *inputs)."
-            )
+        validate_symbolic(entry.fn, entry.name, entry.provenance)
         same_name = self._entries.setdefault(entry.name, [])
         for other in same_name:
             if other.layer != entry.layer:
@@ -163,9 +177,10 @@ class SymbolicRegistry:
             if entry.override == other.override:
                 raise RegistryError(
                     f"Conflict: {entry.name} is claimed by both {other.provenance} and "
-                    f"{entry.provenance}. Uninstall or block one of them "
-                    "(OXPORT_DISABLE_PLUGINS=name), or register the one that should win "
-                    "with override=True."
+                    f"{entry.provenance}, two {entry.layer.name.lower()} plugins. Uninstall "
+                    f"or block one of them (e.g. OXPORT_DISABLE_PLUGINS="
+                    f"{entry.provenance.plugin}), or register the one that should win with "
+                    "override=True."
                 )
         if entry.layer == Layer.RUNTIME:
             same_name[:] = [e for e in same_name if not (
@@ -176,7 +191,7 @@ class SymbolicRegistry:
                 warnings.warn(
                     f"{entry.provenance} shadows {entry.name} from {lower[0].provenance}; "
                     "pass override=True to do it on purpose and silence this warning.",
-                    stacklevel=3,
+                    ShadowingWarning, stacklevel=3,
                 )
         same_name.append(entry)
         self._seal(entry.name)
@@ -190,6 +205,21 @@ class SymbolicRegistry:
         self._entries[name] = kept
         self._seal(name)
         return True
+
+    def discard(self, provenance: Provenance) -> None:
+        """Forget everything ``provenance`` registered (a plugin that broke half-way)."""
+        for name, entries in self._entries.items():
+            kept = [e for e in entries if e.provenance != provenance]
+            if len(kept) != len(entries):
+                self._entries[name] = kept
+                self._seal(name)
+        for name in [n for n, f in self.fallbacks.items() if f.provenance == provenance]:
+            del self.fallbacks[name]
+        for domain in [d for d, p in self.domain_providers.items() if p == provenance]:
+            del self.domain_providers[domain]
+            del self.domain_versions[domain]
+        self.cases = [c for c in self.cases if c.provenance != provenance]
+        self.passes = [p for p in self.passes if p[2] != provenance]
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -326,6 +356,7 @@ class OpPack:
         validate_since(since, name)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            validate_symbolic(fn, name, f"pack {self.name!r}")
             self._symbolics.append((name, fn, since, override))
             return fn
 
