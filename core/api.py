@@ -16,7 +16,7 @@ import onnx
 import torch
 
 from oxport import passes, serialize, trace
-from oxport import plugins as plugin_loader
+from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph
 from oxport.registry import Layer, Provenance, RegistryView, SymbolicEntry
@@ -27,7 +27,7 @@ from oxport.types import (
     OperatorExportTypes,
     TrainingMode,
 )
-from oxport.walk import Conversion, FallbackUse
+from oxport.walk import Conversion, FallbackUse, Unconvertible
 
 log = logging.getLogger("oxport")
 
@@ -95,10 +95,20 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
 
-    The parameters are those of ``torch.onnx.export`` (TorchScript path). oxport adds,
-    keyword-only: ``fallbacks`` (fallback plugins by name, in order), ``plugins`` /
-    ``disable_plugins`` / ``autoload_plugins`` (which plugins load), and
+    The parameters are those of ``torch.onnx.export`` (TorchScript path). ``args`` is a
+    tuple of inputs, a single tensor, or a tuple ending in a dict of named arguments
+    (end with an empty dict to pass a dict positionally); nested tuples, lists and dicts
+    of tensors are flattened into graph inputs in order. Non-tensor arguments (ints,
+    floats, bools, None, strings) are hard-coded into the graph as constants: the model
+    only works for the values given here. Dict outputs are flattened to their values and
+    str outputs dropped, each with a warning.
+
+    oxport adds, keyword-only: ``fallbacks`` (fallback plugins by name, in order),
+    ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which plugins load), and
     ``external_data`` (force it on or off; by default it is used past 2 GB).
+
+    Nothing is left at ``f`` when the export fails, except after a :class:`CheckerError`:
+    then the invalid model is still written, for inspection.
 
     Returns an :class:`ExportResult` (torch.onnx returns None).
     """
@@ -137,12 +147,10 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             autoload_plugins: bool | None = None, check: bool = True,
             add_node_names: bool = True) -> ExportResult:
     """Convert without writing a file; same parameters as :func:`export`."""
-    global _in_export
-    timings: dict[str, float] = {}
     opset = _check_opset(opset_version)
     _check_model(model)
     export_type = _check_export_type(operator_export_type)
-    training = TrainingMode(training)
+    training = _check_training(training)
     custom_opsets = _check_custom_opsets(custom_opsets)
     if export_modules_as_functions:
         raise InvalidExportArgumentError(
@@ -150,67 +158,82 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             "export with export_modules_as_functions=False.")
     if keep_initializers_as_inputs is None:
         keep_initializers_as_inputs = export_type != OperatorExportTypes.ONNX
-    if opset < 9:
+    if opset < 9:  # IR 3: every initializer must also be a graph input
         keep_initializers_as_inputs = True
 
+    timings: dict[str, float] = {}
     start = time.perf_counter()
     manager = plugin_loader.load(autoload=autoload_plugins, allow=plugins,
-                                    block=disable_plugins)
+                                 block=disable_plugins)
     registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
-    enabled = _resolve_fallbacks(registry, [*EXPORT_TYPE_FALLBACKS[export_type],
-                                            *(fallbacks or ())])
+    enabled = _resolve_fallbacks(registry, export_type, fallbacks or ())
     timings["plugins"] = time.perf_counter() - start
+    training_graph = _is_training(model, training)
 
-    previous = _in_export
-    _in_export = True
-    try:
-        with select_model_mode_for_export(model, training), torch.no_grad():
+    with _logging(verbose):
+        with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
             start = time.perf_counter()
             front = _front_end(model, args)
             timings["trace"] = time.perf_counter() - start
             start = time.perf_counter()
-            conversion = Conversion(
-                registry, opset, fallbacks=enabled, custom_opsets=custom_opsets,
-                training=_is_training(model, training))
+            conversion = Conversion(registry, opset, fallbacks=enabled,
+                                    custom_opsets=custom_opsets, training=training_graph)
             conversion.autograd_inlining = autograd_inlining
             graph = conversion.run(front)
             timings["convert"] = time.perf_counter() - start
-    finally:
-        _in_export = previous
 
-    start = time.perf_counter()
-    for name, graph_pass, provenance in registry.passes:
-        graph_pass(graph, conversion)
-    if do_constant_folding and training != TrainingMode.TRAINING:
-        frozen = ({id(v) for v in graph.initializers.values()}
-                  if keep_initializers_as_inputs or not export_params else set())
-        passes.fold_constants(graph, opset, frozen)
-    passes.eliminate_dead_code(graph)
-    for domain in list(graph.opset_imports):
-        if domain:
-            graph.opset_imports[domain] = conversion.domain_version(domain)
-    timings["passes"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    serialized = serialize.serialize(
-        graph, input_names=input_names, output_names=output_names,
-        dynamic_axes=dict(dynamic_axes) if dynamic_axes else None, export_params=export_params,
-        keep_initializers_as_inputs=keep_initializers_as_inputs,
-        param_names=_state_dict_order(model), verbose=verbose, add_node_names=add_node_names,
-        doc_string=_doc_string(model) if verbose else "")
-    timings["serialize"] = time.perf_counter() - start
-    if verbose:
-        print(pretty(serialized.model, serialized.weights))
-    result = ExportResult(graph, serialized, opset, dict(conversion.used),
-                          conversion.fallback_uses, front.warnings, front.output_notes, timings)
-    for note in front.output_notes:
-        warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
-    if check:
         start = time.perf_counter()
-        serialize.check(serialized)
-        timings["check"] = time.perf_counter() - start
+        for _name, graph_pass, _provenance in registry.passes:
+            graph_pass(graph, conversion)
+        if do_constant_folding and not training_graph:
+            # Parameters the user feeds at run time must not be folded into constants.
+            frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}
+                      if keep_initializers_as_inputs or not export_params else set())
+            folded = passes.fold_constants(graph, opset, frozen)
+            log.info("constant folding replaced %d nodes", folded)
+        passes.eliminate_dead_code(graph)
+        for domain in list(graph.opset_imports):
+            if domain:
+                graph.opset_imports[domain] = conversion.domain_version(domain)
+        timings["passes"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        serialized = serialize.serialize(
+            graph, input_names=input_names, output_names=output_names,
+            dynamic_axes=dict(dynamic_axes) if dynamic_axes else None,
+            export_params=export_params,
+            keep_initializers_as_inputs=keep_initializers_as_inputs,
+            param_names=_state_dict_order(model), verbose=verbose,
+            add_node_names=add_node_names, doc_string=_doc_string(model) if verbose else "",
+            module_types=_module_types(model) if verbose else None)
+        timings["serialize"] = time.perf_counter() - start
+        if verbose:
+            print(pretty(serialized))
+        result = ExportResult(graph, serialized, opset, dict(conversion.used),
+                              conversion.fallback_uses, front.warnings, front.output_notes,
+                              timings)
+        for note in front.output_notes:
+            warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
+        if check:
+            start = time.perf_counter()
+            serialize.check(serialized)
+            timings["check"] = time.perf_counter() - start
+        log.info("exported %d nodes at opset %d in %.3f s", len(graph.nodes), opset,
+                 sum(timings.values()))
     manager.pm.hook.oxport_model_exported(model=model, result=result)
     return result
+
+
+@contextlib.contextmanager
+def _exporting() -> Iterator[None]:
+    """``is_in_onnx_export()`` is True inside (forward and symbolics run here)."""
+    global _in_export
+    previous = _in_export
+    _in_export = True
+    try:
+        yield
+    finally:
+        _in_export = previous
 
 
 def export_to_pretty_string(model: Any, args: Any, export_params: bool = True,
@@ -234,23 +257,25 @@ def export_to_pretty_string(model: Any, args: Any, export_params: bool = True,
         add_node_names=add_node_names, check=False, **kwargs)
     if google_printer:
         return str(result.model_proto())
-    return pretty(result.serialized.model, result.serialized.weights)
+    return pretty(result.serialized)
 
 
-def pretty(model: onnx.ModelProto, weights: Sequence[serialize.Weight] = ()) -> str:
-    """The seed's readable graph form: ``%y : Float(2, 3) = onnx::Relu(%x)``."""
-    return _Printer(model, weights).text()
+def pretty(serialized: serialize.Serialized) -> str:
+    """The seed's readable graph form: ``%y : Float(2, 3) = onnx::Relu(%x), scope: ...``."""
+    return _Printer(serialized).text()
 
 
 class _Printer:
-    def __init__(self, model: onnx.ModelProto, weights: Sequence[serialize.Weight]) -> None:
+    def __init__(self, serialized: serialize.Serialized) -> None:
+        model = serialized.model
         self.model = model
-        self.types = {vi.name: _type_text(vi.type) for vi in
-                      [*model.graph.input, *model.graph.output, *model.graph.value_info]}
-        for weight in weights:
+        self.types = {name: str(type_) for name, type_ in serialized.types.items()}
+        for weight in serialized.weights:
             header = serialize.tensor_header(weight.name, weight.tensor)
             self.types[weight.name] = _tensor_text(header.data_type, list(header.dims))
-        self.weights = [w.name for w in weights]
+        self.types.update({vi.name: _type_text(vi.type) for vi in
+                           [*model.graph.input, *model.graph.output, *model.graph.value_info]})
+        self.weights = [w.name for w in serialized.weights]
 
     def text(self) -> str:
         g = self.model.graph
@@ -373,31 +398,34 @@ def is_in_onnx_export() -> bool:
 def unconvertible_ops(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,
                       opset_version: int | None = None
                       ) -> tuple[torch._C.Graph, list[str]]:
-    """The TorchScript graph and every op kind that would fail to convert."""
-    global _in_export
+    """The TorchScript graph and every op kind that would fail to convert (one entry per
+    failing node, so ``set(...)`` gives the kinds). See
+    :func:`unconvertible_op_details` for counts, source lines and minimum opsets."""
+    graph, details = _collect_unconvertible(model, args, training, opset_version)
+    return graph, [info.kind for info in details for _ in range(info.count)]
+
+
+def unconvertible_op_details(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,
+                             opset_version: int | None = None) -> list[Unconvertible]:
+    """Every op kind that would fail to convert: its count, source lines, the reason, and
+    ``min_opset``, the lowest opset at which some symbolic serves it (None if none does)."""
+    return _collect_unconvertible(model, args, training, opset_version)[1]
+
+
+def _collect_unconvertible(model: Any, args: Any, training: TrainingMode,
+                           opset_version: int | None
+                           ) -> tuple[torch._C.Graph, list[Unconvertible]]:
     opset = _check_opset(opset_version)
     _check_model(model)
+    training = _check_training(training)
     manager = plugin_loader.load()
     registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
-    previous = _in_export
-    _in_export = True
-    try:
-        with select_model_mode_for_export(model, training), torch.no_grad():
-            front = _front_end(model, args)
-            conversion = Conversion(registry, opset, collect_only=True,
-                                    training=_is_training(model, training))
-            graph = Graph()
-            ts_inputs = list(front.graph.inputs())
-            for value in ts_inputs:
-                conversion.env[value.unique()] = graph.add_input(value.debugName())
-            for node in front.graph.nodes():
-                conversion.convert_node(node, graph)
-    finally:
-        _in_export = previous
-    kinds: list[str] = []
-    for info in conversion.unconvertible.values():
-        kinds.extend([info.kind] * info.count)
-    return front.graph, kinds
+    training_graph = _is_training(model, training)
+    with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
+        front = _front_end(model, args)
+        conversion = Conversion(registry, opset, collect_only=True, training=training_graph)
+        conversion.walk(front)
+    return front.graph, list(conversion.unconvertible.values())
 
 
 def enable_log() -> None:
@@ -436,6 +464,15 @@ def _check_model(model: Any) -> None:
             "an nn.Module or script it with torch.jit.script.")
 
 
+def _check_training(value: Any) -> TrainingMode:
+    try:
+        return TrainingMode(value)
+    except ValueError:
+        raise InvalidExportArgumentError(
+            f"training={value!r} is not a TrainingMode: use TrainingMode.EVAL, "
+            "TrainingMode.PRESERVE or TrainingMode.TRAINING.") from None
+
+
 def _check_export_type(value: Any) -> OperatorExportTypes:
     try:
         return OperatorExportTypes(value)
@@ -460,32 +497,53 @@ def _check_custom_opsets(custom_opsets: Mapping[str, int] | None) -> dict[str, i
 
 def _check_target(f: Any) -> None:
     if isinstance(f, (str, os.PathLike)):
-        path = os.fspath(f)
-        directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise InvalidExportArgumentError(
-                f"Cannot write {path!r}: the folder {directory!r} does not exist. Create it first.")
-        if not os.access(directory, os.W_OK):
-            raise InvalidExportArgumentError(
-                f"Cannot write {path!r}: the folder {directory!r} is not writable.")
-        if os.path.isdir(path):
-            raise InvalidExportArgumentError(f"Cannot write {path!r}: it is a folder.")
-    elif not (hasattr(f, "write") and not isinstance(f, io.TextIOBase)):
+        serialize.check_target(os.fspath(f))
+    elif not hasattr(f, "write") or isinstance(f, io.TextIOBase):
         raise InvalidExportArgumentError(
-            f"f must be a file path or a binary file object, not {type(f).__name__}.")
+            f"f must be a file path or a binary file object such as io.BytesIO(), not "
+            f"{type(f).__name__}" + (" (open the file in 'wb' mode)."
+                                     if isinstance(f, io.TextIOBase) else "."))
 
 
-def _resolve_fallbacks(registry: RegistryView, names: Sequence[str]) -> list[tuple[str, Any]]:
+def _resolve_fallbacks(registry: RegistryView, export_type: OperatorExportTypes,
+                       extra: Sequence[str]) -> list[tuple[str, Any]]:
+    """The fallbacks the export type and ``fallbacks=`` ask for, in order."""
     available = registry.fallbacks
+    installed = ", ".join(sorted(available)) or "none"
     enabled = []
-    for name in dict.fromkeys(names):
+    for name in EXPORT_TYPE_FALLBACKS[export_type]:
         if name not in available:
             raise InvalidExportArgumentError(
-                f"The fallback {name!r} is not available. Installed fallbacks: "
-                f"{', '.join(sorted(available)) or 'none'}. Is its plugin installed and not "
-                "blocked?")
+                f"operator_export_type=OperatorExportTypes.{export_type.name} needs the {name!r} "
+                f"fallback plugin, which is not loaded (loaded fallbacks: {installed}). Install "
+                "or enable the plugin that provides it (check plugins=/disable_plugins= and "
+                "OXPORT_* plugin settings), or export with OperatorExportTypes.ONNX.")
         enabled.append((name, available[name]))
+    for name in extra:
+        if name not in available:
+            raise InvalidExportArgumentError(
+                f"fallbacks= names {name!r}, which no loaded plugin provides (loaded fallbacks: "
+                f"{installed}). Is its plugin installed and not blocked?")
+        if name not in dict(enabled):
+            enabled.append((name, available[name]))
     return enabled
+
+
+@contextlib.contextmanager
+def _logging(verbose: bool) -> Iterator[None]:
+    """``verbose=True`` turns oxport's log on for the export (as torch.onnx does)."""
+    logger = logging.getLogger("oxport")
+    if not verbose:
+        yield
+        return
+    state = (logger.level, logger.disabled, list(logger.handlers))
+    enable_log()
+    try:
+        yield
+    finally:
+        logger.setLevel(state[0])
+        logger.disabled = state[1]
+        logger.handlers[:] = state[2]
 
 
 def _front_end(model: Any, args: Any) -> trace.FrontEnd:
@@ -508,6 +566,13 @@ def _state_dict_order(model: Any) -> list[str]:
     return []
 
 
+def _module_types(model: Any) -> dict[str, str]:
+    """Module path -> class name, for the ``scope: AlexNet/Sequential[features]/...`` text."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {path: type(module).__name__ for path, module in model.named_modules()}
+
+
 def _doc_string(model: Any) -> str:
     forward = getattr(model, "forward", model)
     code = getattr(forward, "__code__", None)
@@ -519,5 +584,5 @@ def _doc_string(model: Any) -> str:
 __all__ = [
     "ExportResult", "convert", "disable_log", "enable_log", "export", "export_to_pretty_string",
     "is_in_onnx_export", "register_custom_op_symbolic", "select_model_mode_for_export",
-    "unconvertible_ops", "unregister_custom_op_symbolic",
+    "unconvertible_op_details", "unconvertible_ops", "unregister_custom_op_symbolic",
 ]

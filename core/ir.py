@@ -231,6 +231,11 @@ class Value:
         return self._materialize is not None
 
     @property
+    def is_parameter(self) -> bool:
+        """Whether this value is a model parameter or buffer (an initializer from the model)."""
+        return bool(self.meta and self.meta.get("parameter"))
+
+    @property
     def dtype(self) -> torch.dtype | None:
         return self._type.dtype()
 
@@ -412,13 +417,25 @@ class Graph:
         self._materialized[id(value)] = (value, real)
         return real
 
-    def add_initializer(self, name: str, tensor: Any, type_: Type | None = None) -> Value:
-        """Add a weight to the root graph; the tensor is kept by reference, not copied."""
+    def add_initializer(self, name: str, tensor: Any, type_: Type | None = None, *,
+                        parameter: bool = False) -> Value:
+        """Add a weight to the root graph; the tensor is kept by reference, not copied.
+
+        ``parameter=True`` marks a model parameter or buffer (what ``export_params=False``
+        turns into graph inputs and ``input_names`` may name); other initializers are
+        constants the conversion made.
+        """
         root = self.root
+        base, n = name, 1
+        while name in root.initializers:  # e.g. a parameter called like a fresh constant
+            name = f"{base}.{n}"
+            n += 1
         if type_ is None:
             type_ = Type.of(tensor) if isinstance(tensor, torch.Tensor) else Type()
         value = Value(root, name, type_)
         value.const = tensor
+        if parameter:
+            value.meta = {"parameter": True}
         root.initializers[name] = value
         return value
 

@@ -10,6 +10,7 @@ failed export never leaves a partial file behind.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
@@ -53,6 +54,8 @@ class Serialized:
     model: onnx.ModelProto
     weights: list[Weight]
     value_names: dict[int, str]
+    #: The IR type of every named value (for the readable printout).
+    types: dict[str, Type] = dataclasses.field(default_factory=dict)
 
     @property
     def weight_bytes(self) -> int:
@@ -126,63 +129,126 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
               keep_initializers_as_inputs: bool = False, param_names: Sequence[str] = (),
               verbose: bool = False, add_node_names: bool = True,
               doc_string: str = "", metadata: dict[str, str] | None = None,
-              dedupe: bool = True) -> Serialized:
-    """Name every value and build the ModelProto (without weight bytes)."""
+              dedupe: bool = True, module_types: dict[str, str] | None = None) -> Serialized:
+    """Name every value and build the ModelProto (without weight bytes).
+
+    Parameters (initializers marked ``parameter``) follow the user inputs in
+    ``param_names`` (``state_dict``) order; ``input_names`` name inputs then
+    parameters. With ``export_params=False`` parameters become graph inputs and
+    carry no data; constants the conversion made stay initializers.
+    """
     if dedupe and not keep_initializers_as_inputs:
         _dedupe_weights(graph)
     namer = _Namer()
     order = {name: i for i, name in enumerate(param_names)}
-    graph.initializers = dict(sorted(graph.initializers.items(),
-                                     key=lambda item: order.get(item[0], len(order))))
-    named_inputs = list(graph.inputs) + list(graph.initializers.values())
+    graph.initializers = dict(sorted(
+        graph.initializers.items(),
+        key=lambda item: (not item[1].is_parameter, order.get(item[0], len(order)))))
+    params = [v for v in graph.initializers.values() if v.is_parameter]
+    constants = [v for v in graph.initializers.values() if not v.is_parameter]
+    named_inputs = list(graph.inputs) + params
     input_names = list(input_names or [])
     if len(input_names) > len(named_inputs):
         raise InvalidExportArgumentError(
             f"input_names has {len(input_names)} names but the model has {len(graph.inputs)} "
-            f"inputs and {len(named_inputs) - len(graph.inputs)} parameters; give at most "
-            f"{len(named_inputs)} names.")
+            f"input{'s' if len(graph.inputs) != 1 else ''} and {len(params)} parameter"
+            f"{'s' if len(params) != 1 else ''}; give at most {len(named_inputs)} names "
+            "(inputs first, then parameters in state_dict order).")
     output_names = list(output_names or [])
     if len(output_names) > len(graph.outputs):
         raise InvalidExportArgumentError(
             f"output_names has {len(output_names)} names but the model has "
-            f"{len(graph.outputs)} outputs.")
+            f"{len(graph.outputs)} output{'s' if len(graph.outputs) != 1 else ''}; give at most "
+            f"{len(graph.outputs)}.")
     for value, name in zip(named_inputs, input_names):
         namer.claim(value, name)
     _separate_outputs(graph)
     for value, name in zip(graph.outputs, output_names):
         namer.claim(value, name)
-    for value in graph.inputs:
-        namer.name(value)
-    for value in graph.initializers.values():
+    for value in [*graph.inputs, *params, *constants]:
         namer.name(value)
 
     axes = _dynamic_axes(dynamic_axes, [namer.name(v) for v in graph.inputs],
                          [namer.name(v) for v in graph.outputs])
-    weights = [Weight(namer.name(v), v.const) for v in graph.initializers.values()]
-
-    graph_proto = _graph_proto(graph, namer, verbose, add_node_names)
-    as_inputs = not export_params or keep_initializers_as_inputs
+    types: dict[str, Type] = {}
+    graph_proto = _graph_proto(graph, namer, verbose, add_node_names, types, module_types or {})
     for value in graph.inputs:
         graph_proto.input.append(_value_info(namer.name(value), value.type(), axes))
-    if as_inputs:
-        for value in graph.initializers.values():
+    if not export_params:
+        for value in params:
+            graph_proto.input.append(_value_info(namer.name(value), value.type(), {}))
+    if keep_initializers_as_inputs:
+        for value in (constants if not export_params else [*params, *constants]):
             graph_proto.input.append(_value_info(namer.name(value), value.type(), {}))
     for value in graph.outputs:
         graph_proto.output.append(_value_info(namer.name(value), value.type(), axes,
                                               dynamic=bool(axes)))
-    if not export_params:
-        weights = []
+    stored = constants if not export_params else [*params, *constants]
+    weights = [Weight(namer.name(v), v.const) for v in stored]
+    for value in graph.inputs:
+        types[namer.name(value)] = value.type()
+    for value in graph.initializers.values():
+        types[namer.name(value)] = value.type()
 
     opsets = [helper.make_opsetid(domain, version) for domain, version in
               sorted(graph.opset_imports.items())]
     model = helper.make_model(graph_proto, opset_imports=opsets, producer_name="oxport",
                               producer_version=_version(), doc_string=doc_string)
     model.functions.extend(graph.functions)
-    model.ir_version = _ir_version(graph.opset_imports.get("", 7), bool(graph.functions))
+    model.ir_version = ir_version(model)
     for key, value in {**graph.metadata, **(metadata or {})}.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
-    return Serialized(model, weights, namer.names)
+    if axes:
+        _infer_output_shapes(model, weights)
+    return Serialized(model, weights, namer.names, types)
+
+
+def _infer_output_shapes(model: onnx.ModelProto, weights: Sequence[Weight]) -> None:
+    """Replace the open output dims left by dynamic axes with what ONNX shape inference
+    derives (a number, or the symbolic name of an input axis).
+
+    One call of ``onnx.shape_inference`` on a weightless copy of the model (weights as
+    typed inputs); when inference fails, the dims stay open.
+    """
+    probe = _weightless(model, weights)
+    for output in probe.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
+        return
+    found = {o.name: o for o in inferred.graph.output}
+    for output in model.graph.output:
+        result = found.get(output.name)
+        if not output.type.HasField("tensor_type") or result is None \
+                or not result.type.tensor_type.HasField("shape"):
+            continue
+        ours = output.type.tensor_type.shape.dim
+        theirs = result.type.tensor_type.shape.dim
+        if len(ours) != len(theirs):
+            continue
+        for dim, derived in zip(ours, theirs):
+            if dim.HasField("dim_value") or dim.dim_param:  # static, or named by the user
+                continue
+            if derived.HasField("dim_value"):
+                dim.dim_value = derived.dim_value
+            elif derived.dim_param and not derived.dim_param.startswith("unk__"):
+                dim.dim_param = derived.dim_param
+
+
+def _weightless(model: onnx.ModelProto, weights: Sequence[Weight]) -> onnx.ModelProto:
+    """A copy of ``model`` (which holds no weight bytes) with the weights as typed inputs."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    declared = {i.name for i in probe.graph.input}
+    for weight in weights:
+        if weight.name in declared:
+            continue
+        header = tensor_header(weight.name, weight.tensor)
+        probe.graph.input.append(helper.make_tensor_value_info(
+            weight.name, header.data_type, list(header.dims)))
+    return probe
 
 
 def _separate_outputs(graph: Graph) -> None:
@@ -259,23 +325,38 @@ def _onnx_elem(dtype: torch.dtype) -> int:
     return JitScalarType.from_dtype(dtype).onnx_type()
 
 
-def _graph_proto(graph: Graph, namer: _Namer, verbose: bool,
-                 add_node_names: bool) -> onnx.GraphProto:
+def _graph_proto(graph: Graph, namer: _Namer, verbose: bool, add_node_names: bool,
+                 types: dict[str, Type], module_types: dict[str, str]) -> onnx.GraphProto:
     proto = onnx.GraphProto()
     proto.name = graph.name
     counters: dict[str, int] = {}
     for node in graph.nodes:
-        proto.node.append(_node_proto(node, namer, verbose, add_node_names, counters))
+        proto.node.append(_node_proto(node, namer, verbose, add_node_names, counters, types,
+                                      module_types))
+        for value in node._outputs:
+            types[namer.name(value)] = value.type()
     if graph.parent is not None:
         for value in graph.inputs:
             proto.input.append(_value_info(namer.name(value), value.type(), {}))
+            types[namer.name(value)] = value.type()
         for value in graph.outputs:
             proto.output.append(_value_info(namer.name(value), value.type(), {}, dynamic=True))
     return proto
 
 
+def scope_text(path: str, module_types: dict[str, str]) -> str:
+    """``features.0`` -> ``AlexNet/Sequential[features]/Conv2d[0]`` (torch.onnx's scope form)."""
+    parts = [module_types.get("", "")] if module_types.get("") else []
+    prefix = ""
+    for name in path.split(".") if path else []:
+        prefix = f"{prefix}.{name}" if prefix else name
+        parts.append(f"{module_types[prefix]}[{name}]" if prefix in module_types else name)
+    return "/".join(parts)
+
+
 def _node_proto(node: Node, namer: _Namer, verbose: bool, add_node_names: bool,
-                counters: dict[str, int]) -> onnx.NodeProto:
+                counters: dict[str, int], types: dict[str, Type],
+                module_types: dict[str, str]) -> onnx.NodeProto:
     proto = onnx.NodeProto()
     proto.op_type = node.op_type
     proto.domain = node.domain
@@ -285,24 +366,31 @@ def _node_proto(node: Node, namer: _Namer, verbose: bool, add_node_names: bool,
         index = counters.get(node.op_type, 0)
         counters[node.op_type] = index + 1
         proto.name = node.name or f"/{node.op_type}_{index}"
-    if verbose and (node.source or node.scope):
-        proto.doc_string = "; ".join(filter(None, [node.source, node.scope]))
+    if verbose:
+        scope = scope_text(node.scope, module_types)
+        proto.doc_string = " # ".join(filter(None, [f"scope: {scope}" if scope else "",
+                                                    node.source]))
     for name, (kind, value) in sorted(node.attrs.items()):
-        proto.attribute.append(_attribute_proto(name, kind, value, namer, verbose, add_node_names))
+        proto.attribute.append(_attribute_proto(name, kind, value, namer, verbose, add_node_names,
+                                                types, module_types))
     return proto
 
 
 def _attribute_proto(name: str, kind: str, value: Any, namer: _Namer, verbose: bool,
-                     add_node_names: bool) -> onnx.AttributeProto:
-    if kind == "t":
-        return helper.make_attribute(name, tensor_proto("", value))
+                     add_node_names: bool, types: dict[str, Type],
+                     module_types: dict[str, str]) -> onnx.AttributeProto:
+    if kind == "t":  # a TensorProto as is (e.g. a string tensor), else a torch/numpy tensor
+        return helper.make_attribute(
+            name, value if isinstance(value, TensorProto) else tensor_proto("", value))
     if kind == "ts":
         return helper.make_attribute(name, [tensor_proto("", v) for v in value])
     if kind == "g":
-        return helper.make_attribute(name, _graph_proto(value, namer, verbose, add_node_names))
+        return helper.make_attribute(name, _graph_proto(value, namer, verbose, add_node_names,
+                                                        types, module_types))
     if kind == "gs":
         return helper.make_attribute(
-            name, [_graph_proto(v, namer, verbose, add_node_names) for v in value])
+            name, [_graph_proto(v, namer, verbose, add_node_names, types, module_types)
+                   for v in value])
     attr_type = {"i": onnx.AttributeProto.INT, "f": onnx.AttributeProto.FLOAT,
                  "s": onnx.AttributeProto.STRING, "is": onnx.AttributeProto.INTS,
                  "fs": onnx.AttributeProto.FLOATS, "ss": onnx.AttributeProto.STRINGS}.get(kind)
@@ -356,15 +444,7 @@ def tensor_proto(name: str, tensor: Any) -> TensorProto:
 # -- checking ------------------------------------------------------------------------
 def check(serialized: Serialized, full_check: bool = True) -> None:
     """Run the ONNX checker on the model with weights as typed inputs (no bytes loaded)."""
-    model = onnx.ModelProto()
-    model.CopyFrom(serialized.model)
-    declared = {i.name for i in model.graph.input}
-    for weight in serialized.weights:
-        if weight.name in declared:
-            continue
-        header = tensor_header(weight.name, weight.tensor)
-        model.graph.input.append(helper.make_tensor_value_info(
-            weight.name, header.data_type, list(header.dims)))
+    model = _weightless(serialized.model, serialized.weights)
     try:
         onnx.checker.check_model(model, full_check=full_check)
     except onnx.checker.ValidationError as exc:
@@ -379,6 +459,11 @@ def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
     """Write the model to a path (atomically) or a binary file object."""
     use_external = (serialized.weight_bytes > EXTERNAL_DATA_THRESHOLD
                     if external_data is None else external_data)
+    if not use_external and serialized.weight_bytes + serialized.model.ByteSize() > PROTOBUF_LIMIT:
+        raise InvalidExportArgumentError(
+            f"The model holds {serialized.weight_bytes / 2**30:.2f} GiB of weights, more than one "
+            "ONNX protobuf can carry (2 GiB): export to a file path with external_data=None "
+            "(automatic) or True.")
     if isinstance(f, (str, os.PathLike)):
         _write_path(serialized, os.fspath(f), use_external, location)
         return
@@ -394,15 +479,13 @@ def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
 
 def _write_path(serialized: Serialized, path: str, use_external: bool,
                 location: str | None) -> None:
+    """Write to temporary files beside ``path``, then rename them into place.
+
+    On any failure the temporary files are removed and ``path`` (and its data file) are
+    left as they were.
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise InvalidExportArgumentError(
-            f"Cannot write {path!r}: the folder {directory!r} does not exist. Create it first.")
-    if not os.access(directory, os.W_OK):
-        raise InvalidExportArgumentError(
-            f"Cannot write {path!r}: the folder {directory!r} is not writable.")
-    if os.path.isdir(path):
-        raise InvalidExportArgumentError(f"Cannot write {path!r}: it is a folder.")
+    check_target(path)
     temps: list[str] = []
     try:
         if use_external:
@@ -416,18 +499,38 @@ def _write_path(serialized: Serialized, path: str, use_external: bool,
             with open(model_tmp, "wb") as handle:
                 handle.write(model.SerializeToString())
             os.replace(data_tmp, os.path.join(directory, location))
-            os.replace(model_tmp, path)
+            temps.remove(data_tmp)
         else:
             model_tmp = _temp(directory, os.path.basename(path))
             temps.append(model_tmp)
             with open(model_tmp, "wb") as handle:
                 _stream(serialized, handle)
-            os.replace(model_tmp, path)
-    except BaseException:
+        os.replace(model_tmp, path)
+        temps.remove(model_tmp)
+    except OSError as exc:
+        raise OnnxExporterError(
+            f"Cannot write {path!r}: {exc.strerror or exc}. Check that the folder exists, is "
+            "writable and has free space; nothing was written.") from exc
+    finally:
         for temp in temps:
-            if os.path.exists(temp):
+            with contextlib.suppress(OSError):
                 os.unlink(temp)
-        raise
+
+
+def check_target(path: str) -> None:
+    """Raise a clear error before any work when ``path`` cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidExportArgumentError(
+            f"Cannot write {path!r}: the folder {directory!r} does not exist. Create it first.")
+    if not os.access(directory, os.W_OK):
+        raise InvalidExportArgumentError(
+            f"Cannot write {path!r}: the folder {directory!r} is not writable. Choose another "
+            "folder or fix its permissions.")
+    if os.path.isdir(path):
+        raise InvalidExportArgumentError(
+            f"Cannot write {path!r}: it is a folder. Give a file name such as "
+            f"{os.path.join(path, 'model.onnx')!r}.")
 
 
 def _temp(directory: str, name: str) -> str:
@@ -495,9 +598,16 @@ def to_bytes(serialized: Serialized) -> bytes:
     return buffer.getvalue()
 
 
-def _ir_version(opset: int, has_functions: bool) -> int:
-    version = helper.find_min_ir_version_for([helper.make_opsetid("", opset)], True)
-    return max(version, 8) if has_functions else version
+def ir_version(model: onnx.ModelProto) -> int:
+    """The lowest IR version that carries the model's opset imports (and local functions).
+
+    Read from ``onnx.helper.VERSION_TABLE``; the newest IR an installed onnx knows may be
+    newer than a runtime accepts (ONNX Runtime 1.31 rejects IR 14), so never use it blindly.
+    """
+    version = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    if model.functions:
+        version = max(version, 8)  # local functions came with IR 8
+    return version
 
 
 def _version() -> str:

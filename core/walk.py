@@ -31,6 +31,7 @@ from oxport.trace import FrontEnd
 
 log = logging.getLogger("oxport.walk")
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_OXPORT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class Fallback(Protocol):
@@ -116,7 +117,7 @@ class Conversion:
         for ts_value, name in zip(ts_inputs[:user_count], front.input_names):
             self.env[ts_value.unique()] = graph.add_input(name, Type.of(ts_value.type()))
         for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
-            self.env[ts_value.unique()] = graph.add_initializer(name, tensor)
+            self.env[ts_value.unique()] = graph.add_initializer(name, tensor, parameter=True)
         for node in front.graph.nodes():
             self.convert_node(node, graph)
         outputs = [self.lookup(v) for v in front.graph.outputs()]
@@ -293,13 +294,13 @@ def _merge(ours: Type, theirs: Type) -> Type:
 
 
 def source_of(node: torch._C.Node) -> str:
-    """The user's source line for a node: the first frame outside torch itself."""
+    """The user's source line for a node: the first frame outside torch and oxport."""
     text = node.sourceRange()
     if not text:
         return ""
     frames = [line.strip() for line in text.splitlines() if line.strip()]
     for frame in frames:
-        if _TORCH_DIR not in frame:
+        if _TORCH_DIR not in frame and _OXPORT_DIR + os.sep not in frame:
             return frame
     return frames[0] if frames else ""
 
