@@ -1,7 +1,591 @@
-"""Reductions: sum, mean, prod, max/min, arg*, norms, cumulative ops."""
+"""Reductions: sum, mean, prod, max/min, arg*, statistics, cumulative ops, sorting, unique."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+from oxport.types import JitScalarType
 
 pack = OpPack("oxport.reduction")
+
+#: dtypes the Max/Min/ArgMax/Unique kernels of ONNX Runtime may reject: reduce them as int32.
+_NARROW = (torch.bool, torch.uint8, torch.int8, torch.int16)
+
+
+# -- argument helpers ---------------------------------------------------------------
+def _static(value: Value, desc: str, op: str, what: str):
+    """A constant argument converted by ``desc``; declines when it is computed at run time."""
+    const = sh._maybe_get_const(value, desc)
+    if isinstance(const, Value):
+        sh._unimplemented(op, f"{what} computed at run time")
+    return const
+
+
+def _axes(value: Value | None, op: str) -> list[int] | None:
+    """A ``dim`` argument (int, list or None) as axes; None (or []) means every axis."""
+    if value is None or sh._is_none(value):
+        return None
+    return _static(value, "is", op, "dim") or None
+
+
+def _dtype(value: Value | None) -> torch.dtype | None:
+    """A ``dtype=`` argument as a torch.dtype (None when absent)."""
+    if value is None or sh._is_none(value):
+        return None
+    return JitScalarType(_static(value, "i", "dtype", "dtype")).dtype()
+
+
+def _out_dtype(g, index: int = 0) -> torch.dtype | None:
+    """The dtype TorchScript recorded for the node's output ``index``."""
+    node = g.original_node
+    if node is None or node.outputsSize() <= index:
+        return None
+    out_type = node.outputsAt(index).type()
+    return out_type.dtype() if out_type.kind() == "TensorType" else None
+
+
+def _is_integral(value: Value) -> bool:
+    dtype = value.type().dtype()
+    return dtype is not None and not dtype.is_floating_point and not dtype.is_complex
+
+
+def _positive(axes: Sequence[int], rank: int | None, op: str) -> list[int]:
+    if any(a < 0 for a in axes) and rank is None:
+        sh._unimplemented(op, "a negative dim on an input of unknown rank")
+    return [a % rank if a < 0 else a for a in axes] if rank else list(axes)
+
+
+def _dim_keepdim_dtype(args: Sequence[Value]) -> tuple[Value | None, Value | bool, Value | None]:
+    """``(dtype)`` or ``(dim, keepdim, dtype)`` -- the two overloads of sum/mean/prod."""
+    if len(args) <= 1:
+        return None, False, args[0] if args else None
+    return args[0], args[1], args[2] if len(args) > 2 else None
+
+
+def _reduce(g, op_type: str, x: Value, axes: list[int] | None, keepdim: bool) -> Value:
+    return sh._reduce_helper(g, op_type, x, axes, keepdims_i=int(keepdim))
+
+
+def _narrow_safe(g, x: Value) -> tuple[Value, torch.dtype | None]:
+    """``x`` as int32 when its dtype is one ORT's Max/Min kernels reject, and the dtype to restore."""
+    dtype = x.type().dtype()
+    if dtype in _NARROW:
+        return sh._cast_to(g, x, torch.int32), dtype
+    return x, None
+
+
+def _restore(g, value: Value, dtype: torch.dtype | None) -> Value:
+    return value if dtype is None else sh._cast_to(g, value, dtype)
+
+
+def _count(g, x: Value, axes: list[int] | None, dtype: torch.dtype) -> Value:
+    """How many elements the reduction over ``axes`` combines, as a 0-d ``dtype`` tensor."""
+    shape = g.op("Shape", x)
+    if axes is not None:
+        index = torch.tensor(_positive(axes, x.type().dim(), "reduction"), dtype=torch.int64)
+        shape = g.op("Gather", shape, g.constant(index), axis_i=0)
+    count = g.op("ReduceProd", shape, keepdims_i=0).setType(Type.tensor(torch.int64, ()))
+    return sh._cast_to(g, count, dtype)
+
+
+# -- sum / mean / prod ----------------------------------------------------------------
+def _accumulate_dtype(x: Value, dtype: torch.dtype | None) -> torch.dtype | None:
+    """sum/prod/cumsum: an explicit dtype, else int64 for integers and bools, else x's own."""
+    if dtype is not None:
+        return dtype
+    return torch.int64 if _is_integral(x) else x.type().dtype()
+
+
+def _cast_opt(g, x: Value, dtype: torch.dtype | None) -> Value:
+    return x if dtype is None else sh._cast_to(g, x, dtype)
+
+
+@pack.symbolic("aten::sum", since=7)
+def aten_sum(g, self: Value, *args: Value) -> Value:
+    """``sum(self, dtype)`` / ``sum(self, dim, keepdim, dtype)``: ReduceSum, integers in int64."""
+    if not sh._is_tensor(self):
+        sh._unimplemented("aten::sum", "a sum over a Python list")
+    dim, keepdim, dtype = _dim_keepdim_dtype(args)
+    x = _cast_opt(g, self, _accumulate_dtype(self, _dtype(dtype)))
+    return _reduce(g, "ReduceSum", x, _axes(dim, "aten::sum"), _static(keepdim, "b", "sum", "keepdim"))
+
+
+@pack.symbolic("aten::mean", since=7)
+def mean(g, self: Value, *args: Value) -> Value:
+    """``mean(self, dtype)`` / ``mean(self, dim, keepdim, dtype)``: ReduceMean."""
+    dim, keepdim, dtype = _dim_keepdim_dtype(args)
+    x = _cast_opt(g, self, _dtype(dtype))
+    return _reduce(g, "ReduceMean", x, _axes(dim, "aten::mean"),
+                   _static(keepdim, "b", "mean", "keepdim"))
+
+
+@pack.symbolic("aten::prod", since=7)
+def prod(g, self: Value, *args: Value) -> Value:
+    """``prod(self, dtype)`` / ``prod(self, dim, keepdim, dtype)`` (one dim): ReduceProd."""
+    dim, keepdim, dtype = _dim_keepdim_dtype(args)
+    x = _cast_opt(g, self, _accumulate_dtype(self, _dtype(dtype)))
+    return _reduce(g, "ReduceProd", x, _axes(dim, "aten::prod"),
+                   _static(keepdim, "b", "prod", "keepdim"))
+
+
+# -- max / min family ---------------------------------------------------------------------
+def _extreme(g, op_type: str, x: Value, axes: list[int] | None, keepdim: bool) -> Value:
+    safe, dtype = _narrow_safe(g, x)
+    return _restore(g, _reduce(g, op_type, safe, axes, keepdim), dtype)
+
+
+def _amax_amin(op_type: str, name: str):
+    def symbolic(g, self: Value, dim: Value | None = None, keepdim: Value | None = None) -> Value:
+        keep = False if keepdim is None else _static(keepdim, "b", f"aten::{name}", "keepdim")
+        return _extreme(g, op_type, self, _axes(dim, f"aten::{name}"), keep)
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}(self, dim, keepdim)`` as {op_type} (all dims for [])."
+    return symbolic
+
+
+pack.symbolic("aten::amax", since=7)(_amax_amin("ReduceMax", "amax"))
+pack.symbolic("aten::amin", since=7)(_amax_amin("ReduceMin", "amin"))
+
+
+def _binary_extreme(g, op_type: str, self: Value, other: Value, name: str) -> Value:
+    """Elementwise maximum/minimum with PyTorch's type promotion."""
+    a, b = sh.promote(g, self, other)
+    dtype = a.type().dtype()
+    if dtype == torch.bool:
+        return g.op("Or" if op_type == "Max" else "And", a, b)
+    sizes = a.type().varyingSizes()
+    if g.opset < 8 and (sizes is None or None in sizes or sizes != b.type().varyingSizes()):
+        sh._onnx_opset_unsupported_detailed(f"aten::{name}", g.opset, 8,
+                                            f"{op_type} with broadcasting")
+    if g.opset < 12 and dtype is not None and not dtype.is_floating_point:
+        if g.opset < 9:
+            sh._onnx_opset_unsupported_detailed(f"aten::{name}", g.opset, 9,
+                                                f"{op_type} of integer tensors")
+        pick = g.op("Greater" if op_type == "Max" else "Less", a, b)
+        return g.op("Where", pick, a, b)
+    return g.op(op_type, a, b)
+
+
+def _max_min(reduce_op: str, arg_op: str, op_type: str, name: str):
+    def symbolic(g, self: Value, *args: Value) -> Value | tuple[Value, Value]:
+        if not args:
+            return _extreme(g, reduce_op, self, None, False)
+        if len(args) == 1:
+            return _binary_extreme(g, op_type, self, args[0], name)
+        dim = _static(args[0], "i", f"aten::{name}", "dim")
+        keepdim = _static(args[1], "b", f"aten::{name}", "keepdim")
+        values = _extreme(g, reduce_op, self, [dim], keepdim)
+        safe, _ = _narrow_safe(g, self)
+        return values, g.op(arg_op, safe, axis_i=dim, keepdims_i=int(keepdim))
+    symbolic.__name__ = name
+    symbolic.__doc__ = (f"``aten::{name}``: all elements ({reduce_op}), elementwise with another "
+                        f"tensor ({op_type}), or along a dim returning (values, indices).")
+    return symbolic
+
+
+pack.symbolic("aten::max", since=7)(_max_min("ReduceMax", "ArgMax", "Max", "max"))
+pack.symbolic("aten::min", since=7)(_max_min("ReduceMin", "ArgMin", "Min", "min"))
+
+
+def _arg_extreme(op_type: str, name: str):
+    @sh.parse_args("v", "v", "b")
+    def symbolic(g, self: Value, dim: Value, keepdim: bool) -> Value:
+        x, _ = _narrow_safe(g, self)
+        if sh._is_none(dim):
+            flat = g.op(op_type, sh._reshape_helper(g, x, [-1]), axis_i=0, keepdims_i=0)
+            rank = self.type().dim()
+            if not keepdim:
+                return flat
+            if rank is None:
+                sh._unimplemented(f"aten::{name}", "keepdim=True without dim on an unknown rank")
+            return sh._reshape_helper(g, flat, [1] * rank)
+        axis = _static(dim, "i", f"aten::{name}", "dim")
+        return g.op(op_type, x, axis_i=axis, keepdims_i=int(keepdim))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}(self, dim, keepdim)`` as {op_type} (first occurrence)."
+    return symbolic
+
+
+pack.symbolic("aten::argmax", since=7)(_arg_extreme("ArgMax", "argmax"))
+pack.symbolic("aten::argmin", since=7)(_arg_extreme("ArgMin", "argmin"))
+
+
+# -- statistics ---------------------------------------------------------------------
+def _variance_args(args: Sequence[Value], op: str) -> tuple[list[int] | None, float, bool]:
+    """(axes, correction, keepdim) from ``(unbiased)``, ``(dim, unbiased, keepdim)`` or
+    ``(dim, correction, keepdim)``."""
+    if len(args) == 1:
+        return None, float(_static(args[0], "b", op, "unbiased")), False
+    dim, middle, keepdim = args[:3]
+    if sh._is_none(middle):
+        correction = 1.0
+    else:
+        const = middle.const if middle.is_const else None
+        if const is None:
+            sh._unimplemented(op, "a correction computed at run time")
+        correction = float(const)
+    return _axes(dim, op), correction, _static(keepdim, "b", op, "keepdim")
+
+
+def _variance(g, x: Value, axes: list[int] | None, correction: float, keepdim: bool) -> Value:
+    mean_kept = _reduce(g, "ReduceMean", x, axes, True)
+    diff = g.op("Sub", x, mean_kept)
+    var = _reduce(g, "ReduceMean", g.op("Mul", diff, diff), axes, keepdim)
+    if correction == 0:
+        return var
+    dtype = x.type().dtype() or torch.float32
+    count = _count(g, x, axes, dtype)
+    fewer = g.op("Sub", count, g.constant(torch.tensor(correction, dtype=dtype)))
+    return g.op("Mul", var, g.op("Div", count, fewer))
+
+
+@pack.symbolic("aten::var", since=7)
+def var(g, self: Value, *args: Value) -> Value:
+    """Variance with Bessel's (or any) correction over some or all dims."""
+    axes, correction, keepdim = _variance_args(args, "aten::var")
+    return _variance(g, self, axes, correction, keepdim)
+
+
+@pack.symbolic("aten::std", since=7)
+def std(g, self: Value, *args: Value) -> Value:
+    """Standard deviation: Sqrt of :func:`var`."""
+    axes, correction, keepdim = _variance_args(args, "aten::std")
+    return g.op("Sqrt", _variance(g, self, axes, correction, keepdim))
+
+
+@pack.symbolic("aten::var_mean", since=7)
+def var_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
+    axes, correction, keepdim = _variance_args(args, "aten::var_mean")
+    return (_variance(g, self, axes, correction, keepdim),
+            _reduce(g, "ReduceMean", self, axes, keepdim))
+
+
+@pack.symbolic("aten::std_mean", since=7)
+def std_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
+    axes, correction, keepdim = _variance_args(args, "aten::std_mean")
+    return (g.op("Sqrt", _variance(g, self, axes, correction, keepdim)),
+            _reduce(g, "ReduceMean", self, axes, keepdim))
+
+
+@pack.symbolic("aten::logsumexp", since=7)
+@sh.parse_args("v", "is", "b")
+def logsumexp(g, self: Value, dim: list[int], keepdim: bool) -> Value:
+    """ReduceLogSumExp; integer inputs are computed in the float result dtype."""
+    x = self if not _is_integral(self) else sh._cast_to(g, self, _out_dtype(g) or torch.float32)
+    return _reduce(g, "ReduceLogSumExp", x, dim or None, keepdim)
+
+
+# -- logical reductions and counting --------------------------------------------------------
+def _all_any(op_type: str, name: str):
+    def symbolic(g, self: Value, dim: Value | None = None, keepdim: Value | None = None) -> Value:
+        axes = _axes(dim, f"aten::{name}")
+        keep = False if keepdim is None else _static(keepdim, "b", f"aten::{name}", "keepdim")
+        as_int = sh._cast_to(g, sh._cast_to(g, self, torch.bool), torch.int32)
+        out = g.op("Cast", _reduce(g, op_type, as_int, axes, keep),
+                   to_i=JitScalarType.BOOL.onnx_type()).setType(Type.tensor(torch.bool))
+        return sh._cast_to(g, out, torch.uint8) if _out_dtype(g) == torch.uint8 else out
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` as {op_type} over the tensor cast to bool."
+    return symbolic
+
+
+pack.symbolic("aten::all", since=7)(_all_any("ReduceMin", "all"))
+pack.symbolic("aten::any", since=7)(_all_any("ReduceMax", "any"))
+
+
+@pack.symbolic("aten::count_nonzero", since=7)
+def count_nonzero(g, self: Value, dim: Value | None = None) -> Value:
+    """ReduceSum of the tensor cast to bool, then int64."""
+    ones = sh._cast_to(g, sh._cast_to(g, self, torch.bool), torch.int64)
+    return _reduce(g, "ReduceSum", ones, _axes(dim, "aten::count_nonzero"), False)
+
+
+# -- cumulative ops -----------------------------------------------------------------------
+def _cumulative_dtype(g, self: Value, dtype: Value | None) -> tuple[Value, torch.dtype | None]:
+    """Cast for CumSum-like ops: int64 for integers, float32 for half types (restored after)."""
+    target = _accumulate_dtype(self, _dtype(dtype))
+    if target in (torch.float16, torch.bfloat16):
+        return sh._cast_to(g, self, torch.float32), target
+    return _cast_opt(g, self, target), None
+
+
+@pack.symbolic("aten::cumsum", since=11)
+@sh.parse_args("v", "i", "v")
+def cumsum(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
+    x, restore = _cumulative_dtype(g, self, dtype)
+    out = g.op("CumSum", x, g.constant(torch.tensor(dim, dtype=torch.int64)))
+    return _restore(g, out, restore)
+
+
+@pack.symbolic("aten::cumprod", since=11)
+@sh.parse_args("v", "i", "v")
+def cumprod(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
+    """No ONNX op: ReduceProd over a lower-triangular Where of the input (O(n^2) along dim)."""
+    x, restore = _cumulative_dtype(g, self, dtype)
+    rank = self.type().dim()
+    if rank is None or rank == 0:
+        sh._unimplemented("aten::cumprod", "an input of unknown rank or a 0-d input")
+    axis = dim % rank
+    size = sh._squeeze_helper(g, g.op("Gather", g.op("Shape", x), g.constant(
+        torch.tensor([axis], dtype=torch.int64)), axis_i=0), [0])
+    steps = g.op("Range", g.constant(torch.tensor(0)), size, g.constant(torch.tensor(1)))
+    later = g.op("Greater", sh._unsqueeze_helper(g, steps, [0]), sh._unsqueeze_helper(g, steps, [1]))
+    keep = g.op("Not", later)  # keep[i, j] = j <= i
+    if rank - 1 - axis:
+        keep = sh._unsqueeze_helper(g, keep, list(range(2, rank + 1 - axis)))
+    one = g.constant(torch.tensor(1, dtype=x.type().dtype() or torch.float32))
+    picked = g.op("Where", keep, sh._unsqueeze_helper(g, x, [axis]), one)
+    return _restore(g, _reduce(g, "ReduceProd", picked, [axis + 1], False), restore)
+
+
+# -- sorting ------------------------------------------------------------------------------
+def _long1(value: Value) -> Value:
+    """Type an int64 1-D one-element intermediate so later helpers need no Cast."""
+    return value.setType(Type.tensor(torch.int64, [1]))
+
+
+def _k_input(g, k: int | Value) -> Value:
+    """TopK's ``k`` input: a 1-D int64 tensor of one element."""
+    if isinstance(k, int):
+        return g.constant(torch.tensor([k], dtype=torch.int64))
+    if k.type().dtype() == torch.int64 and k.type().dim() == 1:
+        return k
+    return sh._reshape_helper(g, sh._cast_to(g, k, torch.int64), [1])
+
+
+def _topk(g, x: Value, k: int | Value, axis: int, largest: bool,
+          sorted_: bool = True) -> tuple[Value, Value]:
+    """TopK as each opset spells it: k an attribute before 10, an input from 10, and
+    ``largest``/``sorted`` attributes from 11 (below, smallest-k is TopK of the negation)."""
+    op = "TopK"
+    if g.opset >= 11:
+        return g.op(op, x, _k_input(g, k), axis_i=axis, largest_i=int(largest),
+                    sorted_i=int(sorted_), outputs=2)
+    if _is_integral(x):
+        sh._onnx_opset_unsupported_detailed("TopK", g.opset, 11, "TopK of integer tensors")
+    source = x if largest else g.op("Neg", x)
+    if g.opset >= 10:
+        values, indices = g.op(op, source, _k_input(g, k), axis_i=axis, outputs=2)
+    elif isinstance(k, int):
+        values, indices = g.op(op, source, k_i=k, axis_i=axis, outputs=2)
+    else:
+        sh._onnx_opset_unsupported_detailed("TopK", g.opset, 10, "k computed at run time")
+    return (values if largest else g.op("Neg", values)), indices
+
+
+def _dim_size(g, x: Value, axis: int) -> int | Value:
+    """The size of ``x`` along ``axis``: a 1-D Shape slice from opset 10, else a static int."""
+    if g.opset >= 10:
+        index = g.constant(torch.tensor([axis], dtype=torch.int64))
+        rank = x.type().dim()
+        if axis < 0 and rank is not None:
+            index = g.constant(torch.tensor([axis % rank], dtype=torch.int64))
+        return _long1(g.op("Gather", g.op("Shape", x), index, axis_i=0))
+    size = sh._get_tensor_dim_size(x, axis)
+    if size is None:
+        sh._onnx_opset_unsupported_detailed("sort", g.opset, 10, "a dimension of unknown size")
+    return size
+
+
+@sh.parse_args("v", "v", "i", "b", "b")
+def topk(g, self: Value, k: Value, dim: int, largest: bool, sorted: bool) -> tuple[Value, Value]:
+    """TopK; registered at 7, 10 and 11 where ONNX changed how k and largest are given."""
+    return _topk(g, self, sh._maybe_get_const(k, "i"), dim, largest, sorted)
+
+
+def _sort_args(args: Sequence[Value]) -> tuple[int, bool]:
+    """``(dim, descending)`` or ``(stable, dim, descending)``."""
+    dim, descending = args[-2:]
+    return _static(dim, "i", "aten::sort", "dim"), _static(descending, "b", "aten::sort", "descending")
+
+
+def sort(g, self: Value, *args: Value) -> tuple[Value, Value]:
+    """TopK over the whole dim (k = its size)."""
+    dim, descending = _sort_args(args)
+    return _topk(g, self, _dim_size(g, self, dim), dim, descending)
+
+
+def argsort(g, self: Value, *args: Value) -> Value:
+    """The indices of :func:`sort`."""
+    dim, descending = _sort_args(args)
+    return _topk(g, self, _dim_size(g, self, dim), dim, descending)[1]
+
+
+for _since in (7, 10, 11):
+    pack.symbolic("aten::topk", since=_since)(topk)
+    pack.symbolic("aten::sort", since=_since)(sort)
+    pack.symbolic("aten::argsort", since=_since)(argsort)
+
+
+def _take(g, x: Value, index: Value, axis: int, keepdim: bool) -> Value:
+    """``x`` at the 1-element 1-D ``index`` along ``axis``, keeping the axis or not."""
+    picked = g.op("Gather", x, index, axis_i=axis)
+    return picked if keepdim else sh._squeeze_helper(g, picked, [axis])
+
+
+@pack.symbolic("aten::kthvalue", since=11)
+@sh.parse_args("v", "v", "i", "b")
+def kthvalue(g, self: Value, k: Value, dim: int, keepdim: bool) -> tuple[Value, Value]:
+    """The k-th smallest: the last of the k smallest (TopK largest=0)."""
+    axis = _positive([dim], self.type().dim(), "aten::kthvalue")[0]
+    k_value = _k_input(g, sh._maybe_get_const(k, "i"))
+    values, indices = _topk(g, self, k_value, axis, largest=False)
+    last = _long1(g.op("Sub", k_value, g.constant(torch.tensor([1], dtype=torch.int64))))
+    return _take(g, values, last, axis, keepdim), _take(g, indices, last, axis, keepdim)
+
+
+@pack.symbolic("aten::median", since=11)
+def median(g, self: Value, *args: Value) -> Value | tuple[Value, Value]:
+    """The lower median: element (n + 1) // 2 of the smallest, over all elements or one dim."""
+    if args:
+        dim = _static(args[0], "i", "aten::median", "dim")
+        keepdim = _static(args[1], "b", "aten::median", "keepdim")
+        x, axis = self, _positive([dim], self.type().dim(), "aten::median")[0]
+    else:
+        x, axis, keepdim = sh._reshape_helper(g, self, [-1]), 0, False
+    size = _dim_size(g, x, axis)
+    one = g.constant(torch.tensor([1], dtype=torch.int64))
+    k = _long1(g.op("Div", g.op("Add", size, one), g.constant(torch.tensor([2], dtype=torch.int64))))
+    values, indices = _topk(g, x, k, axis, largest=False)
+    last = _long1(g.op("Sub", k, one))
+    value = _take(g, values, last, axis, keepdim)
+    return (value, _take(g, indices, last, axis, keepdim)) if args else value
+
+
+# -- unique -------------------------------------------------------------------------------
+def _unique_safe(g, x: Value) -> tuple[Value, torch.dtype | None]:
+    """Unique's ORT kernel takes float, double, int8 and int64: widen other integers."""
+    dtype = x.type().dtype()
+    if dtype is not None and dtype not in (torch.float32, torch.float64, torch.float16,
+                                           torch.int8, torch.int64):
+        if dtype.is_floating_point:
+            return sh._cast_to(g, x, torch.float32), dtype
+        return sh._cast_to(g, x, torch.int64), dtype
+    return x, None
+
+
+def _empty_long(g) -> Value:
+    return g.constant(torch.zeros(0, dtype=torch.int64))
+
+
+@pack.symbolic("aten::_unique2", since=11)
+@sh.parse_args("v", "b", "b", "b")
+def _unique2(g, self: Value, sorted: bool, return_inverse: bool,
+             return_counts: bool) -> tuple[Value, Value, Value]:
+    """Unique over the flattened tensor (sorted, as PyTorch's CPU kernel returns it)."""
+    x, restore = _unique_safe(g, self)
+    values, _, inverse, counts = g.op("Unique", x, sorted_i=1, outputs=4)
+    inverse = (sh._reshape_helper(g, inverse, g.op("Shape", self)) if return_inverse
+               else _empty_long(g))
+    return _restore(g, values, restore), inverse, counts if return_counts else _empty_long(g)
+
+
+@pack.symbolic("aten::unique_dim", since=11)
+@sh.parse_args("v", "i", "b", "b", "b")
+def unique_dim(g, self: Value, dim: int, sorted: bool, return_inverse: bool,
+               return_counts: bool) -> tuple[Value, Value, Value]:
+    """Unique slices along ``dim``, sorted."""
+    x, restore = _unique_safe(g, self)
+    values, _, inverse, counts = g.op("Unique", x, axis_i=dim, sorted_i=1, outputs=4)
+    return _restore(g, values, restore), inverse, counts
+
+
+# -- cases ----------------------------------------------------------------------------------
+_X = (2, 3, 4)
+
+
+def _ints(*shape: int, dtype: torch.dtype = torch.int32):
+    return lambda: torch.randint(0 if dtype == torch.uint8 else -5, 6, shape, dtype=dtype)
+
+
+def _bools(*shape: int):
+    return lambda: torch.rand(shape) > 0.5
+
+
+pack.case("aten::sum", lambda x: x.sum(), _X, name="all")
+pack.case("aten::sum", lambda x: x.sum([0, 2], keepdim=True), _X, name="dims_keepdim")
+pack.case("aten::sum", lambda x: x.sum(-1, dtype=torch.float64), _X, name="dtype")
+pack.case("aten::sum", lambda x: x.sum(1), _ints(2, 3, 4), name="int32")
+pack.case("aten::sum", lambda x: x.sum(), _bools(2, 3), name="bool")
+pack.case("aten::mean", lambda x: x.mean(), _X, name="all")
+pack.case("aten::mean", lambda x: x.mean((0, -1), keepdim=True), _X, name="dims")
+pack.case("aten::mean", lambda x: x.mean(1), lambda: torch.randn(3, 4, dtype=torch.float64),
+          name="float64")
+pack.case("aten::prod", lambda x: x.prod(), (2, 3), name="all")
+pack.case("aten::prod", lambda x: x.prod(1, keepdim=True), _X, name="dim")
+pack.case("aten::prod", lambda x: x.prod(0), _ints(3, 4), name="int32")
+pack.case("aten::amax", lambda x: x.amax((0, 2)), _X, name="dims")
+pack.case("aten::amax", lambda x: x.amax(), _X, name="all")
+pack.case("aten::amin", lambda x: x.amin(1, keepdim=True), _X, name="dim")
+pack.case("aten::amin", lambda x: x.amin(0), _ints(3, 4, dtype=torch.int8), name="int8")
+pack.case("aten::max", lambda x: x.max(), _X, name="all")
+pack.case("aten::max", lambda x: x.max(1), _X, name="dim")
+pack.case("aten::max", lambda x: x.max(-1, keepdim=True), _ints(3, 4, dtype=torch.int64),
+          name="dim_int")
+pack.case("aten::max", lambda x, y: torch.max(x, y), _X, (3, 4), name="other", min_opset=8)
+pack.case("aten::max", lambda x, y: torch.max(x, y), _ints(3, 4), _ints(3, 4, dtype=torch.int64),
+          name="other_int", min_opset=9)
+pack.case("aten::max", torch.max, _ints(3, 4), (3, 4), name="other_promote")
+pack.case("aten::max", torch.max, _bools(3, 4), _bools(3, 4), name="other_bool")
+pack.case("aten::min", lambda x: x.min(), _ints(3, 4, dtype=torch.uint8), name="all_uint8")
+pack.case("aten::min", lambda x: x.min(0), _X, name="dim")
+pack.case("aten::min", lambda x, y: torch.min(x, y), (3, 4), (3, 4), name="other")
+pack.case("aten::argmax", lambda x: x.argmax(), _X, name="all")
+pack.case("aten::argmax", lambda x: x.argmax(keepdim=True), (3, 4), name="all_keepdim")
+pack.case("aten::argmax", lambda x: x.argmax(1, keepdim=True), _ints(3, 4, dtype=torch.int64),
+          name="dim_int")
+pack.case("aten::argmin", lambda x: x.argmin(-1), _X, name="dim")
+pack.case("aten::argmin", lambda x: x.argmin(0), _ints(3, 4, dtype=torch.uint8), name="uint8")
+pack.case("aten::var", lambda x: x.var(), _X, name="all")
+pack.case("aten::var", lambda x: x.var((0, 2), keepdim=True), _X, name="dims")
+pack.case("aten::var", lambda x: x.var(1, correction=0), lambda: torch.randn(3, 4).double(),
+          name="population")
+pack.case("aten::std", lambda x: x.std(), _X, name="all")
+pack.case("aten::std", lambda x: x.std(1, unbiased=False), _X, name="biased")
+pack.case("aten::std", lambda x: torch.std(x, -1, correction=2, keepdim=True), (3, 5),
+          name="correction")
+pack.case("aten::var_mean", lambda x: torch.var_mean(x, 1), _X)
+pack.case("aten::std_mean", lambda x: torch.std_mean(x), _X)
+pack.case("aten::logsumexp", lambda x: torch.logsumexp(x, 1), _X, name="dim")
+pack.case("aten::logsumexp", lambda x: torch.logsumexp(x, (0, 1), keepdim=True), _ints(3, 4),
+          name="int")
+pack.case("aten::all", lambda x: x.all(), _bools(2, 3), name="all")
+pack.case("aten::all", lambda x: x.all(1), _ints(3, 4, dtype=torch.uint8), name="uint8")
+pack.case("aten::any", lambda x: x.any(0, keepdim=True), _ints(3, 4), name="dim")
+pack.case("aten::any", lambda x: x.any(), _X, name="all")
+pack.case("aten::count_nonzero", lambda x: torch.count_nonzero(x), _ints(3, 4), name="all")
+pack.case("aten::count_nonzero", lambda x: torch.count_nonzero(x, (0, 2)), _bools(2, 3, 4),
+          name="dims")
+pack.case("aten::cumsum", lambda x: torch.cumsum(x, 1), _X, name="float")
+pack.case("aten::cumsum", lambda x: torch.cumsum(x, -1), _ints(3, 4), name="int32")
+pack.case("aten::cumsum", lambda x: torch.cumsum(x, 0, dtype=torch.float64), (3, 4), name="dtype")
+pack.case("aten::cumprod", lambda x: torch.cumprod(x, 1), _X, name="float")
+pack.case("aten::cumprod", lambda x: torch.cumprod(x, 0), _ints(4, 3), name="int32")
+pack.case("aten::topk", lambda x: torch.topk(x, 2), _X, name="largest")
+pack.case("aten::topk", lambda x: torch.topk(x, 3, dim=1, largest=False), _X, name="smallest")
+pack.case("aten::topk", lambda x: torch.topk(x, x.size(0), dim=0), (3, 4), name="dynamic_k",
+          min_opset=10, input_names=["x"], dynamic_axes={"x": [0]})
+pack.case("aten::topk", lambda x: torch.topk(x, 2), lambda: torch.randperm(12).reshape(3, 4),
+          name="int", min_opset=11)
+pack.case("aten::sort", lambda x: torch.sort(x), _X, name="ascending")
+pack.case("aten::sort", lambda x: torch.sort(x, 0, descending=True), (3, 4), name="descending")
+pack.case("aten::sort", lambda x: torch.sort(x, stable=True, dim=1), (3, 4), name="stable")
+pack.case("aten::argsort", lambda x: torch.argsort(x, 1, descending=True), _X)
+pack.case("aten::kthvalue", lambda x: torch.kthvalue(x, 2, 1), _X, name="dim")
+pack.case("aten::kthvalue", lambda x: torch.kthvalue(x, 3, keepdim=True), (2, 5), name="keepdim")
+pack.case("aten::median", lambda x: torch.median(x), (3, 4), name="all")
+pack.case("aten::median", lambda x: torch.median(x, 1), (3, 5), name="dim")
+pack.case("aten::median", lambda x: torch.median(x, 0, keepdim=True), (4, 3), name="even")
+pack.case("aten::_unique2", lambda x: torch.unique(x), lambda: torch.randint(0, 5, (3, 4)).float(),
+          name="values")
+pack.case("aten::_unique2",
+          lambda x: torch.unique(x, return_inverse=True, return_counts=True),
+          _ints(3, 4, dtype=torch.int64), name="inverse_counts")
+pack.case("aten::_unique2", lambda x: torch.unique(x), _ints(6, dtype=torch.int32), name="int32")
+pack.case("aten::unique_dim", lambda x: torch.unique(x, dim=0, return_counts=True),
+          lambda: torch.tensor([[1, 2], [0, 5], [1, 2], [0, 1]]))
