@@ -1,33 +1,134 @@
-"""Shape ops: size, view/reshape, flatten, cat, and no-op conversions."""
+"""Shape ops: size, view/reshape, flatten, permutes, squeeze/unsqueeze, expand/repeat,
+flip/roll, dtype conversions (``to``, ``type_as``), triu/tril and diagonal.
+
+Sizes are read at run time (``Shape``) wherever a dimension may be dynamic: the
+walker sees the traced (static) sizes even for ``dynamic_axes``, so a symbolic only
+bakes in a size where the traced graph itself does (``squeeze()``, split counts).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.types import JitScalarType
 
 pack = OpPack("oxport.shape")
 
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 
+
+# -- helpers shared with the split/indexing modules ---------------------------------
+def rank_of(op: str, x: Value) -> int:
+    """The static rank of ``x``; declines when it is unknown."""
+    rank = x.type().dim()
+    if rank is None:
+        sh._unimplemented(op, "an input of unknown rank")
+    return rank
+
+
+def int_list(value: Value) -> list[int | Value] | None:
+    """The items of an ``int[]`` argument (ints, or Values where computed), else None."""
+    if sh._is_packed_list(value):
+        return [sh._maybe_get_const(v, "i") for v in sh._unpack_list(value)]
+    if value.is_const and isinstance(value.const, (list, tuple)):
+        return [int(v) for v in value.const]
+    if value.is_const and isinstance(value.const, int):
+        return [value.const]
+    return None
+
+
+def ints(g, items: Sequence[int | Value]) -> Value:
+    """A 1-D int64 tensor of ``items`` (Python ints and 0-d or 1-element int Values)."""
+    parts: list[Value] = []
+    run: list[int] = []
+    for item in items:
+        if isinstance(item, Value) and item.is_const:
+            item = int(sh._item(item))
+        if isinstance(item, Value):
+            if run:
+                parts.append(g.constant(torch.tensor(run, dtype=torch.int64)))
+                run = []
+            parts.append(sh._reshape_helper(g, sh._cast_to(g, item, torch.int64), [1]))
+        else:
+            run.append(int(item))
+    if run or not parts:
+        parts.append(g.constant(torch.tensor(run, dtype=torch.int64)))
+    if len(parts) == 1:
+        return parts[0]
+    return g.op("Concat", *parts, axis_i=0).setType(Type.tensor(torch.int64, [len(items)]))
+
+
+def shape_of(g, x: Value) -> Value:
+    rank = x.type().dim()
+    return g.op("Shape", x).setType(Type.tensor(torch.int64, [rank] if rank is not None else None))
+
+
+def shape_slice(g, x: Value, start: int, end: int | None = None) -> Value:
+    """``x.shape[start:end]`` as a 1-D int64 tensor."""
+    if g.opset >= 15:
+        return g.op("Shape", x, start_i=start, end_i=end)
+    return sh._slice_helper(g, shape_of(g, x), [0], [start], [INT64_MAX if end is None else end])
+
+
+def dim_size(g, x: Value, dim: int) -> Value:
+    """``x.size(dim)`` as a 0-d int64 tensor."""
+    return g.op("Gather", shape_of(g, x), g.constant(torch.tensor(dim)), axis_i=0).setType(
+        Type.tensor(torch.int64, []))
+
+
+def shape_with(g, x: Value, dim: int, middle: Value | None) -> Value:
+    """``x``'s shape with dimension ``dim`` replaced by the 1-D ``middle`` (or removed)."""
+    rank = rank_of("shape_with", x)
+    parts = []
+    if dim > 0:
+        parts.append(shape_slice(g, x, 0, dim))
+    if middle is not None:
+        parts.append(middle)
+    if dim + 1 < rank:
+        parts.append(shape_slice(g, x, dim + 1))
+    if len(parts) == 1:
+        return parts[0]
+    return g.op("Concat", *parts, axis_i=0)
+
+
+def scalar_int(g, value: int | Value) -> Value:
+    """A 0-d int64 tensor."""
+    if isinstance(value, Value) and not value.is_const:
+        return sh._reshape_helper(g, sh._cast_to(g, value, torch.int64), []).setType(
+            Type.tensor(torch.int64, []))
+    return g.constant(torch.tensor(int(sh._item(value)), dtype=torch.int64))
+
+
+def _shape_input(g, shape: Value) -> Value:
+    items = int_list(shape)
+    if items is not None:
+        return ints(g, items)
+    return sh._cast_to(g, shape, torch.int64)
+
+
+def _transpose(g, x: Value, perm: list[int]) -> Value:
+    if perm == list(range(len(perm))):
+        return x
+    return g.op("Transpose", x, perm_i=perm)
+
+
+# -- size, view, reshape, flatten ---------------------------------------------------
 @pack.symbolic("aten::size", since=7)
 def size(g, self: Value, dim: Value | None = None) -> Value:
     """``x.size()`` as a Shape; ``x.size(d)`` as a 0-d int64 (a constant when static)."""
     if dim is None:
-        return g.op("Shape", self).setType(Type.tensor(torch.int64, [self.type().dim()]))
+        return shape_of(g, self)
     index = sh._maybe_get_const(dim, "i")
     if not isinstance(index, Value):
         return sh._squeeze_helper(g, sh._slice_helper(
             g, g.op("Shape", self), [0], [index], [index + 1 if index != -1 else 2**62]), [0])
     return g.op("Gather", g.op("Shape", self), index, axis_i=0)
-
-
-def _shape_input(g, shape: Value) -> Value:
-    if sh._is_packed_list(shape) or shape.is_const:
-        return g.graph.materialize(shape) if not shape.is_const else g.constant(
-            torch.tensor(sh._maybe_get_const(shape, "is"), dtype=torch.int64))
-    return sh._cast_to(g, shape, torch.int64)
 
 
 @pack.symbolic("aten::view", since=7)
@@ -38,13 +139,20 @@ def view(g, self: Value, size: Value) -> Value:
 pack.alias(view, "aten::reshape", since=7)
 
 
+@pack.symbolic("aten::view_as", since=7)
+def view_as(g, self: Value, other: Value) -> Value:
+    """``x.view_as(y)``: Reshape to ``y``'s run-time shape."""
+    return g.op("Reshape", self, shape_of(g, other))
+
+
+pack.alias(view_as, "aten::reshape_as", since=7)
+
+
 @pack.symbolic("aten::flatten", since=7)
 @sh.parse_args("v", "i", "i")
 def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
     """Flatten when the dims run to the end; Reshape over Shape slices otherwise."""
-    rank = input.type().dim()
-    if rank is None:
-        sh._unimplemented("aten::flatten", "an input of unknown rank")
+    rank = rank_of("aten::flatten", input)
     start, end = start_dim % max(rank, 1), end_dim % max(rank, 1)
     if rank == 0:
         return sh._reshape_helper(g, input, [1])
@@ -54,22 +162,23 @@ def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
             return sh._squeeze_helper(g, flat, [0])
         if start == 1 or rank == 2:
             return flat
-    shape = g.op("Shape", input)
     parts = []
     if start > 0:
-        parts.append(sh._slice_helper(g, shape, [0], [0], [start]))
+        parts.append(shape_slice(g, input, 0, start))
     parts.append(g.constant(torch.tensor([-1], dtype=torch.int64)))
     if end < rank - 1:
-        parts.append(sh._slice_helper(g, shape, [0], [end + 1], [rank]))
+        parts.append(shape_slice(g, input, end + 1))
     return g.op("Reshape", input, g.op("Concat", *parts, axis_i=0))
 
 
-@pack.symbolic("aten::cat", since=7)
-def cat(g, tensors: Value, dim: Value) -> Value:
-    axis = sh._maybe_get_const(dim, "i")
-    items = [t for t in sh._unpack_list(tensors)
-             if not (t.type().dim() == 1 and t.type().varyingSizes() == [0])]
-    return g.op("Concat", *items, axis_i=axis)
+@pack.symbolic("aten::unflatten", since=7)
+def unflatten(g, self: Value, dim: Value, sizes: Value) -> Value:
+    """Split one dimension into ``sizes`` (one of them may be -1)."""
+    rank = rank_of("aten::unflatten", self)
+    axis = sh._get_const(dim, "i", "dim") % rank
+    items = int_list(sizes)
+    middle = ints(g, items) if items is not None else sh._cast_to(g, sizes, torch.int64)
+    return g.op("Reshape", self, shape_with(g, self, axis, middle))
 
 
 def _identity(name: str):
@@ -84,15 +193,394 @@ for _name in ("contiguous", "detach", "clone"):
     pack.symbolic(f"aten::{_name}", since=7)(_identity(_name))
 
 
+# -- permutations ---------------------------------------------------------------
+@pack.symbolic("aten::permute", since=7)
+@sh.parse_args("v", "is")
+def permute(g, self: Value, dims: list[int]) -> Value:
+    rank = len(dims)
+    return _transpose(g, self, [d % rank for d in dims])
+
+
+@pack.symbolic("aten::transpose", since=7)
+def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
+    """Swap two dimensions (also ``swapaxes``/``swapdims``)."""
+    rank = rank_of("aten::transpose", self)
+    if rank == 0:
+        return self
+    a, b = sh._get_const(dim0, "i", "dim0") % rank, sh._get_const(dim1, "i", "dim1") % rank
+    perm = list(range(rank))
+    perm[a], perm[b] = perm[b], perm[a]
+    return _transpose(g, self, perm)
+
+
+pack.alias(transpose, "aten::swapaxes", "aten::swapdims", since=7)
+
+
+@pack.symbolic("aten::t", since=7)
+def t(g, self: Value) -> Value:
+    """Transpose a 2-D tensor; 0-D and 1-D tensors are returned as is."""
+    rank = rank_of("aten::t", self)
+    return self if rank < 2 else g.op("Transpose", self, perm_i=[1, 0])
+
+
+@pack.symbolic("aten::numpy_T", since=7)
+def numpy_T(g, self: Value) -> Value:  # noqa: N802 - the aten name
+    """``x.T``: reverse every dimension."""
+    rank = rank_of("aten::numpy_T", self)
+    return _transpose(g, self, list(range(rank))[::-1])
+
+
+@pack.symbolic("aten::mT", since=7)
+def mT(g, self: Value) -> Value:  # noqa: N802 - the aten name
+    """``x.mT`` (and ``x.mH`` of a real tensor): swap the last two dimensions."""
+    rank = rank_of("aten::mT", self)
+    if rank < 2:
+        sh._unimplemented("aten::mT", "a tensor of rank < 2")
+    return _transpose(g, self, [*range(rank - 2), rank - 1, rank - 2])
+
+
+pack.alias(mT, "aten::mH", "aten::adjoint", since=7)
+
+
+@pack.symbolic("aten::movedim", since=7)
+@sh.parse_args("v", "is", "is")
+def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
+    """Move ``source`` dims to ``destination``; the rest keep their order (also moveaxis)."""
+    rank = rank_of("aten::movedim", self)
+    perm = [-1] * rank
+    sources = [s % rank for s in source]
+    for src, dst in zip(sources, destination):
+        perm[dst % rank] = src
+    rest = iter(d for d in range(rank) if d not in sources)
+    return _transpose(g, self, [p if p >= 0 else next(rest) for p in perm])
+
+
+pack.alias(movedim, "aten::moveaxis", since=7)
+
+
+# -- squeeze, unsqueeze ---------------------------------------------------------
+@pack.symbolic("aten::squeeze", since=7)
+def squeeze(g, self: Value, dim: Value | None = None) -> Value:
+    """Squeeze the given dims that have size 1 (all such dims without ``dim``).
+
+    Which dims are 1 comes from the traced sizes, as in the traced graph; a dim of
+    unknown size is squeezed.
+    """
+    sizes = self.type().varyingSizes()
+    if dim is None:
+        if sizes is None:
+            return g.op("Squeeze", self)
+        axes = [i for i, s in enumerate(sizes) if s == 1]
+    else:
+        rank = rank_of("aten::squeeze", self)
+        if rank == 0:
+            return self
+        dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
+        axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
+    return sh._squeeze_helper(g, self, axes) if axes else self
+
+
+@pack.symbolic("aten::unsqueeze", since=7)
+def unsqueeze(g, self: Value, dim: Value) -> Value:
+    rank = rank_of("aten::unsqueeze", self)
+    axis = sh._get_const(dim, "i", "dim")
+    return sh._unsqueeze_helper(g, self, [axis if axis >= 0 else axis + rank + 1])
+
+
+# -- expand, repeat ---------------------------------------------------------------
+@pack.symbolic("aten::expand", since=8)
+def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
+    """Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts)."""
+    items = int_list(size)
+    if items is None:
+        return g.op("Expand", self, sh._cast_to(g, size, torch.int64))
+    return g.op("Expand", self, ints(g, [1 if isinstance(i, int) and i == -1 else i
+                                         for i in items]))
+
+
+@pack.symbolic("aten::expand_as", since=8)
+def expand_as(g, self: Value, other: Value) -> Value:
+    return g.op("Expand", self, shape_of(g, other))
+
+
+def _tile(g, self: Value, repeats: list[int | Value]) -> Value:
+    rank = rank_of("aten::repeat", self)
+    if len(repeats) > rank:
+        self = sh._unsqueeze_helper(g, self, list(range(len(repeats) - rank)))
+    if all(isinstance(r, int) and r == 1 for r in repeats) and len(repeats) <= rank:
+        return self
+    return g.op("Tile", self, ints(g, repeats))
+
+
+@pack.symbolic("aten::repeat", since=7)
+def repeat(g, self: Value, repeats: Value) -> Value:
+    """Tile; extra leading repeats add leading dims."""
+    items = int_list(repeats)
+    if items is None:
+        sh._unimplemented("aten::repeat", "repeats whose length is unknown")
+    return _tile(g, self, items)
+
+
+@pack.symbolic("aten::tile", since=7)
+def tile(g, self: Value, dims: Value) -> Value:
+    """``torch.tile``: like repeat, but fewer dims than the rank repeat the trailing ones."""
+    items = int_list(dims)
+    if items is None:
+        sh._unimplemented("aten::tile", "dims whose length is unknown")
+    rank = rank_of("aten::tile", self)
+    return _tile(g, self, [1] * (rank - len(items)) + items)
+
+
+@pack.symbolic("aten::repeat_interleave", since=8)
+def repeat_interleave(g, self: Value, repeats: Value | None = None, dim: Value | None = None,
+                      output_size: Value | None = None) -> Value:
+    """Repeat each element: Unsqueeze/Expand/Reshape for one repeat count; for a tensor of
+    counts (opset 11), gather the source index of every output position."""
+    if g.original_node.inputsSize() == 2:  # repeat_interleave(repeats): indices 0..n-1
+        return _source_indices(g, self)
+    axis = sh._maybe_get_const(dim, "i") if dim is not None else None
+    if axis is None or sh._is_none(dim):
+        self, axis = sh._reshape_helper(g, self, [-1]), 0
+        self.setType(Type.tensor(self.type().dtype(), [None]))
+    rank = rank_of("aten::repeat_interleave", self)
+    axis %= rank
+    counts = repeats.type().varyingSizes() if sh._is_tensor(repeats) else []
+    if counts is None or any(c != 1 for c in counts):
+        return g.op("Gather", self, _source_indices(g, repeats), axis_i=axis)
+    count = repeats if not sh._is_tensor(repeats) else sh._reshape_helper(g, repeats, [])
+    spread = g.op("Expand", sh._unsqueeze_helper(g, self, [axis + 1]),
+                  ints(g, [1] * (axis + 1) + [count] + [1] * (rank - axis - 1)))
+    return g.op("Reshape", spread, shape_with(g, self, axis, ints(g, [-1])))
+
+
+def _source_indices(g, repeats: Value) -> Value:
+    """For counts ``r``, the index ``i`` repeated ``r[i]`` times (needs opset 11)."""
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed("aten::repeat_interleave", g.opset, 11,
+                                            "a tensor of repeat counts")
+    counts = sh._reshape_helper(g, sh._cast_to(g, repeats, torch.int64), [-1])
+    ends = g.op("CumSum", counts, g.constant(torch.tensor(0)))
+    total = g.op("ReduceSum", counts, keepdims_i=0)
+    positions = g.op("Range", g.constant(torch.tensor(1)), g.op("Add", total, g.constant(
+        torch.tensor(1))), g.constant(torch.tensor(1)))
+    passed = g.op("Less", sh._unsqueeze_helper(g, ends, [0]),
+                  sh._unsqueeze_helper(g, positions, [1]))
+    return sh._reducesum_helper(g, sh._cast_to(g, passed.setType(Type.tensor(torch.bool)),
+                                               torch.int64), [1], keepdims_i=0)
+
+
+# -- flip, roll -------------------------------------------------------------------
+@pack.symbolic("aten::flip", since=10)
+@sh.parse_args("v", "is")
+def flip(g, self: Value, dims: list[int]) -> Value:
+    """Slice every flipped dim with step -1."""
+    rank = rank_of("aten::flip", self)
+    axes = [d % rank for d in dims]
+    if not axes:
+        return self
+    n = len(axes)
+    return g.op("Slice", self, ints(g, [-1] * n), ints(g, [INT64_MIN] * n), ints(g, axes),
+                ints(g, [-1] * n))
+
+
+@pack.symbolic("aten::roll", since=7)
+@sh.parse_args("v", "is", "is")
+def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
+    """Each roll is the Concat of two slices; no dims rolls the flattened tensor."""
+    if not dims:
+        sizes = self.type().varyingSizes()
+        numel = None if sizes is None or None in sizes else int(torch.tensor(sizes).prod())
+        flat = sh._reshape_helper(g, self, [-1]).setType(Type.tensor(self.type().dtype(), [numel]))
+        return g.op("Reshape", roll(g, flat, shifts, [0]), shape_of(g, self))
+    rank = rank_of("aten::roll", self)
+    sizes = self.type().varyingSizes() or [None] * rank
+    out = self
+    for shift, dim in zip(shifts, dims):
+        axis = dim % rank
+        if sizes[axis] and abs(shift) >= sizes[axis]:
+            shift %= sizes[axis]
+        if shift == 0:
+            continue
+        head = sh._slice_helper(g, out, [axis], [-shift], [INT64_MAX])
+        tail = sh._slice_helper(g, out, [axis], [0], [-shift])
+        out = g.op("Concat", head, tail, axis_i=axis)
+    return out
+
+
+# -- dtype conversions ----------------------------------------------------------------
+#: Which argument of each ``aten::to`` overload holds the dtype.
+_TO_DTYPE_ARG = {"dtype": 0, "prim_dtype": 0, "dtype_layout": 0, "device": 1, "prim_Device": 1}
+
+
+def _target_dtype(g, args: Sequence[Value], dtype_arg: int | None) -> torch.dtype | None:
+    """The traced output's dtype, else the dtype argument's (None: no dtype change)."""
+    out_type = g.original_node.output().type()
+    if out_type.kind() == "TensorType" and out_type.dtype() is not None:
+        return out_type.dtype()
+    if dtype_arg is None or dtype_arg >= len(args):
+        return None
+    code = sh._maybe_get_const(args[dtype_arg], "i")
+    return None if code is None or isinstance(code, Value) else JitScalarType(code).dtype()
+
+
+@pack.symbolic("aten::to", since=7)
+def to(g, self: Value, *args: Value) -> Value:
+    """A Cast for every overload that names a dtype (or another tensor); device moves are
+    identities."""
+    overload = g.original_node.schema().partition("(")[0].partition(".")[2]
+    if overload == "other":
+        dtype = args[0].type().dtype()
+    else:
+        dtype = _target_dtype(g, args, _TO_DTYPE_ARG.get(overload))
+    if dtype is None or dtype == self.type().dtype():
+        return self
+    return sh._cast_to(g, self, dtype)
+
+
+@pack.symbolic("aten::_to_copy", since=7)
+def _to_copy(g, self: Value, *args: Value) -> Value:
+    dtype = _target_dtype(g, args, 0)
+    if dtype is None or dtype == self.type().dtype():
+        return self
+    return sh._cast_to(g, self, dtype)
+
+
+@pack.symbolic("aten::type_as", since=7)
+def type_as(g, self: Value, other: Value) -> Value:
+    dtype = other.type().dtype()
+    if dtype is None:
+        sh._unimplemented("aten::type_as", "the other tensor's dtype is unknown")
+    return sh._cast_to(g, self, dtype)
+
+
+# -- triu, tril, diagonal ---------------------------------------------------------------
+def _trilu_mask(g, self: Value, diagonal: Value, upper: bool) -> Value:
+    """Opsets 11-13: keep ``col - row >= k`` (triu) or ``<= k`` (tril) via Range and Where."""
+    rank = rank_of("aten::triu" if upper else "aten::tril", self)
+    zero, one = g.constant(torch.tensor(0)), g.constant(torch.tensor(1))
+    rows = g.op("Range", zero, dim_size(g, self, rank - 2), one)
+    cols = g.op("Range", zero, dim_size(g, self, rank - 1), one)
+    offset = g.op("Sub", sh._unsqueeze_helper(g, cols, [0]), sh._unsqueeze_helper(g, rows, [1]))
+    k = scalar_int(g, diagonal)
+    outside = g.op("Less", offset, k) if upper else g.op("Greater", offset, k)
+    dtype = self.type().dtype() or torch.float32
+    if dtype == torch.bool:  # ONNX Runtime's Where has no bool kernel before opset 16
+        return g.op("And", self, g.op("Not", outside))
+    return g.op("Where", outside, g.constant(torch.zeros((), dtype=dtype)), self)
+
+
+@pack.symbolic("aten::triu", since=11)
+def triu(g, self: Value, diagonal: Value | None = None) -> Value:
+    return _trilu_mask(g, self, diagonal if diagonal is not None else g.python_constant(0), True)
+
+
+@pack.symbolic("aten::tril", since=11)
+def tril(g, self: Value, diagonal: Value | None = None) -> Value:
+    return _trilu_mask(g, self, diagonal if diagonal is not None else g.python_constant(0), False)
+
+
+@pack.symbolic("aten::triu", since=14)
+def triu_14(g, self: Value, diagonal: Value | None = None) -> Value:
+    k = scalar_int(g, diagonal if diagonal is not None else g.python_constant(0))
+    return g.op("Trilu", self, k, upper_i=1)
+
+
+@pack.symbolic("aten::tril", since=14)
+def tril_14(g, self: Value, diagonal: Value | None = None) -> Value:
+    k = scalar_int(g, diagonal if diagonal is not None else g.python_constant(0))
+    return g.op("Trilu", self, k, upper_i=0)
+
+
+def _minimum(g, a: Value, b: Value) -> Value:
+    return g.op("Where", g.op("Less", a, b), a, b)
+
+
+@pack.symbolic("aten::diagonal", since=11)
+@sh.parse_args("v", "i", "i", "i")
+def diagonal(g, self: Value, offset: int, dim1: int, dim2: int) -> Value:
+    """Move dim1/dim2 last, flatten them, and gather ``(i + a) * W + (i + b)``."""
+    rank = rank_of("aten::diagonal", self)
+    d1, d2 = dim1 % rank, dim2 % rank
+    x = _transpose(g, self, [d for d in range(rank) if d not in (d1, d2)] + [d1, d2])
+    x.setType(Type.tensor(self.type().dtype(), [None] * rank))
+    height, width = dim_size(g, x, rank - 2), dim_size(g, x, rank - 1)
+    row0, col0 = g.constant(torch.tensor(max(0, -offset))), g.constant(torch.tensor(max(0, offset)))
+    zero = g.constant(torch.tensor(0))
+    length = _minimum(g, g.op("Sub", height, row0), g.op("Sub", width, col0))
+    length = g.op("Where", g.op("Less", length, zero), zero, length)
+    steps = g.op("Range", zero, length, g.constant(torch.tensor(1)))
+    linear = g.op("Add", g.op("Mul", g.op("Add", steps, row0), width), g.op("Add", steps, col0))
+    flat_shape = ints(g, [-1]) if rank == 2 else g.op(
+        "Concat", shape_slice(g, x, 0, rank - 2), ints(g, [-1]), axis_i=0)
+    flat = g.op("Reshape", x, flat_shape)
+    return g.op("Gather", flat, linear, axis_i=rank - 2)
+
+
+# -- cases ------------------------------------------------------------------------------
+DYN = {"x": [0, 1]}
 pack.case("aten::size", lambda x: x.view(x.size(0), -1), (2, 3, 4), input_names=["x"],
           dynamic_axes={"x": [0]})
 pack.case("aten::size", lambda x: x.view(x.size()[::-1]), (2, 3), name="whole")
 pack.case("aten::view", lambda x: x.view(4, -1), (2, 3, 4))
 pack.case("aten::reshape", lambda x: x.reshape(-1, 2), (2, 3, 4))
+pack.case("aten::view_as", lambda x, y: x.view_as(y), (2, 6), (3, 4))
+pack.case("aten::reshape_as", lambda x, y: x.reshape_as(y), (2, 6), (4, 3),
+          input_names=["x", "y"], dynamic_axes={"y": [0, 1]})
 pack.case("aten::flatten", lambda x: torch.flatten(x, 1), (2, 3, 4, 5), name="tail")
 pack.case("aten::flatten", lambda x: torch.flatten(x, 1, 2), (2, 3, 4, 5), name="middle")
 pack.case("aten::flatten", lambda x: torch.flatten(x), (2, 3), name="all")
-pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
+pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
+          input_names=["x"], dynamic_axes={"x": [0, 1]})
 pack.case("aten::contiguous", lambda x: x.contiguous() * 2, (2, 3))
 pack.case("aten::detach", lambda x: x.detach() * 2, (2, 3))
 pack.case("aten::clone", lambda x: x.clone() * 2, (2, 3))
+pack.case("aten::permute", lambda x: x.permute(2, 0, -2), (2, 3, 4))
+pack.case("aten::transpose", lambda x: x.transpose(-1, 0), (2, 3, 4))
+pack.case("aten::swapaxes", lambda x: x.swapaxes(0, 1), (2, 3, 4))
+pack.case("aten::swapdims", lambda x: x.swapdims(1, 2), (2, 3, 4))
+pack.case("aten::t", lambda x: x.t(), (2, 3))
+pack.case("aten::t", lambda x: x.t() + 1, (3,), name="1d")
+pack.case("aten::numpy_T", lambda x: x.T, (2, 3, 4))
+pack.case("aten::mT", lambda x: x.mT, (2, 3, 4))
+pack.case("aten::mH", lambda x: x.mH, (2, 3, 4))
+pack.case("aten::adjoint", lambda x: x.adjoint(), (3, 4))
+pack.case("aten::movedim", lambda x: torch.movedim(x, (0, 1), (2, 0)), (2, 3, 4))
+pack.case("aten::moveaxis", lambda x: torch.moveaxis(x, -1, 0), (2, 3, 4))
+pack.case("aten::squeeze", lambda x: x.squeeze(), (2, 1, 3, 1))
+pack.case("aten::squeeze", lambda x: x.squeeze(-1) + x.squeeze(0).unsqueeze(0).squeeze(-1),
+          (2, 3, 1), name="dim")
+pack.case("aten::squeeze", lambda x: x.squeeze((1, 3)), (2, 1, 3, 1), name="dims")
+pack.case("aten::unsqueeze", lambda x: x.unsqueeze(-1).unsqueeze(0), (2, 3))
+pack.case("aten::expand", lambda x: x.expand(2, -1, 4), (3, 1), name="neg1",
+          input_names=["x"], dynamic_axes={"x": [0]})
+pack.case("aten::expand", lambda x, y: x.expand(y.size(0), -1), (1, 3), (4, 2), name="dynamic",
+          input_names=["x", "y"], dynamic_axes={"y": [0]})
+pack.case("aten::expand_as", lambda x, y: x.expand_as(y), (3, 1), (2, 3, 4))
+pack.case("aten::repeat", lambda x: x.repeat(2, 1, 3), (2, 3))
+pack.case("aten::tile", lambda x: x.tile((2,)), (2, 3))
+pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), (2, 3),
+          name="int", input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(3), (2, 3), name="flat")
+pack.case("aten::repeat_interleave",
+          lambda x, r: x.repeat_interleave(r, dim=0), (3, 2),
+          lambda: torch.tensor([1, 0, 2]), name="tensor", min_opset=11)
+pack.case("aten::repeat_interleave", lambda r: torch.repeat_interleave(r) * 1,
+          lambda: torch.tensor([2, 1, 3]), name="counts", min_opset=11)
+pack.case("aten::flip", lambda x: x.flip(0, -1), (2, 3, 4), input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::roll", lambda x: x.roll((1, -2), (0, 2)), (3, 4, 5))
+pack.case("aten::roll", lambda x: x.roll(7), (2, 3), name="flat")
+pack.case("aten::to", lambda x: x.to(torch.int32) + x.to(x.dtype).to("cpu").to(torch.int64),
+          (2, 3))
+pack.case("aten::to", lambda x, y: x.to(y) + x.to("cpu", torch.float64) + x.long().double(),
+          (2, 3), lambda: torch.zeros(2, 3, dtype=torch.float64), name="overloads")
+pack.case("aten::_to_copy", lambda x: torch.ops.aten._to_copy(x, dtype=torch.float16), (2, 3))
+pack.case("aten::type_as", lambda x, y: x.type_as(y), (2, 3),
+          lambda: torch.zeros(1, dtype=torch.int32))
+pack.case("aten::triu", lambda x: x.triu(1), (2, 3, 4), input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::tril", lambda x: x.tril(-1), (3, 5))
+pack.case("aten::triu", lambda x: x.triu(), (4, 3), name="k0")
+pack.case("aten::tril", lambda x: x.tril(0), lambda: torch.ones(3, 3, dtype=torch.bool),
+          name="bool")
+pack.case("aten::diagonal", lambda x: x.diagonal(), (3, 4))
+pack.case("aten::diagonal", lambda x: torch.diagonal(x, -1, 2, 0), (4, 2, 3), name="offset",
+          input_names=["x"], dynamic_axes={"x": [0, 2]})
