@@ -14,7 +14,7 @@ import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
-from oxport.ir import Type, Value
+from oxport.ir import Node, Type, Value
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.shape")
@@ -516,6 +516,186 @@ def diagonal(g, self: Value, offset: int, dim1: int, dim2: int) -> Value:
     return g.op("Gather", flat, linear, axis_i=rank - 2)
 
 
+# -- concatenation and splitting -------------------------------------------------------
+def _tensor_items(op: str, g, tensors: Value) -> list[Value] | None:
+    """The tensors of a list built in the graph (None for an ONNX Sequence, from opset 11)."""
+    if sh._is_packed_list(tensors):
+        return sh._unpack_list(tensors)
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, "a list of tensors built at run time")
+    return None
+
+
+def _concat(g, items: list[Value], axis: int) -> Value:
+    if len(items) == 1:
+        return items[0]
+    return g.op("Concat", *sh.promote(g, *items), axis_i=axis)
+
+
+@pack.symbolic("aten::cat", since=7)
+def cat(g, tensors: Value, dim: Value) -> Value:
+    """Concat (dtypes promoted, legacy empty 1-D tensors dropped); ConcatFromSequence for a
+    run-time list."""
+    axis = sh._get_const(dim, "i", "dim")
+    items = _tensor_items("aten::cat", g, tensors)
+    if items is None:
+        return g.op("ConcatFromSequence", tensors, axis_i=axis)
+    kept = [t for t in items if t.type().varyingSizes() != [0]] or items[:1]
+    rank = next((t.type().dim() for t in kept if t.type().dim() is not None), None)
+    if axis < 0:
+        if rank is None:
+            sh._unimplemented("aten::cat", "a negative dim over tensors of unknown rank")
+        axis += rank
+    return _concat(g, kept, axis)
+
+
+pack.alias(cat, "aten::concat", "aten::concatenate", since=7)
+
+
+@pack.symbolic("aten::stack", since=7)
+def stack(g, tensors: Value, dim: Value) -> Value:
+    """Unsqueeze each tensor and Concat; ConcatFromSequence(new_axis=1) for a run-time list."""
+    axis = sh._get_const(dim, "i", "dim")
+    items = _tensor_items("aten::stack", g, tensors)
+    if items is None:
+        return g.op("ConcatFromSequence", tensors, axis_i=axis, new_axis_i=1)
+    if axis < 0:
+        axis += rank_of("aten::stack", items[0]) + 1
+    return _concat(g, [sh._unsqueeze_helper(g, t, [axis]) for t in sh.promote(g, *items)], axis)
+
+
+def _at_least(g, op: str, x: Value, rank: int) -> Value:
+    have = rank_of(op, x)
+    if have >= rank:
+        return x
+    return sh._reshape_helper(g, x, [1, 1] if have == 0 and rank == 2 else [1]) if have == 0 \
+        else sh._unsqueeze_helper(g, x, [0])
+
+
+@pack.symbolic("aten::hstack", since=7)
+def hstack(g, tensors: Value) -> Value:
+    """Concat along dim 1 (dim 0 for 1-D tensors); 0-D tensors count as 1-D."""
+    items = [_at_least(g, "aten::hstack", t, 1) for t in sh._unpack_list(tensors)]
+    return _concat(g, items, 0 if rank_of("aten::hstack", sh._unpack_list(tensors)[0]) <= 1
+                   else 1)
+
+
+@pack.symbolic("aten::vstack", since=7)
+def vstack(g, tensors: Value) -> Value:
+    """Concat along dim 0 after making every tensor at least 2-D."""
+    return _concat(g, [_at_least(g, "aten::vstack", t, 2) for t in sh._unpack_list(tensors)], 0)
+
+
+pack.alias(vstack, "aten::row_stack", since=7)
+
+
+def tensor_list(g, items: Sequence[Value]) -> Value:
+    """A list of tensors known item by item: ``prim::ListUnpack`` and list consumers take
+    the items; used as a whole it becomes a SequenceConstruct (opset 11)."""
+    list_type = Type.of(g.original_node.output().type())
+
+    def materialize(graph):
+        if g.opset < 11:
+            sh._onnx_opset_unsupported_detailed(
+                g.original_node.kind(), g.opset, 11, "its list of tensors used as a whole")
+        return g.on(graph).op("SequenceConstruct", *items)
+
+    result = g.graph.deferred(list_type, materialize)
+    result.producer = Node("prim", "ListConstruct", list(items), [result])
+    return result
+
+
+def _split(g, x: Value, axis: int, sizes: list[int], equal: int | None = None) -> list[Value]:
+    """Split ``x`` into pieces of ``sizes`` (by count from opset 18 when ``equal`` is given)."""
+    if len(sizes) == 1:
+        return [x]
+    if equal is not None and g.opset >= 18:
+        outs = g.op("Split", x, axis_i=axis, num_outputs_i=equal, outputs=equal)
+    elif g.opset >= 13:
+        outs = g.op("Split", x, ints(g, sizes), axis_i=axis, outputs=len(sizes))
+    else:
+        outs = g.op("Split", x, axis_i=axis, split_i=sizes, outputs=len(sizes))
+    shape = list(x.type().symbolic_sizes() or [])
+    for out, piece in zip(outs, sizes):
+        if shape:
+            shape[axis] = piece
+        out.setType(Type.tensor(x.type().dtype(), list(shape) if shape else None))
+    return list(outs)
+
+
+def _split_dim(op: str, x: Value, dim: Value) -> tuple[int, int]:
+    """(axis, its traced size): split counts are fixed when the graph is traced."""
+    rank = rank_of(op, x)
+    axis = sh._get_const(dim, "i", "dim") % rank
+    size = (x.type().varyingSizes() or [None] * rank)[axis]
+    if size is None:
+        sh._unimplemented(op, f"dimension {axis} of unknown size")
+    return axis, size
+
+
+@pack.symbolic("aten::split", since=7)
+def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
+    """``split(n)`` (pieces of n, the last smaller) or ``split([sizes])``."""
+    axis, size = _split_dim("aten::split", self, dim if dim is not None else g.python_constant(0))
+    items = int_list(split_size)
+    if items is not None and len(items) == 1 and not sh._is_list(split_size):
+        items = None
+    if items is not None:
+        return tensor_list(g, _split(g, self, axis, [int(sh._item(i)) for i in items]))
+    step = sh._get_const(split_size, "i", "split_size")
+    sizes = [step] * (size // step) + ([size % step] if size % step else [])
+    return tensor_list(g, _split(g, self, axis, sizes))
+
+
+pack.alias(split, "aten::unsafe_split", since=7)
+
+
+@pack.symbolic("aten::split_with_sizes", since=7)
+def split_with_sizes(g, self: Value, split_sizes: Value, dim: Value | None = None) -> Value:
+    axis, _ = _split_dim("aten::split_with_sizes", self,
+                         dim if dim is not None else g.python_constant(0))
+    return tensor_list(g, _split(g, self, axis, sh._get_const(split_sizes, "is", "split_sizes")))
+
+
+pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
+
+
+@pack.symbolic("aten::chunk", since=7)
+def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
+    """Pieces of ceil(size / chunks); by count from opset 18 when there are ``chunks`` pieces."""
+    axis, size = _split_dim("aten::chunk", self, dim if dim is not None else g.python_constant(0))
+    count = sh._get_const(chunks, "i", "chunks")
+    step = -(-size // count) if size else 1
+    sizes = [step] * (size // step) + ([size % step] if size % step else [])
+    return tensor_list(g, _split(g, self, axis, sizes, count if len(sizes) == count else None))
+
+
+pack.alias(chunk, "aten::unsafe_chunk", since=7)
+
+
+@pack.symbolic("aten::tensor_split", since=7)
+def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> Value:
+    """``tensor_split(n)`` (the first size % n pieces one larger) or at given indices."""
+    axis, size = _split_dim("aten::tensor_split", self,
+                            dim if dim is not None else g.python_constant(0))
+    if sh._is_list(sections) or sh._is_packed_list(sections):
+        bounds = [0] + [min(max(i if i >= 0 else i + size, 0), size)
+                        for i in sh._get_const(sections, "is", "indices")] + [size]
+        sizes = [max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
+    else:
+        count = sh._get_const(sections, "i", "sections")
+        sizes = [size // count + (1 if i < size % count else 0) for i in range(count)]
+    return tensor_list(g, _split(g, self, axis, sizes))
+
+
+@pack.symbolic("aten::unbind", since=7)
+def unbind(g, self: Value, dim: Value | None = None) -> Value:
+    """Split into size-1 pieces and squeeze each."""
+    axis, size = _split_dim("aten::unbind", self, dim if dim is not None else g.python_constant(0))
+    pieces = _split(g, self, axis, [1] * size, size)
+    return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])
+
+
 # -- cases ------------------------------------------------------------------------------
 DYN = {"x": [0, 1]}
 pack.case("aten::size", lambda x: x.view(x.size(0), -1), (2, 3, 4), input_names=["x"],
@@ -531,6 +711,32 @@ pack.case("aten::flatten", lambda x: torch.flatten(x, 1, 2), (2, 3, 4, 5), name=
 pack.case("aten::flatten", lambda x: torch.flatten(x), (2, 3), name="all")
 pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
           input_names=["x"], dynamic_axes={"x": [0, 1]})
+pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
+pack.case("aten::cat", lambda x, y: torch.cat([x, y.int()], -1), (2, 3), (2, 4), name="neg")
+pack.case("aten::concat", lambda x, y: torch.concat([x, y]), (2, 3), (1, 3))
+pack.case("aten::concatenate", lambda x, y: torch.concatenate([x, y], 0), (2, 3), (1, 3))
+pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
+pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
+pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
+pack.case("aten::vstack", lambda x, y: torch.vstack([x, y]), (3,), (2, 3))
+pack.case("aten::row_stack", lambda x, y: torch.row_stack([x, y]), (3,), (3,))
+pack.case("aten::split", lambda x: x.split(2, -1), (2, 5), input_names=["x"],
+          dynamic_axes={"x": [0]})
+pack.case("aten::split", lambda x: torch.cat(torch.ops.aten.split(x, [1, 3], 1)[::-1], 1),
+          (2, 4), name="sizes")
+pack.case("aten::split", lambda x: torch.stack(x.split(1)), (3, 2), name="as_list",
+          min_opset=11)
+pack.case("aten::split_with_sizes", lambda x: x.split_with_sizes([2, 1], 0), (3, 2))
+pack.case("aten::unsafe_split", lambda x: torch.ops.aten.unsafe_split(x, 2), (3, 2))
+pack.case("aten::unsafe_split_with_sizes",
+          lambda x: torch.ops.aten.unsafe_split_with_sizes(x, [1, 1], 1), (3, 2))
+pack.case("aten::chunk", lambda x: x.chunk(2, -1), (3, 4), input_names=["x"],
+          dynamic_axes={"x": [0, 1]})
+pack.case("aten::chunk", lambda x: x.chunk(3, 0), (5, 2), name="uneven")
+pack.case("aten::unsafe_chunk", lambda x: torch.ops.aten.unsafe_chunk(x, 2), (4, 2))
+pack.case("aten::tensor_split", lambda x: x.tensor_split(3, 1), (2, 7))
+pack.case("aten::tensor_split", lambda x: x.tensor_split([1, -1], 0), (4, 2), name="indices")
+pack.case("aten::unbind", lambda x: [t * 2 for t in x.unbind(1)], (2, 3, 4))
 pack.case("aten::contiguous", lambda x: x.contiguous() * 2, (2, 3))
 pack.case("aten::detach", lambda x: x.detach() * 2, (2, 3))
 pack.case("aten::clone", lambda x: x.clone() * 2, (2, 3))
