@@ -117,26 +117,6 @@ def adaptive_avg_pool2d(g, input, output_size):
     return g.op("AveragePool", input, kernel_shape_i=kernel, strides_i=kernel)
 
 
-@pack.symbolic("aten::batch_norm", since=7)
-@sh.parse_args("v", "v", "v", "v", "v", "b", "f", "f", "none")
-def batch_norm(g, input, weight, bias, running_mean, running_var, training, momentum, eps,
-               cudnn_enabled=None):
-    """Inference-mode BatchNormalization (training statistics are not exported)."""
-    if training and not (running_mean is None or sh._is_none(running_mean)) \
-            and g.conversion.training:
-        sh._unimplemented("aten::batch_norm", "training-mode batch statistics")
-    channels = sh._get_tensor_dim_size(input, 1)
-    dtype = input.type().dtype() or torch.float32
-    if sh._is_none(weight):
-        weight = g.constant(torch.ones(channels, dtype=dtype))
-    if sh._is_none(bias):
-        bias = g.constant(torch.zeros(channels, dtype=dtype))
-    if sh._is_none(running_mean) or training:
-        sh._unimplemented("aten::batch_norm", "batch statistics (no running stats)")
-    attrs = {"epsilon_f": eps, "momentum_f": 1 - momentum}
-    return g.op("BatchNormalization", input, weight, bias, running_mean, running_var, **attrs)
-
-
 @pack.symbolic("aten::dropout", since=7)
 @sh.parse_args("v", "f", "b")
 def dropout(g, input, p, train):
@@ -224,7 +204,6 @@ pack.case("aten::avg_pool2d", torch.nn.AvgPool2d(3, 2, padding=1, count_include_
 pack.case("aten::adaptive_avg_pool2d", torch.nn.AdaptiveAvgPool2d(1), (2, 3, 5, 5), name="global")
 pack.case("aten::adaptive_avg_pool2d", torch.nn.AdaptiveAvgPool2d((2, 3)), (1, 2, 6, 6),
           name="even")
-pack.case("aten::batch_norm", torch.nn.BatchNorm2d(3), (2, 3, 4, 4))
 pack.case("aten::dropout", torch.nn.Dropout(0.3), (3, 4))
 pack.case("aten::dropout_", torch.nn.Dropout(0.3, inplace=True), (3, 4))
 pack.case("aten::feature_dropout", torch.nn.Dropout2d(0.3), (1, 3, 4, 4))
