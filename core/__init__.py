@@ -15,10 +15,11 @@ from oxport.api import (
     is_in_onnx_export,
     register_custom_op_symbolic,
     select_model_mode_for_export,
+    unconvertible_op_details,
     unconvertible_ops,
     unregister_custom_op_symbolic,
 )
-from oxport.context import GraphContext
+from oxport.context import GraphContext, SymbolicContext
 from oxport.errors import (
     CheckerError,
     OnnxExporterError,
@@ -35,5 +36,6 @@ __all__ = [
     "UnsupportedOperatorError", "__version__", "convert", "disable_log", "enable_log", "errors",
     "export", "export_to_pretty_string", "hookimpl", "is_in_onnx_export",
     "register_custom_op_symbolic", "select_model_mode_for_export", "symbolic_helper",
-    "unconvertible_ops", "unregister_custom_op_symbolic",
+    "SymbolicContext", "unconvertible_op_details", "unconvertible_ops",
+    "unregister_custom_op_symbolic",
 ]

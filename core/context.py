@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
 import torch
 
 from oxport.errors import OnnxExporterError, SymbolicValueError
@@ -91,8 +93,9 @@ class GraphContext:
 
     def onnxscript_op(self, onnx_fn: Any, *args: Any, outputs: int = 1,
                       **kwargs: Any) -> Value | tuple[Value, ...]:
-        """Call an ONNX-script function, adding it to the model's local functions."""
-        proto = onnx_fn.to_function_proto()
+        """Call an ONNX-script function (or an ``onnx.FunctionProto``) as a custom op,
+        adding the function to the model's local functions and its domain to the imports."""
+        proto = _function_proto(onnx_fn)
         root = self.graph.root
         if not any(f.domain == proto.domain and f.name == proto.name for f in root.functions):
             root.functions.append(proto)
@@ -156,6 +159,35 @@ class GraphContext:
     def convert_block(self, block: Any, inputs: Sequence[Value]) -> list[Value]:
         """Convert a TorchScript block into this context's graph; returns its outputs."""
         return self.conversion.convert_block(block, self.graph, list(inputs))
+
+
+@dataclasses.dataclass
+class SymbolicContext:
+    """What a symbolic whose first parameter is annotated ``SymbolicContext`` receives
+    before ``g`` (torch.onnx 1.13's form); ``cur_node`` is the TorchScript node."""
+
+    params_dict: dict[str, Any]
+    env: dict[Any, Any]
+    cur_node: Any
+    onnx_block: Any
+
+
+def _function_proto(onnx_fn: Any) -> onnx.FunctionProto:
+    if isinstance(onnx_fn, onnx.FunctionProto):
+        return onnx_fn
+    try:
+        import onnxscript  # noqa: F401 - optional dependency
+    except ImportError:
+        raise OnnxExporterError(
+            "g.onnxscript_op needs the optional dependency onnxscript: install it with "
+            "`pip install onnxscript` (or `pip install oxport[onnxscript]`), or pass an "
+            "onnx.FunctionProto instead.") from None
+    to_proto = getattr(onnx_fn, "to_function_proto", None)
+    if to_proto is None:
+        raise SymbolicValueError(
+            f"g.onnxscript_op expects a function decorated with @onnxscript.script(opset) or an "
+            f"onnx.FunctionProto, not {type(onnx_fn).__name__}.")
+    return to_proto()
 
 
 def _as_tensor(value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:

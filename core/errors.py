@@ -63,3 +63,7 @@ class RegistryError(OnnxExporterError, ValueError):
 
 class SymbolicError(OnnxExporterError):
     """A symbolic function raised an unexpected exception."""
+
+
+class FallbackWarning(UserWarning):
+    """A fallback plugin (ATen, fallthrough...) converted an op that no symbolic converted."""

@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
+import inspect
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
 
-from oxport.context import GraphContext
+from oxport.context import GraphContext, SymbolicContext
 from oxport.errors import (
+    FallbackWarning,
     OnnxExporterError,
     SymbolicDeclined,
     SymbolicError,
     UnsupportedOperatorError,
 )
+from oxport.infer import infer_value, needs_inference
 from oxport.ir import Graph, Type, Value
 from oxport.registry import RegistryView, SymbolicEntry
 from oxport.trace import FrontEnd
@@ -80,6 +85,8 @@ class Unconvertible:
 
 @dataclasses.dataclass
 class FallbackUse:
+    """One node a fallback converted: its op, the fallback's name, and its source line."""
+
     kind: str
     fallback: str
     source: str
@@ -103,6 +110,8 @@ class Conversion:
         self.fallback_uses: list[FallbackUse] = []
         self.unconvertible: dict[str, Unconvertible] = {}
         self.nodes_done = 0
+        #: Whether autograd Functions without a symbolic are inlined (export's autograd_inlining).
+        self.autograd_inlining = True
         #: TorchScript view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
         self.views: dict[int, tuple[torch._C.Value, Any]] = {}
@@ -110,6 +119,15 @@ class Conversion:
     # -- entry points ------------------------------------------------------
     def run(self, front: FrontEnd) -> Graph:
         """Convert the whole front-end graph; raises if any op was unconvertible."""
+        graph = self.walk(front)
+        outputs = [self.lookup(v) for v in front.graph.outputs()]
+        self.raise_if_unconvertible()
+        graph.outputs = [graph.materialize(v) for v in outputs]
+        self.warn_fallback_uses()
+        return graph
+
+    def walk(self, front: FrontEnd) -> Graph:
+        """Convert every node (collecting unconvertible ones) without raising or finishing."""
         graph = Graph()
         graph.use_domain("", self.opset)
         ts_inputs = list(front.graph.inputs())
@@ -120,9 +138,6 @@ class Conversion:
             self.env[ts_value.unique()] = graph.add_initializer(name, tensor, parameter=True)
         for node in front.graph.nodes():
             self.convert_node(node, graph)
-        outputs = [self.lookup(v) for v in front.graph.outputs()]
-        self.raise_if_unconvertible()
-        graph.outputs = [graph.materialize(v) for v in outputs]
         return graph
 
     def convert_block(self, block: Any, graph: Graph, inputs: list[Value]) -> list[Value]:
@@ -131,11 +146,29 @@ class Conversion:
         if len(block_inputs) != len(inputs):
             raise OnnxExporterError(
                 f"convert_block: the block takes {len(block_inputs)} inputs, got {len(inputs)}.")
-        for ts_value, value in zip(block_inputs, inputs):
-            self.env[ts_value.unique()] = value
-        for node in block.nodes():
-            self.convert_node(node, graph)
-        return [self.lookup(v) for v in block.outputs()]
+        # A block's writes (in-place ops, list appends) stay in its scope: an If's other
+        # branch and the code after it see the values they had before the block.
+        saved = self.env, self.views
+        self.env, self.views = dict(self.env), dict(self.views)
+        try:
+            for ts_value, value in zip(block_inputs, inputs):
+                self.env[ts_value.unique()] = value
+            for node in block.nodes():
+                self.convert_node(node, graph)
+            return [self.lookup(v) for v in block.outputs()]
+        finally:
+            self.env, self.views = saved
+
+    def convert_subgraph(self, ts_graph: torch._C.Graph, graph: Graph,
+                         inputs: list[Value]) -> list[Value]:
+        """Convert a separate TorchScript graph (e.g. an autograd Function's ``Subgraph``)
+        into ``graph``; its value ids are its own, so it gets its own value map."""
+        saved = self.env, self.views
+        self.env, self.views = {}, {}
+        try:
+            return self.convert_block(ts_graph, graph, inputs)
+        finally:
+            self.env, self.views = saved
 
     def lookup(self, ts_value: torch._C.Value) -> Value:
         try:
@@ -166,14 +199,20 @@ class Conversion:
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
                 return
 
-        entry = self.lookup_symbolic(node, kind)
+        args: list[Any] = list(inputs)
+        kwargs = ts_attributes(node)
+        if kind == "prim::PythonOp":
+            args, kwargs["name"] = python_op_arguments(node, inputs), node.pyname()
         reason = ""
-        if entry is not None:
+        # A symbolic that declines hands the node to the next one serving it (a shadowed pack).
+        for entry in self.symbolic_candidates(node, kind):
             g.entry = entry
             try:
-                result = entry.fn(g, *inputs, **ts_attributes(node))
+                result = call_symbolic(entry.fn, g, args, kwargs)
             except SymbolicDeclined as declined:
-                reason = f"the symbolic from {entry.provenance} declined: {declined.reason}"
+                reason += (f"{'; ' if reason else ''}the symbolic from {entry.provenance} "
+                           f"declined: {declined.reason}")
+                continue
             except OnnxExporterError as exc:
                 if self.collect_only:
                     reason = str(exc)
@@ -195,13 +234,13 @@ class Conversion:
                     self._write_through(g, node, kind)
                     return
                 reason = f"the symbolic from {entry.provenance} returned None"
+            break
 
         for name, fallback in self.fallbacks:
             if not fallback.preempt and fallback.claims(node):
                 g.entry = None
                 self._map(node, graph, fallback.convert(g, node, inputs), kind)
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
-                log.warning("%s at %s exported by the %r fallback", kind, g.source or "?", name)
                 return
 
         self._record_unconvertible(node, graph, kind, g.source, reason)
@@ -210,8 +249,7 @@ class Conversion:
         """After an in-place aten op (``x[1].copy_(v)``), later uses of what it mutated, and
         of every base that value views, see the new value."""
         if not (kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__")) \
-                or node.outputsSize() != 1 or node.inputsSize() == 0 \
-                or node.owningBlock().owningNode() is not None:
+                or node.outputsSize() != 1 or node.inputsSize() == 0:
             return
         target, value = node.inputsAt(0), self.env.get(node.output().unique())
         while value is not None and target.type().kind() == "TensorType":
@@ -221,6 +259,15 @@ class Conversion:
                 return
             target, write = link
             value = write(g, self.lookup(target), value)
+
+    def symbolic_candidates(self, node: torch._C.Node, kind: str) -> list[SymbolicEntry]:
+        """Every symbolic serving the node at this opset, the one that wins first."""
+        first = self.lookup_symbolic(node, kind)
+        if first is None:
+            return []
+        rest = [e for e in self.registry.entries(kind) if e is not first and e.serves(self.opset)]
+        rest.sort(key=lambda e: (e.layer, e.override), reverse=True)
+        return [first, *rest]
 
     def lookup_symbolic(self, node: torch._C.Node, kind: str) -> SymbolicEntry | None:
         """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``) if one serves and
@@ -259,6 +306,8 @@ class Conversion:
             elif value.type().kind() == "TensorType" and value.type().shape is None \
                     and ts_value.type().kind() == "TensorType":
                 value.setType(value.type().with_sizes(Type.of(ts_value.type()).shape))
+            if needs_inference(value):  # scripted code: TorchScript knew no dtype or rank
+                infer_value(value, self.opset)
             self.env[ts_value.unique()] = value
         return True
 
@@ -273,6 +322,18 @@ class Conversion:
             poison = Value(graph, ts_value.debugName(), Type.of(ts_value.type()))
             poison.meta = {"unconvertible": kind}
             self.env[ts_value.unique()] = poison
+
+    def warn_fallback_uses(self) -> None:
+        """One :class:`FallbackWarning` per op and fallback, with the source lines."""
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for use in self.fallback_uses:
+            grouped.setdefault((use.kind, use.fallback), []).append(use.source or "unknown")
+        for (kind, fallback), sources in grouped.items():
+            where = "; ".join(dict.fromkeys(sources[:3])) + ("; ..." if len(sources) > 3 else "")
+            warnings.warn(
+                f"oxport: {kind} ({len(sources)} use{'s' if len(sources) != 1 else ''}) was "
+                f"exported by the {fallback!r} fallback, not by a symbolic; at {where}",
+                FallbackWarning, stacklevel=2)
 
     def raise_if_unconvertible(self) -> None:
         if not self.unconvertible:
@@ -313,6 +374,36 @@ def scope_of(node: torch._C.Node) -> str:
     last = scope.rsplit("/", 1)[-1]
     path = last.removeprefix("__module.model").removeprefix("__module").lstrip(".")
     return path
+
+
+def python_op_arguments(node: torch._C.Node, inputs: Sequence[Value]) -> list[Any]:
+    """A ``prim::PythonOp``'s arguments as its Function got them: the non-tensor
+    arguments (Python values) in their places among the tensor inputs."""
+    scalars, tensors = iter(node.scalar_args()), iter(inputs)
+    return [next(scalars) if conv == "c" else next(tensors) for conv in node.cconv()]
+
+
+def call_symbolic(fn: Any, g: GraphContext, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Call a symbolic; one whose first parameter is annotated ``SymbolicContext`` gets
+    that context first (the 1.13-era ``symbolic(ctx, g, *args)`` form)."""
+    if _wants_context(fn):
+        ctx = SymbolicContext(params_dict={}, env={}, cur_node=g.original_node,
+                              onnx_block=g.graph)
+        return fn(ctx, g, *args, **kwargs)
+    return fn(g, *args, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _wants_context(fn: Any) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not params:
+        return False
+    annotation = params[0].annotation
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return name.rpartition(".")[2] == "SymbolicContext"
 
 
 def ts_attributes(node: torch._C.Node) -> dict[str, Any]:
