@@ -1,7 +1,337 @@
-"""Indexing: select, slice, index, gather/scatter, masked ops, index_put."""
+"""Indexing reads: select, slice, narrow, advanced indexing (``aten::index``),
+index_select, gather, masked_select, nonzero.
+
+``select``/``slice``/``narrow`` are views: each records how to write a new value
+of the view back into its base (``Conversion.views``), so that an in-place op on
+the view (``x[1] = v`` traces as ``select`` + ``copy_``) updates the base too.
+Negative tensor indices are normalised at run time (unlike ``torch.onnx``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.errors import UnsupportedOperatorError
+from oxport.ir import Type, Value
+from oxport.opsets.shape import (
+    INT64_MAX,
+    dim_size,
+    ints,
+    rank_of,
+    scalar_int,
+    shape_of,
+    shape_slice,
+    tensor_list,
+)
 
 pack = OpPack("oxport.indexing")
+
+Writer = Callable[..., Value]
+
+
+# -- views and writing back into them ------------------------------------------------
+def record_view(g, write: Writer) -> None:
+    """Note that this node's output views its first input; ``write(g, base, new_view)``
+    returns ``base`` with the view's elements replaced."""
+    node = g.original_node
+    g.conversion.views[node.output().unique()] = (node.inputsAt(0), write)
+
+
+def scatter_along(g, base: Value, axis: int, positions: Value, new: Value) -> Value:
+    """``base`` with ``base[..., positions[i], ...] = new[..., i, ...]`` along ``axis``."""
+    if g.opset < 11:
+        raise UnsupportedOperatorError(
+            f"Writing in place into a slice or an element of a tensor ({g.original_node.kind()} "
+            f"at {g.source or 'unknown'}) needs ScatterElements: export with "
+            "opset_version=11 or higher.")
+    rank = rank_of("scatter_along", base)
+    spread = [1] * rank
+    spread[axis] = -1
+    index = g.op("Expand", sh._reshape_helper(g, positions, spread), shape_of(g, new))
+    return g.op("ScatterElements", base, index, sh._cast_to(g, new, base.type().dtype()),
+                axis_i=axis).setType(base.type())
+
+
+def normalize_index(g, index: Value, x: Value, axis: int) -> Value:
+    """``index`` as int64 with negative entries counted from the end of ``x``'s ``axis``."""
+    index = sh._cast_to(g, index, torch.int64)
+    if index.is_const and isinstance(index.const, torch.Tensor):
+        if bool((index.const >= 0).all()):
+            return index
+        if bool((index.const < 0).all()):
+            return g.op("Add", index, dim_size(g, x, axis)).setType(index.type())
+    if g.opset < 9:  # no Where: a run-time index is taken as non-negative
+        return index
+    negative = g.op("Less", index, g.constant(torch.tensor(0)))
+    return g.op("Where", negative, g.op("Add", index, dim_size(g, x, axis)), index).setType(
+        index.type())
+
+
+def _clamp_start(g, start: int | Value, x: Value, axis: int) -> Value | int:
+    """A slice start as Python counts it: negative from the end, clamped at 0."""
+    if not isinstance(start, Value) and start >= 0:
+        return start
+    begin = normalize_index(g, scalar_int(g, start), x, axis)
+    zero = g.constant(torch.tensor(0))
+    return g.op("Where", g.op("Less", begin, zero), zero, begin)
+
+
+def _slice_writer(axis: int, start: int | Value, step: int) -> Writer:
+    def write(g, base: Value, new: Value) -> Value:
+        one = g.constant(torch.tensor(1))
+        offsets = g.op("Range", g.constant(torch.tensor(0)), dim_size(g, new, axis), one)
+        if step != 1:
+            offsets = g.op("Mul", offsets, g.constant(torch.tensor(step)))
+        positions = g.op("Add", offsets, scalar_int(g, _clamp_start(g, start, base, axis)))
+        return scatter_along(g, base, axis, positions, new)
+    return write
+
+
+def _whole(g, base: Value, new: Value) -> Value:
+    return new
+
+
+# -- select, slice, narrow ---------------------------------------------------------------
+@pack.symbolic("aten::select", since=7)
+def select(g, self: Value, dim: Value, index: Value) -> Value:
+    """``x[..., i]``: Gather with a 0-d index (negative indices count from the end)."""
+    rank = rank_of("aten::select", self)
+    axis = sh._get_const(dim, "i", "dim") % rank
+    position = scalar_int(g, sh._maybe_get_const(index, "i"))
+    if g.opset < 11:  # Gather counts negative indices from the end only from opset 11
+        position = normalize_index(g, position, self, axis)
+
+    def write(g, base: Value, new: Value) -> Value:
+        new = sh._unsqueeze_helper(g, new, [axis])
+        return scatter_along(g, base, axis, sh._reshape_helper(g, position, [1]), new)
+
+    record_view(g, write)
+    return g.op("Gather", self, position, axis_i=axis)
+
+
+@pack.symbolic("aten::slice", since=7)
+def slice(g, self: Value, dim: Value | None = None, start: Value | None = None,  # noqa: A001
+          end: Value | None = None, step: Value | None = None) -> Value:
+    """Slice (constant bounds below opset 10; run-time bounds and steps from 10)."""
+    rank = rank_of("aten::slice", self)
+    axis = (sh._maybe_get_const(dim, "i") if dim is not None else 0) % max(rank, 1)
+    begin = sh._maybe_get_const(start, "i") if start is not None else 0
+    stop = sh._maybe_get_const(end, "i") if end is not None else INT64_MAX
+    stride = sh._get_const(step, "i", "step") if step is not None else 1
+    begin = 0 if begin is None else begin
+    stop = INT64_MAX if stop is None else stop
+    if isinstance(begin, int) and begin == 0 and isinstance(stop, int) and stop >= INT64_MAX \
+            and stride == 1:
+        record_view(g, _whole)
+        return self
+    record_view(g, _slice_writer(axis, begin, stride))
+    return sh._slice_helper(g, self, [axis], [begin], [stop], [stride])
+
+
+@pack.symbolic("aten::narrow", since=7)
+def narrow(g, self: Value, dim: Value, start: Value, length: Value) -> Value:
+    """``x.narrow(dim, start, length)``: Slice ``[start, start + length)``."""
+    rank = rank_of("aten::narrow", self)
+    axis = sh._get_const(dim, "i", "dim") % rank
+    begin = sh._maybe_get_const(start, "i")
+    count = sh._maybe_get_const(length, "i")
+    if isinstance(begin, int) and isinstance(count, int):
+        stop = INT64_MAX if begin < 0 and begin + count == 0 else begin + count
+    else:
+        begin = scalar_int(g, begin)
+        stop = g.op("Add", begin, scalar_int(g, count))
+    record_view(g, _slice_writer(axis, begin, 1))
+    return sh._slice_helper(g, self, [axis], [begin], [stop])
+
+
+# -- advanced indexing ---------------------------------------------------------------
+@dataclass
+class _Indexed:
+    """``x[indices]`` after masks became index rows: (dim, int64 index) pairs."""
+
+    dims: list[int]
+    indices: list[Value]
+    rank: int  # of the broadcast index shape
+
+    @property
+    def adjacent(self) -> bool:
+        return self.dims == list(range(self.dims[0], self.dims[0] + len(self.dims)))
+
+
+def index_entries(op: str, x: Value, indices: Value) -> list[tuple[int, Value]]:
+    """(first dim, tensor) for every tensor in an ``aten::index`` list (None skips a dim)."""
+    entries, dim = [], 0
+    for item in sh._unpack_list(indices):
+        if sh._is_none(item):
+            dim += 1
+            continue
+        if item.type().dtype() in (torch.bool, torch.uint8):
+            mask_rank = rank_of(op, item)
+            if mask_rank == 0:
+                sh._unimplemented(op, "a 0-d boolean index")
+            entries.append((dim, item))
+            dim += mask_rank
+        else:
+            entries.append((dim, item))
+            dim += 1
+    return entries
+
+
+def is_mask(item: Value) -> bool:
+    return item.type().dtype() in (torch.bool, torch.uint8)
+
+
+def index_rows(g, op: str, x: Value, entries: list[tuple[int, Value]]) -> _Indexed:
+    """Every index as a normalised int64 tensor, masks turned into NonZero rows."""
+    dims, indices, rank = [], [], 0
+    for dim, item in entries:
+        if is_mask(item):
+            mask_rank = rank_of(op, item)
+            rows = g.op("NonZero", sh._cast_to(g, item, torch.bool))
+            for j in range(mask_rank):
+                dims.append(dim + j)
+                indices.append(g.op("Gather", rows, g.constant(torch.tensor(j)), axis_i=0))
+            rank = max(rank, 1)
+        else:
+            dims.append(dim)
+            indices.append(normalize_index(g, item, x, dim))
+            rank = max(rank, rank_of(op, item))
+    return _Indexed(dims, indices, rank)
+
+
+def linear_index(g, x: Value, indexed: _Indexed) -> Value:
+    """The row of ``x``'s indexed dims, flattened in order, that each index picks."""
+    linear = indexed.indices[0]
+    for dim, index in zip(indexed.dims[1:], indexed.indices[1:]):
+        linear = g.op("Add", g.op("Mul", linear, dim_size(g, x, dim)), index)
+    return linear
+
+
+def indexed_first(g, x: Value, dims: list[int]) -> tuple[Value, list[int]]:
+    """``x`` transposed so ``dims`` lead, with those dims flattened into one."""
+    rank = rank_of("aten::index", x)
+    perm = dims + [d for d in range(rank) if d not in dims]
+    xt = g.op("Transpose", x, perm_i=perm) if perm != list(range(rank)) else x
+    xt.setType(Type.tensor(x.type().dtype(), [None] * rank))
+    if len(dims) == 1:
+        return xt, perm
+    flat_shape = g.op("Concat", ints(g, [-1]), shape_slice(g, xt, len(dims)), axis_i=0)
+    return g.op("Reshape", xt, flat_shape).setType(
+        Type.tensor(x.type().dtype(), [None] * (rank - len(dims) + 1))), perm
+
+
+@pack.symbolic("aten::index", since=9)
+def index(g, self: Value, indices: Value) -> Value:
+    """Advanced indexing: one tensor is a Gather, one mask a Compress; several indices (and
+    masks as NonZero rows, any ranks, adjacent or not) gather a flattened row index."""
+    entries = index_entries("aten::index", self, indices)
+    if not entries:
+        return self
+    if len(entries) == 1:
+        dim, item = entries[0]
+        if is_mask(item):
+            return _compress(g, self, dim, sh._cast_to(g, item, torch.bool))
+        position = normalize_index(g, item, self, dim) if g.opset < 11 else item
+        return g.op("Gather", self, sh._cast_to(g, position, torch.int64), axis_i=dim)
+    indexed = index_rows(g, "aten::index", self, entries)
+    flat, _ = indexed_first(g, self, indexed.dims)
+    out = g.op("Gather", flat, linear_index(g, self, indexed), axis_i=0)
+    rest = rank_of("aten::index", self) - len(indexed.dims)
+    start = indexed.dims[0]
+    if not indexed.adjacent or start == 0:
+        return out
+    b = indexed.rank
+    return g.op("Transpose", out, perm_i=[b + i for i in range(start)] + list(range(b))
+                + [b + i for i in range(start, rest)])
+
+
+def _compress(g, x: Value, dim: int, mask: Value) -> Value:
+    """``x[..., mask]`` for a mask over dims ``dim..``: Compress on those dims flattened."""
+    mask_rank = rank_of("aten::index", mask)
+    if mask_rank > 1:
+        rank = rank_of("aten::index", x)
+        parts = ([shape_slice(g, x, 0, dim)] if dim else []) + [ints(g, [-1])] + (
+            [shape_slice(g, x, dim + mask_rank)] if dim + mask_rank < rank else [])
+        x = g.op("Reshape", x, g.op("Concat", *parts, axis_i=0) if len(parts) > 1 else parts[0])
+        mask = sh._reshape_helper(g, mask, [-1])
+    return g.op("Compress", x, mask, axis_i=dim)
+
+
+@pack.symbolic("aten::index_select", since=7)
+def index_select(g, self: Value, dim: Value, index: Value) -> Value:
+    rank = rank_of("aten::index_select", self)
+    axis = sh._get_const(dim, "i", "dim") % max(rank, 1)
+    if index.type().dim() == 0:
+        index = sh._reshape_helper(g, index, [1])
+    return g.op("Gather", self, index, axis_i=axis)
+
+
+@pack.symbolic("aten::gather", since=11)
+def gather(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None = None) -> Value:
+    rank = rank_of("aten::gather", self)
+    return g.op("GatherElements", self, index, axis_i=sh._get_const(dim, "i", "dim") % rank)
+
+
+@pack.symbolic("aten::masked_select", since=9)
+def masked_select(g, self: Value, mask: Value) -> Value:
+    """Broadcast self and mask, flatten both, Compress."""
+    both = g.op("Expand", self, shape_of(g, mask))
+    flat_mask = sh._reshape_helper(g, g.op("Expand", sh._cast_to(g, mask, torch.bool),
+                                           shape_of(g, both)), [-1])
+    return g.op("Compress", sh._reshape_helper(g, both, [-1]), flat_mask, axis_i=0)
+
+
+@pack.symbolic("aten::nonzero", since=9)
+def nonzero(g, self: Value) -> Value:
+    """``[N, rank]`` indices: NonZero's ``[rank, N]`` transposed."""
+    return g.op("Transpose", g.op("NonZero", self), perm_i=[1, 0])
+
+
+@pack.symbolic("aten::nonzero_numpy", since=9)
+def nonzero_numpy(g, self: Value) -> Value:
+    """``nonzero(as_tuple=True)`` and one-argument ``where``: one row of NonZero per dim."""
+    rows = g.op("NonZero", self)
+    rank = rank_of("aten::nonzero_numpy", self)
+    return tensor_list(g, [g.op("Gather", rows, g.constant(torch.tensor(i)), axis_i=0).setType(
+        Type.tensor(torch.int64, [None])) for i in range(max(rank, 1))])
+
+
+# -- cases -----------------------------------------------------------------------------
+def _long(*data):
+    return lambda: torch.tensor(data)
+
+
+def _mask(*shape):
+    return lambda: torch.rand(*shape) > 0.5
+
+
+DYN = {"x": [0, 1]}
+pack.case("aten::select", lambda x: x[1] + x[:, -1].sum(), (3, 4), input_names=["x"],
+          dynamic_axes=DYN)
+pack.case("aten::slice", lambda x: x[1:, -3:-1], (3, 4, 5))
+pack.case("aten::slice", lambda x: x[::2, 1::3], (3, 5), name="step", min_opset=10)
+pack.case("aten::slice", lambda x: x[:, x.size(1) - 2:], (3, 4), name="dynamic", min_opset=10,
+          input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::narrow", lambda x: x.narrow(1, 1, 2) + x.narrow(1, -2, 2), (3, 4))
+pack.case("aten::index", lambda x, i: x[i], (4, 3), _long(0, 2, 3))
+pack.case("aten::index", lambda x, i: x[:, i], (4, 3), _long(-1, 0), name="negative")
+pack.case("aten::index", lambda x, i, j: x[i, j], (4, 5), _long([1, 2], [2, -3]), _long(-2, 3),
+          name="seed_negative")
+pack.case("aten::index", lambda x, i, j: x[:, i, j], (2, 4, 5), _long(1, 2), _long(0, 4),
+          name="adjacent")
+pack.case("aten::index", lambda x, i, j: x[i, :, j], (4, 2, 5), _long([1], [3]), _long(0, 4),
+          name="apart")
+pack.case("aten::index", lambda x, m: x[m], (3, 4), _mask(3, 4), name="mask")
+pack.case("aten::index", lambda x, m: x[:, m], (2, 3, 4), _mask(3), name="mask_dim1")
+pack.case("aten::index", lambda x, m, i: x[m, i], (3, 4), _mask(3), _long(1), name="mask_and_int")
+pack.case("aten::index", lambda x, i: x[None, ..., i], (3, 4), _long(1, 1), name="none_ellipsis")
+pack.case("aten::index_select", lambda x, i: x.index_select(1, i), (3, 4), _long(3, 0, 3))
+pack.case("aten::gather", lambda x, i: x.gather(1, i), (3, 4), _long([0, 3], [1, 1], [2, 0]))
+pack.case("aten::masked_select", lambda x, m: x.masked_select(m), (3, 4), _mask(4))
+pack.case("aten::nonzero", lambda x: x.nonzero(), _mask(3, 4))
+pack.case("aten::nonzero_numpy", lambda x: x.nonzero(as_tuple=True), _mask(3, 4))
