@@ -400,3 +400,22 @@ def promote(g: Any, *operands: Any) -> list[Value]:
         else:
             values.append(g.constant(torch.tensor(operand, dtype=dtype)))
     return values
+
+
+def _traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
+    """The output dtype TorchScript recorded for the node being converted, if it is one of
+    ``kinds`` (an in-place ``kind_`` counts); None in scripted graphs that lack it.
+
+    A traced graph holds Python scalars as 0-d Long/Double tensors, which promotion cannot
+    tell from real 0-d tensors (``int_tensor * 2.5`` is Float, not Double); the recorded
+    dtype settles it. Naming the kinds keeps a symbolic reused inside another op's
+    symbolic from picking up that op's output dtype.
+    """
+    node = getattr(g, "original_node", None)
+    if node is None or node.outputsSize() != 1:
+        return None
+    kind = node.kind()
+    if kind not in kinds and kind.removesuffix("_") not in kinds:
+        return None
+    out_type = node.output().type()
+    return out_type.dtype() if isinstance(out_type, torch._C.TensorType) else None

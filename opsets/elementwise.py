@@ -1,107 +1,589 @@
-"""Elementwise arithmetic and activations."""
+"""Elementwise arithmetic: add/sub/mul/div and relatives, pow, rounding, clamping, min/max.
+
+Binary ops follow PyTorch's type promotion (``sh.result_dtype``): Python scalars take the
+tensor's dtype, integer true division gives float32, bools add as ``Or`` and multiply as
+``And``. In a traced graph the dtype TorchScript recorded for the node's output settles
+what a 0-d constant was (``sh._traced_dtype``). Where ONNX lacks an integer kernel at an
+older opset, integers go through float64 (exact below 2**53) and back.
+"""
 
 from __future__ import annotations
 
+import builtins
+from typing import Any
+
 import torch
-import torch.nn.functional as F
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
+from oxport.types import onnx_dtype
 
 pack = OpPack("oxport.elementwise")
 
+#: Alias names that traced submodules keep (TorchScript normalizes only the top graph).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "aten::abs": ("aten::absolute",), "aten::abs_": ("aten::absolute_",),
+    "aten::clamp": ("aten::clip",), "aten::clamp_": ("aten::clip_",),
+    "aten::div": ("aten::divide", "aten::true_divide"), "aten::mul": ("aten::multiply",),
+    "aten::sub": ("aten::subtract",), "aten::neg": ("aten::negative",),
+    "aten::trunc": ("aten::fix",), "aten::round": ("aten::special_round",),
+    "aten::sign": ("aten::sgn",),
+    "aten::acos": ("aten::arccos",), "aten::asin": ("aten::arcsin",),
+    "aten::atan": ("aten::arctan",), "aten::atan2": ("aten::arctan2",),
+    "aten::acosh": ("aten::arccosh",), "aten::asinh": ("aten::arcsinh",),
+    "aten::atanh": ("aten::arctanh",), "aten::erf": ("aten::special_erf",),
+    "aten::erfc": ("aten::special_erfc",), "aten::expm1": ("aten::special_expm1",),
+    "aten::exp2": ("aten::special_exp2",), "aten::log1p": ("aten::special_log1p",),
+    "aten::gt": ("aten::greater",), "aten::ge": ("aten::greater_equal",),
+    "aten::lt": ("aten::less",), "aten::le": ("aten::less_equal",),
+    "aten::ne": ("aten::not_equal",), "aten::sigmoid": ("aten::special_expit",),
+}
 
-def _binary(op_type: str):
-    def symbolic(g, self: Value, other: Value) -> Value:
-        a, b = sh.promote(g, self, other)
-        return g.op(op_type, a, b)
-    return symbolic
+
+def register_aliases(op_pack: OpPack) -> None:
+    """Register each symbolic of ``op_pack`` under its ALIASES names too."""
+    for name, fn, since, _ in op_pack.symbolics():
+        for alias in ALIASES.get(name, ()):
+            op_pack.symbolic(alias, since)(fn)
+
+
+# -- helpers shared with the math and activations packs ------------------------------
+def scalar(g, value: Any, dtype: torch.dtype | None) -> Value:
+    """A 0-d constant of ``dtype`` (float32 when unknown)."""
+    return g.constant(torch.tensor(value, dtype=dtype or torch.float32))
+
+
+def is_int(dtype: torch.dtype | None) -> bool:
+    """An integer dtype (bool excluded)."""
+    return dtype is not None and not dtype.is_floating_point and dtype != torch.bool
+
+
+def promote(g, op: str, *operands: Any) -> tuple[list[Value], torch.dtype | None]:
+    """``operands`` cast to the dtype the ``op`` node computes in, and that dtype."""
+    dtype = sh._traced_dtype(g, op, *ALIASES.get(op, ())) or sh.result_dtype(*operands)
+    values = sh.promote(g, *operands) if dtype is None else [
+        sh._cast_to(g, v, dtype) if isinstance(v, Value) else scalar(g, v, dtype)
+        for v in operands]
+    return values, dtype
+
+
+def float_input(g, op: str, x: Value) -> Value:
+    """``x`` in the floating dtype of the ``op`` node's output (ints become float32)."""
+    dtype = sh._traced_dtype(g, op, *ALIASES.get(op, ()))
+    if dtype is None or not dtype.is_floating_point:
+        dtype = x.type().dtype()
+        if dtype is None or dtype.is_floating_point:
+            return x
+        dtype = torch.float32
+    return sh._cast_to(g, x, dtype)
+
+
+def via_double(g, dtype: torch.dtype, build, *values: Value) -> Value:
+    """``build(*values)`` computed in float64 and cast back to ``dtype``."""
+    doubles = [sh._cast_to(g, v, torch.float64) for v in values]
+    return sh._cast_to(g, build(*doubles), dtype)
+
+
+def _none(value: Any) -> bool:
+    return value is None or sh._is_none(value)
+
+
+# -- add, sub, mul, rsub ---------------------------------------------------------------
+def _scaled(g, value: Value, alpha: Any, dtype: torch.dtype | None) -> Value:
+    """``alpha * value`` (``value`` itself when alpha is absent or 1)."""
+    if _none(alpha):
+        return value
+    factor = sh._maybe_get_const(alpha, "f")
+    if isinstance(factor, Value):
+        return g.op("Mul", value, sh._cast_to(g, factor, dtype) if dtype else factor)
+    if factor == 1:
+        return value
+    return g.op("Mul", value, scalar(g, int(factor) if is_int(dtype) else factor, dtype))
 
 
 @pack.symbolic("aten::add", since=7)
 def add(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
-    """``self + alpha * other``."""
-    a, b = sh.promote(g, self, other)
-    scale = sh._maybe_get_const(alpha, "f") if alpha is not None else 1
-    if not isinstance(scale, Value) and scale != 1:
-        b = g.op("Mul", b, sh._cast_to(g, g.constant(torch.tensor(scale)), b.type().dtype())
-                 if b.type().dtype() is not None else scale)
-    return g.op("Add", a, b)
+    """``self + alpha * other``; bools add as logical or."""
+    (a, b), dtype = promote(g, "aten::add", self, other)
+    b = _scaled(g, b, alpha, dtype)
+    return g.op("Or" if dtype == torch.bool else "Add", a, b)
 
 
 @pack.symbolic("aten::sub", since=7)
 def sub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
     """``self - alpha * other``."""
-    a, b = sh.promote(g, self, other)
-    scale = sh._maybe_get_const(alpha, "f") if alpha is not None else 1
-    if not isinstance(scale, Value) and scale != 1:
-        b = g.op("Mul", b, sh._cast_to(g, g.constant(torch.tensor(scale)), b.type().dtype())
-                 if b.type().dtype() is not None else scale)
-    return g.op("Sub", a, b)
+    (a, b), dtype = promote(g, "aten::sub", self, other)
+    return g.op("Sub", a, _scaled(g, b, alpha, dtype))
+
+
+@pack.symbolic("aten::rsub", since=7)
+def rsub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
+    """``other - alpha * self``."""
+    (a, b), dtype = promote(g, "aten::rsub", self, other)
+    return g.op("Sub", b, _scaled(g, a, alpha, dtype))
 
 
 @pack.symbolic("aten::mul", since=7)
 def mul(g, self: Value, other: Value) -> Value:
-    a, b = sh.promote(g, self, other)
-    if a.type().dtype() == torch.bool:
-        return g.op("And", a, b)
-    return g.op("Mul", a, b)
+    """``self * other``; bools multiply as logical and."""
+    (a, b), dtype = promote(g, "aten::mul", self, other)
+    return g.op("And" if dtype == torch.bool else "Mul", a, b)
+
+
+pack.alias(add, "aten::add_", since=7)
+pack.alias(sub, "aten::sub_", since=7)
+pack.alias(mul, "aten::mul_", since=7)
+
+
+# -- division ----------------------------------------------------------------------------
+def _trunc(g, x: Value, dtype: torch.dtype | None) -> Value:
+    """Round toward zero (floats; needs opset 9 for Where)."""
+    if g.opset < 9:
+        sh._onnx_opset_unsupported("rounding toward zero", g.opset, 9)
+    negative = g.op("Less", x, scalar(g, 0, dtype))
+    return g.op("Where", negative, g.op("Ceil", x), g.op("Floor", x))
+
+
+def floor_divide_values(g, a: Value, b: Value, dtype: torch.dtype | None) -> Value:
+    """``floor(a / b)`` for two values of ``dtype``."""
+    if not is_int(dtype):
+        return g.op("Floor", g.op("Div", a, b))
+    if g.opset < 9:  # Less on integers arrives at 9
+        return via_double(g, dtype, lambda x, y: g.op("Floor", g.op("Div", x, y)), a, b)
+    quotient = g.op("Div", a, b)  # integer Div truncates toward zero
+    rest = g.op("Sub", a, g.op("Mul", quotient, b))
+    zero = scalar(g, 0, dtype)
+    signs_differ = g.op("Xor", g.op("Less", rest, zero), g.op("Less", b, zero))
+    inexact = g.op("Not", g.op("Equal", rest, zero))
+    adjust = sh._cast_to(g, g.op("And", inexact, signs_differ), dtype)
+    return g.op("Sub", quotient, adjust)
 
 
 @pack.symbolic("aten::div", since=7)
 def div(g, self: Value, other: Value, rounding_mode: Value | None = None) -> Value:
-    """True division (integers promote to float), or trunc/floor rounding."""
-    mode = sh._maybe_get_const(rounding_mode, "s") if rounding_mode is not None else None
-    a, b = sh.promote(g, self, other)
-    dtype = a.type().dtype()
-    if mode is None and dtype is not None and not dtype.is_floating_point:
-        a, b = sh._cast_to(g, a, torch.float32), sh._cast_to(g, b, torch.float32)
-    quotient = g.op("Div", a, b)
-    if mode == "floor" and dtype is not None and dtype.is_floating_point:
-        return g.op("Floor", quotient)
+    """True division (integers give float32), or ``floor`` / ``trunc`` rounding."""
+    mode = None if _none(rounding_mode) else sh._get_const(rounding_mode, "s", "rounding_mode")
+    (a, b), dtype = promote(g, "aten::div", self, other)
+    if mode is None:
+        if dtype is None or not dtype.is_floating_point:
+            a, b = sh._cast_to(g, a, torch.float32), sh._cast_to(g, b, torch.float32)
+        return g.op("Div", a, b)
     if mode == "floor":
-        float_q = g.op("Div", sh._cast_to(g, a, torch.float32), sh._cast_to(g, b, torch.float32))
-        return sh._cast_to(g, g.op("Floor", float_q), dtype)
-    if mode == "trunc" and dtype is not None and dtype.is_floating_point:
-        sign = g.op("Sign", quotient)
-        return g.op("Mul", g.op("Floor", g.op("Abs", quotient)), sign)
-    return quotient
+        return floor_divide_values(g, a, b, dtype)
+    if is_int(dtype):
+        return g.op("Div", a, b)
+    return _trunc(g, g.op("Div", a, b), dtype)
 
 
-def _unary(op_type: str, name: str):
-    def symbolic(g, self: Value, *_: Value) -> Value:
+pack.alias(div, "aten::div_", since=7)
+
+
+@pack.symbolic("aten::floor_divide", since=7)
+def floor_divide(g, self: Value, other: Value) -> Value:
+    """``self // other``: floor division, as PyTorch does since 1.13."""
+    (a, b), dtype = promote(g, "aten::floor_divide", self, other)
+    return floor_divide_values(g, a, b, dtype)
+
+
+@pack.symbolic("aten::remainder", since=7)
+def remainder(g, self: Value, other: Value) -> Value:
+    """Python's ``%``: ``a - floor(a / b) * b``, with the sign of the divisor."""
+    (a, b), dtype = promote(g, "aten::remainder", self, other)
+    return g.op("Sub", a, g.op("Mul", floor_divide_values(g, a, b, dtype), b))
+
+
+@pack.symbolic("aten::remainder", since=10)
+def remainder_10(g, self: Value, other: Value) -> Value:
+    """Python's ``%`` with Mod: integer Mod has the divisor's sign; floats fix up fmod."""
+    (a, b), dtype = promote(g, "aten::remainder", self, other)
+    if is_int(dtype):
+        return g.op("Mod", a, b, fmod_i=0)
+    rest = g.op("Mod", a, b, fmod_i=1)
+    zero = scalar(g, 0, dtype)
+    wrong_sign = g.op("Or",
+                      g.op("And", g.op("Less", rest, zero), g.op("Greater", b, zero)),
+                      g.op("And", g.op("Greater", rest, zero), g.op("Less", b, zero)))
+    return g.op("Where", wrong_sign, g.op("Add", rest, b), rest)
+
+
+@pack.symbolic("aten::fmod", since=10)
+def fmod(g, self: Value, other: Value) -> Value:
+    """C's ``fmod``: the remainder has the sign of the dividend."""
+    (a, b), _ = promote(g, "aten::fmod", self, other)
+    return g.op("Mod", a, b, fmod_i=1)
+
+
+# -- powers, signs and other unary arithmetic -------------------------------------------
+@pack.symbolic("aten::pow", since=7)
+def pow(g, self: Value, exponent: Value) -> Value:  # noqa: A001 - the aten name
+    """``self ** exponent``; integer powers go through float64 before opset 12."""
+    (a, b), dtype = promote(g, "aten::pow", self, exponent)
+    if is_int(dtype):
+        return via_double(g, dtype, lambda x, y: g.op("Pow", x, y), a, b)
+    return g.op("Pow", a, b)
+
+
+@pack.symbolic("aten::pow", since=12)
+def pow_12(g, self: Value, exponent: Value) -> Value:
+    """``self ** exponent`` (Pow takes integers from opset 12)."""
+    (a, b), _ = promote(g, "aten::pow", self, exponent)
+    return g.op("Pow", a, b)
+
+
+pack.alias(pow, "aten::pow_", since=7)
+pack.alias(pow_12, "aten::pow_", since=12)
+
+
+@pack.symbolic("aten::square", since=7)
+def square(g, self: Value) -> Value:
+    return g.op("Mul", self, self)
+
+
+@pack.symbolic("aten::neg", since=7)
+def neg(g, self: Value) -> Value:
+    return g.op("Neg", self)
+
+
+@pack.symbolic("aten::abs", since=7)
+def abs(g, self: Value) -> Value:  # noqa: A001 - the aten name
+    return g.op("Abs", self)
+
+
+pack.alias(abs, "aten::abs_", since=7)
+
+
+@pack.symbolic("aten::reciprocal", since=7)
+def reciprocal(g, self: Value) -> Value:
+    """``1 / self`` (integers give float32)."""
+    return g.op("Reciprocal", float_input(g, "aten::reciprocal", self))
+
+
+@pack.symbolic("aten::sign", since=7)
+def sign(g, self: Value) -> Value:
+    """``(self > 0) - (self < 0)`` before ONNX had Sign."""
+    dtype = self.type().dtype() or torch.float32
+    if dtype == torch.bool:
+        return self
+    x = self if dtype.is_floating_point else sh._cast_to(g, self, torch.float64)
+    zero = scalar(g, 0, x.type().dtype())
+    positive = g.op("Cast", g.op("Greater", x, zero), to_i=onnx_dtype(dtype))
+    negative = g.op("Cast", g.op("Less", x, zero), to_i=onnx_dtype(dtype))
+    return g.op("Sub", positive, negative)
+
+
+@pack.symbolic("aten::sign", since=9)
+def sign_9(g, self: Value) -> Value:
+    return self if self.type().dtype() == torch.bool else g.op("Sign", self)
+
+
+# -- rounding ------------------------------------------------------------------------------
+def _rounding(op_type: str, name: str):
+    def symbolic(g, self: Value) -> Value:
+        if not (self.type().dtype() or torch.float32).is_floating_point:
+            return self  # integers are already whole
         return g.op(op_type, self)
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}``."
+    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}`` (integers pass through)."
     return symbolic
 
 
-for _name, _op in {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp",
-                   "neg": "Neg"}.items():
-    pack.symbolic(f"aten::{_name}", since=7)(_unary(_op, _name))
-pack.symbolic("aten::relu_", since=7)(_unary("Relu", "relu_"))
+floor = pack.symbolic("aten::floor", since=7)(_rounding("Floor", "floor"))
+ceil = pack.symbolic("aten::ceil", since=7)(_rounding("Ceil", "ceil"))
+pack.alias(floor, "aten::floor_", since=7)
+pack.alias(ceil, "aten::ceil_", since=7)
 
 
-@pack.symbolic("aten::elu", since=7)
-@sh.parse_args("v", "f", "f", "f")
-def elu(g, input: Value, alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> Value:
-    if scale != 1.0 or input_scale != 1.0:
-        sh._unimplemented("aten::elu", "scale and input_scale other than 1")
-    return g.op("Elu", input, alpha_f=alpha)
+@pack.symbolic("aten::round", since=11)
+@sh.parse_args("v", "i")
+def round(g, self: Value, decimals: int = 0) -> Value:  # noqa: A001 - the aten name
+    """Round half to even, to ``decimals`` places as PyTorch scales (x * 10**d, round, / 10**d)."""
+    dtype = self.type().dtype() or torch.float32
+    if not dtype.is_floating_point:
+        return self
+    if decimals == 0:
+        return g.op("Round", self)
+    scale = scalar(g, 10.0 ** builtins.abs(decimals), dtype)
+    if decimals > 0:
+        return g.op("Div", g.op("Round", g.op("Mul", self, scale)), scale)
+    return g.op("Mul", g.op("Round", g.op("Div", self, scale)), scale)
 
 
+pack.alias(round, "aten::round_", since=11)
+
+
+@pack.symbolic("aten::trunc", since=9)
+def trunc(g, self: Value) -> Value:
+    """Round toward zero (``torch.fix`` too)."""
+    dtype = self.type().dtype() or torch.float32
+    return self if not dtype.is_floating_point else _trunc(g, self, dtype)
+
+
+@pack.symbolic("aten::frac", since=9)
+def frac(g, self: Value) -> Value:
+    """``self - trunc(self)``."""
+    return g.op("Sub", self, _trunc(g, self, self.type().dtype()))
+
+
+# -- min / max / clamp ------------------------------------------------------------------------
+def _extremum(op_type: str, bool_op: str, name: str):
+    def symbolic(g, self: Value, other: Value) -> Value:
+        (a, b), dtype = promote(g, f"aten::{name.partition('.')[0]}", self, other)
+        if dtype == torch.bool:
+            return g.op(bool_op, a, b)
+        if is_int(dtype) and g.opset < 12:  # Max/Min take integers from opset 12
+            return via_double(g, dtype, lambda x, y: g.op(op_type, x, y), a, b)
+        return g.op(op_type, a, b)
+    symbolic.__name__ = name.replace(".", "_")
+    symbolic.__doc__ = f"Elementwise ``{op_type}`` (broadcasting from opset 8)."
+    return symbolic
+
+
+for _name, _op, _bool in (("max.other", "Max", "Or"), ("min.other", "Min", "And"),
+                          ("maximum", "Max", "Or"), ("minimum", "Min", "And")):
+    pack.symbolic(f"aten::{_name}", since=8)(_extremum(_op, _bool, _name))
+
+
+def _scalar_const(value: Value) -> bool:
+    const = value.const if value.is_const else None
+    return isinstance(const, (int, float)) or (isinstance(const, torch.Tensor) and const.dim() == 0)
+
+
+def clamp_values(g, op: str, self: Value, low: Any, high: Any) -> Value:
+    """``self`` limited to ``[low, high]``; either bound may be None, a number or a tensor."""
+    bounds = [None if _none(b) else b for b in (low, high)]
+    given = [b for b in bounds if b is not None]
+    if not given:
+        return self
+    values, dtype = promote(g, op, self, *given)
+    rest = iter(values[1:])
+    x, (lo, hi) = values[0], [next(rest) if b is not None else None for b in bounds]
+    present = [b for b in (lo, hi) if b is not None]
+    integer = is_int(dtype)
+    if all(_scalar_const(b) for b in present):
+        if not integer and g.opset < 11:
+            attrs = {"min_f": float(lo.const) if lo is not None else None,
+                     "max_f": float(hi.const) if hi is not None else None}
+            return g.op("Clip", x, **attrs)
+        if (not integer and g.opset >= 11) or (integer and g.opset >= 12):
+            return g.op("Clip", x, lo, hi)
+    if g.opset < 8:
+        sh._onnx_opset_unsupported(f"{op} with tensor or integer bounds", g.opset, 8)
+
+    def limit(v: Value, lo: Value | None, hi: Value | None) -> Value:
+        if lo is not None:
+            v = g.op("Max", v, lo)
+        return v if hi is None else g.op("Min", v, hi)
+
+    if integer and g.opset < 12:
+        doubles = [sh._cast_to(g, v, torch.float64) if v is not None else None
+                   for v in (x, lo, hi)]
+        return sh._cast_to(g, limit(*doubles), dtype)
+    return limit(x, lo, hi)
+
+
+@pack.symbolic("aten::clamp", since=7)
+def clamp(g, self: Value, min: Value | None = None, max: Value | None = None) -> Value:  # noqa: A002
+    """Clip for number bounds (attributes before 11, inputs after); Max/Min for tensors."""
+    return clamp_values(g, "aten::clamp", self, min, max)
+
+
+@pack.symbolic("aten::clamp_min", since=7)
+def clamp_min(g, self: Value, min: Value) -> Value:  # noqa: A002
+    return clamp_values(g, "aten::clamp_min", self, min, None)
+
+
+@pack.symbolic("aten::clamp_max", since=7)
+def clamp_max(g, self: Value, max: Value) -> Value:  # noqa: A002
+    return clamp_values(g, "aten::clamp_max", self, None, max)
+
+
+pack.alias(clamp, "aten::clamp_", since=7)
+pack.alias(clamp_min, "aten::clamp_min_", since=7)
+pack.alias(clamp_max, "aten::clamp_max_", since=7)
+
+
+# -- fused arithmetic -------------------------------------------------------------------------
+@pack.symbolic("aten::lerp", since=7)
+def lerp(g, self: Value, end: Value, weight: Value) -> Value:
+    """``self + weight * (end - self)``."""
+    (a, b, w), _ = promote(g, "aten::lerp", self, end, weight)
+    return g.op("Add", a, g.op("Mul", w, g.op("Sub", b, a)))
+
+
+def _fused(op_type: str, name: str):
+    def symbolic(g, self: Value, tensor1: Value, tensor2: Value, value: Any = None) -> Value:
+        (a, t1, t2), dtype = promote(g, f"aten::{name}", self, tensor1, tensor2)
+        return g.op("Add", a, _scaled(g, g.op(op_type, t1, t2), value, dtype))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``self + value * ({op_type} of tensor1 and tensor2)``."
+    return symbolic
+
+
+pack.symbolic("aten::addcmul", since=7)(_fused("Mul", "addcmul"))
+pack.symbolic("aten::addcdiv", since=7)(_fused("Div", "addcdiv"))
+
+
+def is_inf(g, x: Value, positive: bool = True, negative: bool = True) -> Value:
+    """IsInf, casting half-precision inputs to float32 before opset 20."""
+    if g.opset < 20 and x.type().dtype() in (torch.float16, torch.bfloat16):
+        x = sh._cast_to(g, x, torch.float32)
+    return g.op("IsInf", x, detect_positive_i=int(positive), detect_negative_i=int(negative))
+
+
+@pack.symbolic("aten::nan_to_num", since=10)
+@sh.parse_args("v", "none", "none", "none")
+def nan_to_num(g, self: Value, nan: Any = None, posinf: Any = None, neginf: Any = None) -> Value:
+    """NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values)."""
+    dtype = self.type().dtype() or torch.float32
+    if not dtype.is_floating_point:
+        return self
+    info = torch.finfo(dtype)
+    out = self
+    for mask, replacement, default in (
+            (g.op("IsNaN", self), nan, 0.0),
+            (is_inf(g, self, negative=False), posinf, info.max),
+            (is_inf(g, self, positive=False), neginf, info.min)):
+        number = default if _none(replacement) else sh._get_const(replacement, "f", "nan_to_num")
+        out = g.op("Where", mask, scalar(g, number, dtype), out)
+    return out
+
+
+# -- cases ---------------------------------------------------------------------------------------
 _X = (2, 3, 4)
+_HALF = dict(rtol=1e-2, atol=1e-3)  # fp16 cases: ORT may compute in float32 and round once
+
+
+def _ints(low: int = -20, high: int = 20, shape=(3, 4), dtype=torch.int64):
+    return lambda: torch.randint(low, high, shape, dtype=dtype)
+
+
+def _nonzero_ints(dtype=torch.int64):
+    return lambda: torch.randint(1, 7, (3, 4), dtype=dtype) * (torch.randint(0, 2, (3, 4),
+                                                                         dtype=dtype) * 2 - 1)
+
+
+def _half(*shape):
+    return lambda: torch.randn(*shape).half()
+
+
+def _bools(*shape):
+    return lambda: torch.rand(*shape) > 0.5
+
+
+def _positive(*shape):
+    return lambda: torch.rand(*shape) + 0.5
+
+
 pack.case("aten::add", lambda x, y: x + 2 * y, _X, _X, name="tensor")
-pack.case("aten::add", lambda x: torch.add(x, x, alpha=0.5) + 1, _X, name="alpha_scalar")
+pack.case("aten::add", lambda x: torch.add(x, x, alpha=0.5) + 1, _X, name="alpha")
+pack.case("aten::add", lambda x, y: torch.add(x, y, alpha=3), _ints(), _ints(), name="int_alpha")
+pack.case("aten::add", lambda x, y: x + y, _ints(dtype=torch.int32), _ints(), name="int32_int64")
+pack.case("aten::add", lambda x, y: x + y, _bools(3, 4), _bools(3, 4), name="bool")
+pack.case("aten::add", lambda x: x + 2.5, _half(3, 4), name="fp16_scalar", **_HALF)
+pack.case("aten::add", lambda x, y: x + y, _half(3, 4), (3, 4), name="fp16_fp32", **_HALF)
+pack.case("aten::add_", lambda x, y: x.add_(y), _X, _X)
 pack.case("aten::sub", lambda x, y: torch.sub(x, y, alpha=2) - 1.5, _X, _X)
+pack.case("aten::sub", lambda x: x - 1.5, _ints(), name="int_float_scalar")
+pack.case("aten::sub_", lambda x, y: x.sub_(y), _X, _X)
+pack.case("aten::rsub", lambda x: 1 - x, _X, name="scalar")
+pack.case("aten::rsub", lambda x, y: torch.rsub(x, y, alpha=2), _X, _X, name="alpha")
 pack.case("aten::mul", lambda x, y: x * y * 3, _X, (3, 4))
-pack.case("aten::div", lambda x, y: x / y, _X, lambda: torch.rand(2, 3, 4) + 0.5, name="float")
-pack.case("aten::div", lambda x: torch.div(x, 3, rounding_mode="floor"),
-          lambda: torch.randint(-20, 20, (4, 5)), name="int_floor")
-pack.case("aten::div", lambda x: torch.div(x, 3), lambda: torch.randint(-20, 20, (4, 5)),
-          name="int_true")
-for _name in ("relu", "sigmoid", "tanh", "exp", "neg"):
-    pack.case(f"aten::{_name}", getattr(torch, _name), _X)
-pack.case("aten::relu_", torch.nn.ReLU(inplace=True), _X)
-pack.case("aten::elu", lambda x: F.elu(x, 0.7), _X)
+pack.case("aten::mul", lambda x: x * 2.5, _ints(), name="int_float_scalar")
+pack.case("aten::mul", lambda x, y: x * y, _bools(3, 4), _bools(3, 4), name="bool")
+pack.case("aten::mul", lambda x, y: x * y, _bools(3, 4), _ints(), name="bool_int")
+pack.case("aten::mul", lambda x: x * 0.5, _half(3, 4), name="fp16", **_HALF)
+pack.case("aten::mul_", lambda x: x.mul_(3), _X)
+pack.case("aten::div", lambda x, y: x / y, _X, _positive(2, 3, 4), name="float")
+pack.case("aten::div", lambda x: torch.div(x, 3, rounding_mode="floor"), _ints(),
+          name="int_floor")
+pack.case("aten::div", lambda x, y: torch.div(x, y, rounding_mode="floor"), _ints(),
+          _nonzero_ints(), name="int_floor_tensor")
+pack.case("aten::div", lambda x, y: torch.div(x, y, rounding_mode="trunc"), _ints(),
+          _nonzero_ints(), name="int_trunc")
+pack.case("aten::div", lambda x: torch.div(x * 4, 3, rounding_mode="trunc"), _X,
+          name="float_trunc", min_opset=9)
+pack.case("aten::div", lambda x: torch.div(x * 4, 3, rounding_mode="floor"), _X,
+          name="float_floor")
+pack.case("aten::div", lambda x: x / 3, _ints(), name="int_true")
+pack.case("aten::div", lambda x, y: x / y, _half(3, 4), _positive(3, 4), name="fp16_fp32",
+          **_HALF)
+pack.case("aten::div_", lambda x: x.div_(3), _X)
+pack.case("aten::floor_divide", lambda x, y: x // y, _ints(), _nonzero_ints(), name="int")
+pack.case("aten::floor_divide", lambda x: (x * 4) // 3, _X, name="float")
+pack.case("aten::remainder", lambda x, y: x % y, _ints(), _nonzero_ints(), name="int")
+pack.case("aten::remainder", lambda x: (x * 5) % -1.5, _X, name="float")
+pack.case("aten::remainder", lambda x: torch.remainder(7, x), _positive(3, 4),
+          name="scalar_tensor")
+pack.case("aten::fmod", lambda x, y: torch.fmod(x, y), _ints(), _nonzero_ints(), name="int")
+pack.case("aten::fmod", lambda x: torch.fmod(x * 5, -1.5), _X, name="float")
+pack.case("aten::pow", lambda x: x ** 2, _X, name="tensor_scalar")
+pack.case("aten::pow", lambda x: 2 ** x, _X, name="scalar_tensor")
+pack.case("aten::pow", lambda x, y: torch.pow(x, y), _positive(3, 4), (3, 4),
+          name="tensor_tensor")
+pack.case("aten::pow", lambda x: x ** 3, _ints(-5, 5), name="int")
+pack.case("aten::pow", lambda x: x ** 1.5, _ints(0, 5), name="int_float_exponent")
+pack.case("aten::pow", lambda x: x ** 2, _half(3, 4), name="fp16", **_HALF)
+pack.case("aten::pow_", lambda x: x.pow_(2), _X)
+pack.case("aten::square", torch.square, _X)
+pack.case("aten::neg", torch.neg, _X)
+pack.case("aten::neg", torch.neg, _ints(), name="int")
+pack.case("aten::abs", torch.abs, _X)
+pack.case("aten::abs", torch.abs, _ints(), name="int")
+pack.case("aten::abs_", lambda x: x.abs_(), _X)
+pack.case("aten::reciprocal", torch.reciprocal, _positive(3, 4))
+pack.case("aten::reciprocal", torch.reciprocal, _nonzero_ints(), name="int")
+pack.case("aten::sign", torch.sign, lambda: torch.randn(3, 4).round())
+pack.case("aten::sign", torch.sign, _ints(-2, 3), name="int")
+pack.case("aten::floor", torch.floor, _X)
+pack.case("aten::floor", torch.floor, _ints(), name="int")
+pack.case("aten::floor_", lambda x: x.floor_(), _X)
+pack.case("aten::ceil", torch.ceil, _X)
+pack.case("aten::ceil_", lambda x: x.ceil_(), _X)
+pack.case("aten::round", torch.round, lambda: torch.tensor([0.5, 1.5, 2.5, -0.5, -1.7, 3.2]))
+pack.case("aten::round", lambda x: torch.round(x * 100, decimals=2), _X, name="decimals")
+pack.case("aten::round", lambda x: torch.round(x * 1000, decimals=-2), _X, name="neg_decimals")
+pack.case("aten::round_", lambda x: x.round_(), _X)
+pack.case("aten::trunc", torch.trunc, lambda: torch.randn(3, 4) * 4)
+pack.case("aten::frac", torch.frac, lambda: torch.randn(3, 4) * 4)
+for _name in ("maximum", "minimum"):
+    pack.case(f"aten::{_name}", getattr(torch, _name), _X, (3, 4))
+    pack.case(f"aten::{_name}", getattr(torch, _name), _ints(), _ints(dtype=torch.int32),
+              name="int")
+    pack.case(f"aten::{_name}", getattr(torch, _name), _bools(3, 4), _bools(3, 4), name="bool")
+pack.case("aten::max.other", torch.max, _X, (4,))
+pack.case("aten::max.other", torch.max, _ints(), _ints(), name="int")
+pack.case("aten::min.other", torch.min, _X, (4,))
+pack.case("aten::min.other", torch.min, _half(3, 4), (3, 4), name="fp16_fp32", **_HALF)
+pack.case("aten::clamp", lambda x: torch.clamp(x, -0.5, 0.5), _X, name="both")
+pack.case("aten::clamp", lambda x: torch.clamp(x, min=0.1), _X, name="min")
+pack.case("aten::clamp", lambda x: torch.clamp(x, max=0.1), _X, name="max")
+pack.case("aten::clamp", lambda x: torch.clamp(x, -3, 4), _ints(), name="int", min_opset=8)
+pack.case("aten::clamp", lambda x, lo, hi: torch.clamp(x, lo, hi), _X, (3, 4),
+          lambda: torch.rand(4) + 0.5, name="tensors", min_opset=8)
+pack.case("aten::clamp", lambda x, hi: torch.clamp(x, max=hi), _X, (4,), name="tensor_max",
+          min_opset=8)
+pack.case("aten::clamp", lambda x: torch.clamp(x, -0.5, 0.5), _half(3, 4), name="fp16", **_HALF)
+pack.case("aten::clamp_", lambda x: x.clamp_(-0.5, 0.5), _X)
+pack.case("aten::clamp_min", lambda x: torch.clamp_min(x, 0.2), _X)
+pack.case("aten::clamp_min_", lambda x: x.clamp_min_(0.2), _X)
+pack.case("aten::clamp_max", lambda x: torch.clamp_max(x, 0.2), _X)
+pack.case("aten::clamp_max_", lambda x: x.clamp_max_(0.2), _X)
+pack.case("aten::lerp", lambda x, y: torch.lerp(x, y, 0.3), _X, _X, name="scalar")
+pack.case("aten::lerp", torch.lerp, _X, _X, lambda: torch.rand(2, 3, 4), name="tensor")
+pack.case("aten::addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5), _X, _X, (3, 4))
+pack.case("aten::addcdiv", lambda x, y, z: torch.addcdiv(x, y, z, value=2), _X, _X,
+          _positive(3, 4))
+pack.case("aten::nan_to_num", torch.nan_to_num,
+          lambda: torch.tensor([1.0, float("nan"), float("inf"), -float("inf")]))
+pack.case("aten::nan_to_num", lambda x: torch.nan_to_num(x, 1.0, 9.0, -9.0),
+          lambda: torch.tensor([1.0, float("nan"), float("inf"), -float("inf")]).half(),
+          name="fp16_values", **_HALF)
+for _op, _fn in {"absolute": torch.absolute, "absolute_": lambda x: x.absolute_(),
+                 "clip": lambda x: torch.clip(x, -0.5, 0.5), "clip_": lambda x: x.clip_(-0.5, 0.5),
+                 "divide": lambda x: torch.divide(x, 2), "true_divide": lambda x: x.true_divide(2),
+                 "multiply": lambda x: torch.multiply(x, 2), "subtract": lambda x: x.subtract(1),
+                 "negative": torch.negative, "fix": torch.fix, "sgn": torch.sgn,
+                 "special_round": torch.special.round}.items():
+    pack.case(f"aten::{_op}", _fn, _X)
+register_aliases(pack)
