@@ -1,7 +1,488 @@
-"""Tensor creation: zeros/ones/full/arange/empty/rand* and their _like forms."""
+"""Tensor creation: zeros/ones/full/empty, their _like and new_ forms, arange, linspace, eye,
+scalar_tensor/tensor, fill_/zero_, and random tensors (rand*, randint, bernoulli, multinomial)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+from oxport.types import JitScalarType
 
 pack = OpPack("oxport.creation")
+
+Shape = list[int] | Value  # a static shape, or a 1-D int64 tensor computed at run time
+
+
+# -- argument helpers -----------------------------------------------------------------
+def _number(value: Value | Any) -> Any:
+    """A Python number when ``value`` is constant, else the Value itself."""
+    if not isinstance(value, Value):
+        return value
+    if value.is_const:
+        const = value.const
+        return const.item() if isinstance(const, torch.Tensor) and const.numel() == 1 else const
+    return value
+
+
+def _out_dtype(g) -> torch.dtype | None:
+    node = g.original_node
+    if node is None or node.outputsSize() == 0:
+        return None
+    out_type = node.output().type()
+    return out_type.dtype() if out_type.kind() == "TensorType" else None
+
+
+def _result_dtype(g, dtype: Value | None, default: torch.dtype | None) -> torch.dtype:
+    """An explicit ``dtype=``, else what TorchScript recorded, else ``default`` (float32)."""
+    if dtype is not None and not sh._is_none(dtype):
+        code = _number(dtype)
+        if not isinstance(code, Value):
+            return JitScalarType(code).dtype()
+        if _out_dtype(g) is None:  # e.g. prim::dtype(x) in a scripted graph
+            sh._unimplemented(g.original_node.kind(), "a dtype computed at run time")
+    return _out_dtype(g) or default or torch.get_default_dtype()
+
+
+def _inferred(*numbers: Any) -> torch.dtype:
+    """The dtype torch gives a tensor made from these Python numbers or values."""
+    kinds = [n.type().dtype() if isinstance(n, Value) else type(n) for n in numbers]
+    if any(k in (float, torch.float32, torch.float64) for k in kinds):
+        return torch.get_default_dtype()
+    if kinds and all(k in (bool, torch.bool) for k in kinds):
+        return torch.bool
+    return torch.int64
+
+
+def _shape(g, size: Value) -> Shape:
+    """A ``size`` argument: a static list, or a 1-D int64 Value."""
+    static = sh._maybe_get_const(size, "is")
+    if not isinstance(static, Value):
+        return static
+    if sh._is_packed_list(size):
+        return _materialize(g, size, torch.int64)
+    return sh._cast_to(g, size, torch.int64)
+
+
+def _materialize(g, packed: Value, dtype: torch.dtype) -> Value:
+    """A list built by prim::ListConstruct as the 1-D tensor it materializes to."""
+    count = len(sh._unpack_list(packed))
+    return g.graph.materialize(packed).setType(Type.tensor(dtype, [count]))
+
+
+def _shape_value(g, shape: Shape) -> Value:
+    if isinstance(shape, Value):
+        return shape
+    return g.constant(torch.tensor(shape, dtype=torch.int64))
+
+
+def _shape_of(g, x: Value) -> Shape:
+    """``x``'s shape: static below opset 9 (no ConstantOfShape yet), else a Shape node."""
+    sizes = x.type().varyingSizes()
+    if g.opset < 9 and sizes is not None and None not in sizes:
+        return sizes
+    return g.op("Shape", x).setType(Type.tensor(torch.int64, [x.type().dim()]))
+
+
+def _fill(g, shape: Shape, value: Any, dtype: torch.dtype, op: str) -> Value:
+    """A ``dtype`` tensor of ``shape`` holding ``value`` (a number, or a Value)."""
+    if isinstance(value, Value):
+        if g.opset < 8:
+            sh._onnx_opset_unsupported_detailed(op, g.opset, 8, "a fill value computed at run time")
+        return g.op("Expand", sh._cast_to(g, value, dtype), _shape_value(g, shape))
+    if g.opset < 9:
+        if isinstance(shape, Value):
+            sh._onnx_opset_unsupported_detailed(op, g.opset, 9, "a shape computed at run time")
+        return g.constant(torch.full(shape, value, dtype=dtype))
+    return g.op("ConstantOfShape", _shape_value(g, shape),
+                value_t=torch.tensor([value], dtype=dtype))
+
+
+# -- zeros / ones / full / empty ------------------------------------------------------------
+def _constant_factory(fill_value: int, name: str):
+    def symbolic(g, size: Value, dtype: Value | None = None, *_: Value) -> Value:
+        return _fill(g, _shape(g, size), fill_value, _result_dtype(g, dtype, None), f"aten::{name}")
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}(size, dtype, ...)`` as ConstantOfShape ({fill_value})."
+    return symbolic
+
+
+for _name, _value in (("zeros", 0), ("ones", 1), ("empty", 0)):
+    pack.symbolic(f"aten::{_name}", since=7)(_constant_factory(_value, _name))
+
+
+@pack.symbolic("aten::full", since=7)
+def full(g, size: Value, fill_value: Value, dtype: Value | None = None, *_: Value) -> Value:
+    value = _number(fill_value)
+    dtype_ = _result_dtype(g, dtype, _inferred(value))
+    return _fill(g, _shape(g, size), value, dtype_, "aten::full")
+
+
+def _like_factory(fill_value: int, name: str):
+    def symbolic(g, self: Value, dtype: Value | None = None, *_: Value) -> Value:
+        dtype_ = _result_dtype(g, dtype, self.type().dtype())
+        return _fill(g, _shape_of(g, self), fill_value, dtype_, f"aten::{name}")
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}(self, dtype, ...)``: {fill_value}s shaped like ``self``."
+    return symbolic
+
+
+for _name, _value in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
+    pack.symbolic(f"aten::{_name}", since=7)(_like_factory(_value, _name))
+
+
+@pack.symbolic("aten::full_like", since=7)
+def full_like(g, self: Value, fill_value: Value, dtype: Value | None = None, *_: Value) -> Value:
+    dtype_ = _result_dtype(g, dtype, self.type().dtype())
+    return _fill(g, _shape_of(g, self), _number(fill_value), dtype_, "aten::full_like")
+
+
+def _new_factory(fill_value: int, name: str):
+    def symbolic(g, self: Value, size: Value, dtype: Value | None = None, *_: Value) -> Value:
+        dtype_ = _result_dtype(g, dtype, self.type().dtype())
+        return _fill(g, _shape(g, size), fill_value, dtype_, f"aten::{name}")
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``self.{name}(size, dtype, ...)``: {fill_value}s of ``self``'s dtype."
+    return symbolic
+
+
+for _name, _value in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
+    pack.symbolic(f"aten::{_name}", since=7)(_new_factory(_value, _name))
+
+
+@pack.symbolic("aten::new_full", since=7)
+def new_full(g, self: Value, size: Value, fill_value: Value, dtype: Value | None = None,
+             *_: Value) -> Value:
+    dtype_ = _result_dtype(g, dtype, self.type().dtype())
+    return _fill(g, _shape(g, size), _number(fill_value), dtype_, "aten::new_full")
+
+
+def fill(g, self: Value, value: Value) -> Value:
+    """``self.fill_(value)`` (a number or a 0-d tensor) as a new tensor of ``self``'s shape.
+    Removing mutation turns ``fill_`` into ``fill`` unless it writes to a graph input."""
+    return _fill(g, _shape_of(g, self), _number(value), self.type().dtype() or torch.float32,
+                 "aten::fill")
+
+
+pack.alias(fill, "aten::fill", "aten::fill_", since=7)
+
+
+@pack.symbolic("aten::zero_", since=7)
+def zero_(g, self: Value) -> Value:
+    """In-place zeroing of a graph input (elsewhere it becomes zeros_like)."""
+    return _fill(g, _shape_of(g, self), 0, self.type().dtype() or torch.float32, "aten::zero_")
+
+
+# -- scalar_tensor / tensor / as_tensor --------------------------------------------------
+@pack.symbolic("aten::scalar_tensor", since=7)
+def scalar_tensor(g, s: Value, dtype: Value | None = None, *_: Value) -> Value:
+    value = _number(s)
+    dtype_ = _result_dtype(g, dtype, None)
+    if isinstance(value, Value):
+        return sh._cast_to(g, value, dtype_)
+    return g.constant(torch.tensor(value, dtype=dtype_))
+
+
+@pack.symbolic("aten::tensor", since=7)
+def tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
+    """``torch.tensor(data)`` in scripted code: a constant, or the list/number cast."""
+    explicit = None if dtype is None or sh._is_none(dtype) else _result_dtype(g, dtype, None)
+    if data.is_const:
+        return g.constant(torch.tensor(data.const, dtype=explicit or _out_dtype(g)))
+    if sh._is_packed_list(data):
+        data = _materialize(g, data, _inferred(*sh._unpack_list(data)))
+    return sh._cast_to(g, data, explicit or _out_dtype(g) or _inferred(data))
+
+
+@pack.symbolic("aten::as_tensor", since=7)
+def as_tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
+    """``torch.as_tensor``: a tensor keeps its data (cast to ``dtype``); lists as :func:`tensor`."""
+    if not sh._is_tensor(data):
+        return tensor(g, data, dtype)
+    return data if sh._is_none(dtype) else sh._cast_to(g, data, _result_dtype(g, dtype, None))
+
+
+# -- ranges ----------------------------------------------------------------------------
+def _as_scalar(g, value: Any, dtype: torch.dtype) -> Value:
+    if isinstance(value, Value):
+        return sh._cast_to(g, value, dtype)
+    return g.constant(torch.tensor(value, dtype=dtype))
+
+
+def _range(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> Value:
+    """``arange(start, end, step)`` in ``dtype``: a constant when the bounds are, else Range
+    (opset 11) or, at 9 and 10, the indices NonZero finds in a tensor of ones."""
+    if not any(isinstance(v, Value) for v in (start, end, step)):
+        return g.constant(torch.arange(start, end, step, dtype=dtype))
+    exact = dtype.is_floating_point or all(
+        not isinstance(v, float) and not (isinstance(v, Value) and v.type().dtype() is not None
+                                          and v.type().dtype().is_floating_point)
+        for v in (start, end, step))
+    compute = dtype if dtype.is_floating_point else torch.int64 if exact else torch.float64
+    if g.opset >= 11:
+        out = g.op("Range", _as_scalar(g, start, compute), _as_scalar(g, end, compute),
+                   _as_scalar(g, step, compute)).setType(Type.tensor(compute, [None]))
+        return sh._cast_to(g, out, dtype)
+    if g.opset < 9:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 9, "bounds computed at run time")
+    double = torch.float64
+    span = g.op("Sub", _as_scalar(g, end, double), _as_scalar(g, start, double))
+    count = g.op("Ceil", g.op("Div", span, _as_scalar(g, step, double)))
+    count = g.op("Max", count, g.constant(torch.tensor(0.0, dtype=double)))
+    count = g.op("Cast", count, to_i=JitScalarType.INT64.onnx_type())
+    ones = g.op("ConstantOfShape", sh._unsqueeze_helper(g, count, [0]),
+                value_t=torch.tensor([1], dtype=torch.int64))
+    index = sh._squeeze_helper(g, g.op("NonZero", ones), [0])
+    index = g.op("Cast", index, to_i=JitScalarType.from_dtype(compute).onnx_type())
+    out = g.op("Add", g.op("Mul", index, _as_scalar(g, step, compute)),
+               _as_scalar(g, start, compute)).setType(Type.tensor(compute, [None]))
+    return sh._cast_to(g, out, dtype)
+
+
+def arange(g, *args: Value) -> Value:
+    """``arange(end)``, ``arange(start, end)`` or ``arange(start, end, step)``, each followed by
+    ``dtype, layout, device, pin_memory``. Registered at 7 and 11 (Range)."""
+    numbers = [_number(v) for v in args[:-4]]
+    start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (
+        (*numbers, 1) if len(numbers) == 2 else numbers)
+    dtype = _result_dtype(g, args[-4], _inferred(start, end, step))
+    return _range(g, start, end, step, dtype, "aten::arange")
+
+
+@sh.parse_args("v", "i")
+def _dim_arange(g, like: Value, dim: int) -> Value:
+    """``arange(like.size(dim))``. Registered at 7 and 11 (Range)."""
+    rank = like.type().dim()
+    axis = dim % rank if dim < 0 and rank is not None else dim
+    size = g.op("Gather", g.op("Shape", like), g.constant(torch.tensor(axis)), axis_i=0)
+    return _range(g, 0, size.setType(Type.tensor(torch.int64, ())), 1, torch.int64,
+                  "aten::_dim_arange")
+
+
+def linspace(g, start: Value, end: Value, steps: Value, dtype: Value | None = None,
+             *_: Value) -> Value:
+    """A constant for constant bounds; else ``start + i * (end - start) / (steps - 1)`` over
+    a Range (opset 11)."""
+    first, last, count = _number(start), _number(end), _number(steps)
+    dtype_ = _result_dtype(g, dtype, None)
+    if not any(isinstance(v, Value) for v in (first, last, count)):
+        return g.constant(torch.linspace(first, last, count, dtype=dtype_))
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed("aten::linspace", g.opset, 11,
+                                            "bounds computed at run time")
+    double = torch.float64
+    index = _range(g, 0, count, 1, double, "aten::linspace")
+    intervals = g.op("Max", g.op("Sub", _as_scalar(g, count, double), _as_scalar(g, 1, double)),
+                     _as_scalar(g, 1, double))
+    first_d = _as_scalar(g, first, double)
+    width = g.op("Div", g.op("Sub", _as_scalar(g, last, double), first_d), intervals)
+    out = g.op("Add", g.op("Mul", index, width), first_d).setType(Type.tensor(double, [None]))
+    return sh._cast_to(g, out, dtype_)
+
+
+for _since in (7, 11):
+    pack.symbolic("aten::arange", since=_since)(arange)
+    pack.symbolic("aten::_dim_arange", since=_since)(_dim_arange)
+pack.symbolic("aten::linspace", since=7)(linspace)
+
+
+@pack.symbolic("aten::eye", since=7)
+def eye(g, n: Value, *args: Value) -> Value:
+    """``eye(n)`` / ``eye(n, m)``: a constant, or EyeLike over zeros when sizes are dynamic."""
+    rows = _number(n)
+    cols = _number(args[0]) if len(args) == 5 else rows
+    dtype = _result_dtype(g, args[-4], None)
+    if not isinstance(rows, Value) and not isinstance(cols, Value):
+        return g.constant(torch.eye(rows, cols, dtype=dtype))
+    if g.opset < 9:
+        sh._onnx_opset_unsupported_detailed("aten::eye", g.opset, 9, "sizes computed at run time")
+    shape = g.op("Concat", *[sh._unsqueeze_helper(g, _as_scalar(g, v, torch.int64), [0])
+                             for v in (rows, cols)], axis_i=0)
+    return g.op("EyeLike", _fill(g, shape, 0, dtype, "aten::eye"))
+
+
+# -- random tensors ---------------------------------------------------------------------
+def _random(g, kind: str, shape: Shape, dtype: torch.dtype) -> Value:
+    """RandomUniform/RandomNormal of a static shape, or their Like form over zeros."""
+    onnx_dtype = JitScalarType.from_dtype(dtype).onnx_type()
+    if isinstance(shape, Value):
+        return g.op(f"{kind}Like", _fill(g, shape, 0, dtype, f"aten::{kind}"), dtype_i=onnx_dtype)
+    return g.op(kind, shape_i=shape, dtype_i=onnx_dtype)
+
+
+def _random_factory(kind: str, name: str):
+    def symbolic(g, size: Value, *args: Value) -> Value:
+        # (size, [generator,] dtype, layout, device, pin_memory)
+        return _random(g, kind, _shape(g, size), _result_dtype(g, args[-4], None))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` as ONNX {kind}."
+    return symbolic
+
+
+def _random_like_factory(kind: str, name: str):
+    def symbolic(g, self: Value, *args: Value) -> Value:
+        # (self, [generator,] dtype, layout, device, pin_memory, memory_format)
+        dtype = _result_dtype(g, args[-5], self.type().dtype())
+        return g.op(f"{kind}Like", self, dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` as ONNX {kind}Like."
+    return symbolic
+
+
+pack.symbolic("aten::rand", since=7)(_random_factory("RandomUniform", "rand"))
+pack.symbolic("aten::randn", since=7)(_random_factory("RandomNormal", "randn"))
+pack.symbolic("aten::rand_like", since=7)(_random_like_factory("RandomUniform", "rand_like"))
+pack.symbolic("aten::randn_like", since=7)(_random_like_factory("RandomNormal", "randn_like"))
+
+
+@pack.symbolic("aten::randint", since=7)
+def randint(g, *args: Value) -> Value:
+    """``randint([low,] high, size, ...)``: Floor of RandomUniform over [low, high), cast."""
+    sizes = [i for i, v in enumerate(args) if v.type().kind() == "ListType"]
+    bounds = [_number(v) for v in args[:sizes[0]]]
+    if any(isinstance(b, Value) for b in bounds):
+        sh._unimplemented("aten::randint", "bounds computed at run time")
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+    shape = _shape(g, args[sizes[0]])
+    dtype = _result_dtype(g, args[-4], torch.int64)
+    if isinstance(shape, Value):
+        uniform = g.op("RandomUniformLike", _fill(g, shape, 0.0, torch.float32, "aten::randint"),
+                       low_f=low, high_f=high)
+    else:
+        uniform = g.op("RandomUniform", shape_i=shape, low_f=low, high_f=high)
+    return g.op("Cast", g.op("Floor", uniform), to_i=JitScalarType.from_dtype(dtype).onnx_type())
+
+
+@pack.symbolic("aten::bernoulli", since=15)
+def bernoulli(g, self: Value, *args: Value) -> Value:
+    """``bernoulli(self)`` (self holds the probabilities) or ``bernoulli(self, p)``."""
+    dtype = JitScalarType.from_dtype(self.type().dtype() or torch.float32).onnx_type()
+    if len(args) < 2:
+        return g.op("Bernoulli", self, dtype_i=dtype)
+    p = _number(args[0])
+    probs = _fill(g, _shape_of(g, self), p, self.type().dtype() or torch.float32,
+                  "aten::bernoulli")
+    return g.op("Bernoulli", probs, dtype_i=dtype)
+
+
+@pack.symbolic("aten::multinomial", since=7)
+@sh.parse_args("v", "i", "b", "none")
+def multinomial(g, self: Value, num_samples: int, replacement: bool,
+                generator: Value | None = None) -> Value:
+    """ONNX Multinomial over log-probabilities; it samples with replacement only."""
+    if not replacement and num_samples > 1:
+        sh._unimplemented("aten::multinomial",
+                          "sampling without replacement (ONNX Multinomial always replaces)")
+    rank = self.type().dim()
+    logits = g.op("Log", self)
+    if rank == 1:
+        logits = sh._unsqueeze_helper(g, logits, [0])
+    out = g.op("Multinomial", logits, sample_size_i=num_samples,
+               dtype_i=JitScalarType.INT64.onnx_type())
+    return sh._squeeze_helper(g, out, [0]) if rank == 1 else out
+
+
+# -- cases ----------------------------------------------------------------------------------
+_X = (2, 3)
+_DYN = {"input_names": ["x"], "dynamic_axes": {"x": [0, 1]}}
+# ONNX Runtime 1.31 has no kernels for the opset-22 RandomUniform/RandomNormal(Like), Bernoulli
+# and Multinomial, so the random cases stop at 21 (the symbolics serve every opset).
+_RANDOM = {"check": "shape", "max_opset": 21}
+
+
+def _zeros_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.zeros(x.size(0), x.size(1), dtype=torch.int64)
+
+
+def _arange_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(1, x.size(0) * 2, 3) * 2
+
+
+def _arange_float(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(0.5, x.size(0), 0.75, dtype=torch.float64)
+
+
+def _linspace_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return torch.linspace(-1.0, 2.0, x.size(1))
+
+
+def _eye_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return torch.eye(x.size(0), x.size(1), dtype=torch.int64)
+
+
+def _tensor_list(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.tensor([1.0, 2.0, 3.0])
+
+
+def _tensor_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return torch.tensor([x.size(0), x.size(1)], dtype=torch.float32)
+
+
+def _as_tensor(x: torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def _randint_low(x: torch.Tensor) -> torch.Tensor:
+    return torch.randint(3, 9, (x.size(0), 4))
+
+
+pack.case("aten::zeros", lambda x: x + torch.zeros(2, 3), _X, name="static")
+pack.case("aten::zeros", _zeros_dynamic, _X, name="dynamic_int", min_opset=9, **_DYN)
+pack.case("aten::ones", lambda x: torch.ones(3, dtype=torch.float64) * 2, (3,), name="float64")
+pack.case("aten::ones", lambda x: x + torch.ones(x.size(1)), _X, name="dynamic", min_opset=9,
+          **_DYN)
+pack.case("aten::empty", lambda x: torch.empty(2, 3).shape[0] * x, _X)
+pack.case("aten::full", lambda x: x + torch.full((2, 3), 1.5), _X, name="float")
+pack.case("aten::full", lambda x: torch.full((x.size(1),), 7), _X, name="int_dynamic",
+          min_opset=9, **_DYN)
+pack.case("aten::full", lambda x: torch.full((2, 2), 3, dtype=torch.float64), _X, name="dtype")
+pack.case("aten::zeros_like", lambda x: torch.zeros_like(x) + 1, _X)
+pack.case("aten::ones_like", lambda x: torch.ones_like(x, dtype=torch.int32), _X,
+          name="dtype", **_DYN)
+pack.case("aten::empty_like", lambda x: torch.empty_like(x).shape[1] * x, _X)
+pack.case("aten::full_like", lambda x: torch.full_like(x, 3.5), _X, name="float")
+pack.case("aten::full_like", lambda x: torch.full_like(x, 4), lambda: torch.arange(6).view(2, 3),
+          name="int")
+pack.case("aten::new_zeros", lambda x: x.new_zeros(2, 3), _X)
+pack.case("aten::new_ones", lambda x: x.new_ones((x.size(0),)), _X, min_opset=9, **_DYN)
+pack.case("aten::new_empty", lambda x: x.new_empty((2,)).shape[0] * x, _X)
+pack.case("aten::new_full", lambda x: x.new_full((3,), 2), lambda: torch.ones(2, dtype=torch.int32))
+pack.case("aten::fill", lambda x: x.clone().fill_(x.sum()), _X, min_opset=8)
+# In-place ops survive mutation removal only on graph inputs (the case overwrites its input).
+pack.case("aten::fill_", lambda x: x.fill_(2.5), _X)
+pack.case("aten::zero_", lambda x: x.zero_() + 1, _X)
+pack.case("aten::scalar_tensor", lambda x: x + torch.scalar_tensor(3.0), _X, name="float")
+pack.case("aten::scalar_tensor", lambda x: torch.scalar_tensor(x.size(0), dtype=torch.int32), _X,
+          name="dynamic", **_DYN)
+pack.case("aten::tensor", _tensor_list, (2, 3), name="const", script=True)
+pack.case("aten::tensor", _tensor_dynamic, (2, 3), name="dynamic", script=True, **_DYN)
+pack.case("aten::as_tensor", _as_tensor, (2, 3), script=True)
+pack.case("aten::arange", lambda x: x + torch.arange(3), _X, name="end")
+pack.case("aten::arange", lambda x: torch.arange(1, 7, 2, dtype=torch.float64), _X, name="step")
+pack.case("aten::arange", _arange_dynamic, (4, 3), name="dynamic", script=True, min_opset=9, **_DYN)
+pack.case("aten::arange", _arange_float, (4, 3), name="dynamic_float", script=True, min_opset=9,
+          **_DYN)
+pack.case("aten::_dim_arange", lambda x: torch._dim_arange(x, -1), (2, 5), min_opset=9, **_DYN)
+pack.case("aten::linspace", lambda x: x + torch.linspace(0, 1, 3), _X, name="static")
+pack.case("aten::linspace", _linspace_dynamic, (2, 5), name="dynamic", script=True, min_opset=11,
+          **_DYN)
+pack.case("aten::eye", lambda x: x + torch.eye(3), (3, 3), name="square")
+pack.case("aten::eye", lambda x: torch.eye(2, 4, dtype=torch.int32), _X, name="rect")
+pack.case("aten::eye", _eye_dynamic, (3, 4), name="dynamic", script=True, min_opset=9, **_DYN)
+pack.case("aten::rand", lambda x: torch.rand(2, 3) + x, _X, **_RANDOM)
+pack.case("aten::randn", lambda x: torch.randn(x.size(0), 4, dtype=torch.float64), _X,
+          min_opset=9, **_RANDOM, **_DYN)
+pack.case("aten::rand_like", torch.rand_like, _X, **_RANDOM)
+pack.case("aten::randn_like", lambda x: torch.randn_like(x, dtype=torch.float64), _X, **_RANDOM)
+pack.case("aten::randint", lambda x: torch.randint(5, (2, 3)), _X, name="high", **_RANDOM)
+pack.case("aten::randint", _randint_low, _X, name="low_dynamic", script=True, min_opset=9,
+          **_RANDOM, **_DYN)
+pack.case("aten::bernoulli", torch.bernoulli, lambda: torch.rand(3, 4), name="probs", **_RANDOM)
+pack.case("aten::bernoulli", lambda x: torch.bernoulli(x, 0.3), (3, 4), name="p", **_RANDOM)
+pack.case("aten::multinomial", lambda x: torch.multinomial(x, 4, replacement=True),
+          lambda: torch.rand(2, 5), name="2d", **_RANDOM)
+pack.case("aten::multinomial", lambda x: torch.multinomial(x, 1), lambda: torch.rand(5),
+          name="1d", **_RANDOM)
