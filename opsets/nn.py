@@ -1,4 +1,4 @@
-"""Neural-network layers: linear, convolution, pooling, normalization, dropout, softmax."""
+"""Neural-network layers: linear, convolution, dropout, softmax, embedding, losses."""
 
 from __future__ import annotations
 
@@ -65,56 +65,6 @@ def _conv_nd(name: str):
 
 for _rank in (1, 2, 3):
     pack.symbolic(f"aten::conv{_rank}d", since=7)(_conv_nd(f"conv{_rank}d"))
-
-
-def _pool_pads(padding: list[int]) -> list[int]:
-    return padding + padding
-
-
-@pack.symbolic("aten::max_pool2d", since=7)
-@sh.parse_args("v", "is", "is", "is", "is", "i")
-def max_pool2d(g, input, kernel_size, stride, padding, dilation, ceil_mode):
-    stride = stride or kernel_size
-    attrs = dict(kernel_shape_i=kernel_size, strides_i=stride, pads_i=_pool_pads(padding))
-    if g.opset >= 10:
-        attrs["ceil_mode_i"] = ceil_mode
-        if any(d != 1 for d in dilation):
-            attrs["dilations_i"] = dilation
-    elif ceil_mode or any(d != 1 for d in dilation):
-        sh._onnx_opset_unsupported("max_pool2d with ceil_mode or dilation", g.opset, 10)
-    return g.op("MaxPool", input, **attrs)
-
-
-@pack.symbolic("aten::avg_pool2d", since=7)
-@sh.parse_args("v", "is", "is", "is", "i", "i", "none")
-def avg_pool2d(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-               divisor_override=None):
-    if not sh._is_none(divisor_override):
-        sh._unimplemented("aten::avg_pool2d", "divisor_override")
-    stride = stride or kernel_size
-    attrs = dict(kernel_shape_i=kernel_size, strides_i=stride, pads_i=_pool_pads(padding),
-                 count_include_pad_i=count_include_pad)
-    if g.opset >= 10:
-        attrs["ceil_mode_i"] = ceil_mode
-    elif ceil_mode:
-        sh._onnx_opset_unsupported("avg_pool2d with ceil_mode", g.opset, 10)
-    return g.op("AveragePool", input, **attrs)
-
-
-@pack.symbolic("aten::adaptive_avg_pool2d", since=7)
-@sh.parse_args("v", "is")
-def adaptive_avg_pool2d(g, input, output_size):
-    """Global pooling for output 1x1; a fixed AveragePool when the input divides evenly."""
-    if output_size == [1, 1]:
-        return g.op("GlobalAveragePool", input)
-    sizes = sh._get_tensor_sizes(input)
-    if not sizes or any(s is None for s in sizes[2:]):
-        sh._unimplemented("aten::adaptive_avg_pool2d", "output size other than 1 on a dynamic input")
-    spatial = sizes[2:]
-    if any(s % o for s, o in zip(spatial, output_size)):
-        sh._unimplemented("aten::adaptive_avg_pool2d", "input size not divisible by output size")
-    kernel = [s // o for s, o in zip(spatial, output_size)]
-    return g.op("AveragePool", input, kernel_shape_i=kernel, strides_i=kernel)
 
 
 @pack.symbolic("aten::dropout", since=7)
@@ -195,15 +145,6 @@ def _conv3d(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 pack.case("aten::conv1d", _conv1d, (1, 2, 7), (4, 2, 3), script=True)
 pack.case("aten::conv2d", _conv2d, (1, 4, 6, 6), (4, 2, 3, 3), (4,), script=True)
 pack.case("aten::conv3d", _conv3d, (1, 2, 5, 5, 5), (3, 2, 3, 3, 3), script=True)
-pack.case("aten::max_pool2d", torch.nn.MaxPool2d(3, 2), (1, 2, 9, 9))
-pack.case("aten::max_pool2d", torch.nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 8, 8),
-          name="ceil", min_opset=10)
-pack.case("aten::avg_pool2d", torch.nn.AvgPool2d(2), (1, 2, 8, 8))
-pack.case("aten::avg_pool2d", torch.nn.AvgPool2d(3, 2, padding=1, count_include_pad=False),
-          (1, 2, 7, 7), name="pad")
-pack.case("aten::adaptive_avg_pool2d", torch.nn.AdaptiveAvgPool2d(1), (2, 3, 5, 5), name="global")
-pack.case("aten::adaptive_avg_pool2d", torch.nn.AdaptiveAvgPool2d((2, 3)), (1, 2, 6, 6),
-          name="even")
 pack.case("aten::dropout", torch.nn.Dropout(0.3), (3, 4))
 pack.case("aten::dropout_", torch.nn.Dropout(0.3, inplace=True), (3, 4))
 pack.case("aten::feature_dropout", torch.nn.Dropout2d(0.3), (1, 3, 4, 4))

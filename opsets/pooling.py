@@ -1,0 +1,313 @@
+"""Pooling: max and average pooling (1-3 d), with indices, and adaptive pooling.
+
+PyTorch's ``ceil_mode`` drops a last window that would start in the right
+padding, so ceil and floor mode then agree. ONNX Runtime does the same, but
+before opset 22 ONNX's shape inference (and so the checker) predicts one more
+output there; so ``ceil_mode`` is emitted only where the static shape shows it
+changes the output (or the shape is not static).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+
+pack = OpPack("oxport.pooling")
+
+
+def _expand(values: list[int], rank: int) -> list[int]:
+    return values * rank if len(values) == 1 else values
+
+
+def _torch_out(size: int, kernel: int, stride: int, pad: int, ceil: bool) -> int:
+    out = (size + 2 * pad - kernel + (stride - 1 if ceil else 0)) // stride + 1
+    if ceil and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+class _Window:
+    """A pooling window's attributes, with PyTorch's defaults filled in."""
+
+    def __init__(self, op: str, input: Value, kernel: list[int], stride: list[int],
+                 padding: list[int], dilation: list[int] | None, ceil_mode: bool) -> None:
+        n = len(kernel)
+        self.op = op
+        self.kernel = kernel
+        self.stride = _expand(stride or kernel, n)
+        self.padding = _expand(padding, n)
+        self.dilation = _expand(dilation or [1], n)
+        self.ceil_mode = bool(ceil_mode)
+        sizes = sh._get_tensor_sizes(input)
+        spatial = sizes[-n:] if sizes is not None and len(sizes) >= n else None
+        self.spatial = spatial if spatial and all(s is not None for s in spatial) else None
+
+    @property
+    def effective_kernel(self) -> list[int]:
+        return [d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation)]
+
+    def torch_out(self, ceil: bool) -> list[int]:
+        return [_torch_out(s, k, st, p, ceil) for s, k, st, p in
+                zip(self.spatial, self.effective_kernel, self.stride, self.padding)]
+
+    def ceil_matters(self) -> bool:
+        """Whether ceil_mode changes the output (True when shapes are unknown)."""
+        return self.ceil_mode and (self.spatial is None or
+                                   self.torch_out(True) != self.torch_out(False))
+
+
+def _check_opset(g, window: _Window) -> None:
+    if g.opset < 10 and window.ceil_matters():
+        sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "ceil_mode=True")
+    if g.opset < 10 and any(d != 1 for d in window.dilation):
+        sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "dilation other than 1")
+
+
+def _max_pool(g, input: Value, window: _Window, outputs: int = 1):
+    _check_opset(g, window)
+    attrs = dict(kernel_shape_i=window.kernel, strides_i=window.stride)
+    pads = window.padding + window.padding
+    if window.ceil_matters():
+        attrs["ceil_mode_i"] = 1
+    if any(d != 1 for d in window.dilation):
+        attrs["dilations_i"] = window.dilation
+    return g.op("MaxPool", input, pads_i=pads, outputs=outputs, **attrs)
+
+
+def _spatial_indices(g, input: Value, indices: Value, rank: int) -> Value:
+    """ONNX MaxPool indices (flat over N, C and space) -> PyTorch's (flat over space)."""
+    n = rank - 2
+    _, all_indices = g.op("MaxPool", input, kernel_shape_i=[1] * n, strides_i=[1] * n,
+                          outputs=2)
+    axes = list(range(2, rank))
+    base = sh._slice_helper(g, all_indices, axes, [0] * n, [1] * n)
+    return g.op("Sub", indices, base)
+
+
+def _max_pool_with_indices(g, input: Value, window: _Window) -> tuple[Value, Value]:
+    rank = sh._get_tensor_rank(input)
+    if rank is None:
+        sh._unimplemented(window.op, "indices of an input of unknown rank")
+    out, indices = _max_pool(g, input, window, outputs=2)
+    indices.setType(Type.tensor(torch.int64))
+    return out, _spatial_indices(g, input, indices, rank)
+
+
+def _avg_pool(g, input: Value, window: _Window, count_include_pad: bool,
+              divisor_override: int | None = None) -> Value:
+    _check_opset(g, window)
+    attrs = dict(kernel_shape_i=window.kernel, strides_i=window.stride)
+    pads = window.padding + window.padding
+    if divisor_override is not None:
+        if window.ceil_matters():
+            sh._unimplemented(window.op, "divisor_override with ceil_mode windows that end "
+                                         "outside the input")
+        out = g.op("AveragePool", input, pads_i=pads, count_include_pad_i=1, **attrs)
+        factor = math.prod(window.kernel) / divisor_override
+        dtype = input.type().dtype() or torch.float32
+        return g.op("Mul", out, g.constant(torch.tensor(factor, dtype=dtype)))
+    if window.ceil_matters():
+        attrs["ceil_mode_i"] = 1
+    return g.op("AveragePool", input, pads_i=pads, count_include_pad_i=int(count_include_pad),
+                **attrs)
+
+
+# -- max pool -----------------------------------------------------------------------
+def _max_pool_nd(rank: int):
+    name = f"max_pool{rank}d"
+
+    @sh.parse_args("v", "is", "is", "is", "is", "i")
+    def max_pool(g, input, kernel_size, stride, padding, dilation, ceil_mode):
+        return _max_pool(g, input, _Window(f"aten::{name}", input, kernel_size, stride,
+                                           padding, dilation, ceil_mode))
+    max_pool.__name__ = name
+    max_pool.__doc__ = f"``aten::{name}`` as MaxPool (ceil_mode and dilation from opset 10)."
+    return max_pool
+
+
+def _max_pool_nd_with_indices(rank: int):
+    name = f"max_pool{rank}d_with_indices"
+
+    @sh.parse_args("v", "is", "is", "is", "is", "i")
+    def max_pool_with_indices(g, input, kernel_size, stride, padding, dilation, ceil_mode):
+        return _max_pool_with_indices(g, input, _Window(f"aten::{name}", input, kernel_size,
+                                                        stride, padding, dilation, ceil_mode))
+    max_pool_with_indices.__name__ = name
+    max_pool_with_indices.__doc__ = (f"``aten::{name}``: MaxPool's Indices output, made "
+                                     "relative to each channel's plane as in PyTorch.")
+    return max_pool_with_indices
+
+
+for _rank in (1, 2, 3):
+    pack.symbolic(f"aten::max_pool{_rank}d", since=7)(_max_pool_nd(_rank))
+    pack.symbolic(f"aten::max_pool{_rank}d_with_indices", since=8)(
+        _max_pool_nd_with_indices(_rank))
+
+
+# -- average pool -------------------------------------------------------------------
+@pack.symbolic("aten::avg_pool1d", since=7)
+@sh.parse_args("v", "is", "is", "is", "i", "i")
+def avg_pool1d(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    """AveragePool (ceil_mode from opset 10)."""
+    return _avg_pool(g, input, _Window("aten::avg_pool1d", input, kernel_size, stride,
+                                       padding, None, ceil_mode), count_include_pad)
+
+
+def _avg_pool_nd(rank: int):
+    name = f"avg_pool{rank}d"
+
+    @sh.parse_args("v", "is", "is", "is", "i", "i", "i")
+    def avg_pool(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                 divisor_override=None):
+        window = _Window(f"aten::{name}", input, kernel_size, stride, padding, None, ceil_mode)
+        return _avg_pool(g, input, window, count_include_pad, divisor_override)
+    avg_pool.__name__ = name
+    avg_pool.__doc__ = (f"``aten::{name}`` as AveragePool; divisor_override scales the "
+                        "padded-count average.")
+    return avg_pool
+
+
+for _rank in (2, 3):
+    pack.symbolic(f"aten::avg_pool{_rank}d", since=7)(_avg_pool_nd(_rank))
+
+
+# -- adaptive pools -------------------------------------------------------------------
+def _adaptive_window(op: str, input: Value, output_size: list[int]) -> _Window | None:
+    """The fixed window equal to adaptive pooling, or None for global pooling.
+
+    PyTorch's adaptive window ``i`` spans ``[floor(i*in/out), ceil((i+1)*in/out))``;
+    when every window has one size and the starts one stride, a fixed pool equals it.
+    """
+    n = len(output_size)
+    if all(o == 1 for o in output_size):
+        return None
+    sizes = sh._get_tensor_sizes(input)
+    spatial = sizes[-n:] if sizes is not None else None
+    if spatial is None or any(s is None for s in spatial):
+        sh._unimplemented(op, f"output size {output_size} (not global) on an input whose "
+                              "spatial size is not static")
+    kernel, stride = [], []
+    for size, out in zip(spatial, output_size):
+        starts = [i * size // out for i in range(out)]
+        lengths = {-(-(i + 1) * size // out) - start for i, start in enumerate(starts)}
+        steps = {b - a for a, b in zip(starts, starts[1:])} or {1}
+        if len(lengths) != 1 or len(steps) != 1:
+            sh._unimplemented(op, f"input size {size} to output size {out}: PyTorch's adaptive "
+                                  "windows differ in size or stride there, so no fixed ONNX "
+                                  "pool equals them")
+        kernel.append(lengths.pop())
+        stride.append(steps.pop())
+    return _Window(op, input, kernel, stride, [0], None, False)
+
+
+def _adaptive_avg_pool_nd(rank: int):
+    name = f"adaptive_avg_pool{rank}d"
+
+    @sh.parse_args("v", "is")
+    def adaptive_avg_pool(g, input, output_size):
+        window = _adaptive_window(f"aten::{name}", input, _expand(output_size, rank))
+        if window is None:
+            return g.op("GlobalAveragePool", input)
+        return _avg_pool(g, input, window, False)
+    adaptive_avg_pool.__name__ = name
+    adaptive_avg_pool.__doc__ = (f"``aten::{name}``: GlobalAveragePool, or AveragePool when "
+                                 "the adaptive windows are uniform.")
+    return adaptive_avg_pool
+
+
+def _adaptive_max_pool_nd(rank: int):
+    name = f"adaptive_max_pool{rank}d"
+
+    @sh.parse_args("v", "is")
+    def adaptive_max_pool(g, input, output_size):
+        op = f"aten::{name}"
+        output_size = _expand(output_size, rank)
+        ts_outputs = list(g.original_node.outputs()) if g.original_node is not None else []
+        wants_indices = len(ts_outputs) > 1 and bool(ts_outputs[1].uses())
+        window = _adaptive_window(op, input, output_size)
+        if not wants_indices:
+            out = g.op("GlobalMaxPool", input) if window is None else _max_pool(g, input, window)
+            return out, None
+        if window is None:
+            sizes = sh._get_tensor_sizes(input)
+            spatial = sizes[-rank:] if sizes is not None else None
+            if spatial is None or any(s is None for s in spatial):
+                sh._unimplemented(op, "indices of a global pool over a dynamic spatial size")
+            window = _Window(op, input, spatial, spatial, [0], None, False)
+        if g.opset < 8:
+            sh._onnx_opset_unsupported_detailed(op, g.opset, 8, "return_indices=True")
+        return _max_pool_with_indices(g, input, window)
+    adaptive_max_pool.__name__ = name
+    adaptive_max_pool.__doc__ = (f"``aten::{name}``: GlobalMaxPool, or MaxPool when the "
+                                 "adaptive windows are uniform (with indices when used).")
+    return adaptive_max_pool
+
+
+for _rank in (1, 2, 3):
+    pack.symbolic(f"aten::adaptive_avg_pool{_rank}d", since=7)(_adaptive_avg_pool_nd(_rank))
+    pack.symbolic(f"aten::adaptive_max_pool{_rank}d", since=7)(_adaptive_max_pool_nd(_rank))
+
+
+# -- cases ----------------------------------------------------------------------------
+nn = torch.nn
+_DYNAMIC = dict(input_names=["x"], dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
+
+pack.case("aten::max_pool1d", nn.MaxPool1d(3, 2), (1, 2, 9))
+pack.case("aten::max_pool1d", nn.MaxPool1d(3, 2, padding=1, dilation=2, ceil_mode=True),
+          (1, 2, 10), name="dilation_ceil", min_opset=10)
+pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2), (1, 2, 9, 9))
+pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 8, 8),
+          name="ceil", min_opset=10)
+pack.case("aten::max_pool2d", nn.MaxPool2d(2, 2, padding=1, ceil_mode=True), (1, 2, 5, 6),
+          name="ceil_last_window_in_padding", min_opset=10)
+pack.case("aten::max_pool2d", nn.MaxPool2d((2, 3), (1, 2), dilation=(2, 1)), (1, 1, 7, 8),
+          name="dilation", min_opset=10)
+pack.case("aten::max_pool2d", nn.MaxPool2d(2, ceil_mode=True), (2, 3, 8, 8),
+          name="ceil_noop")
+pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2, padding=1), (1, 2, 9, 9), name="dynamic",
+          **_DYNAMIC)
+pack.case("aten::max_pool3d", nn.MaxPool3d(2, padding=1), (1, 2, 4, 5, 3))
+pack.case("aten::max_pool1d_with_indices", nn.MaxPool1d(2, return_indices=True), (2, 3, 7))
+pack.case("aten::max_pool2d_with_indices", nn.MaxPool2d(3, 2, padding=1, return_indices=True),
+          (2, 3, 7, 6))
+pack.case("aten::max_pool3d_with_indices", nn.MaxPool3d(2, return_indices=True), (1, 2, 4, 4, 4))
+pack.case("aten::avg_pool1d", nn.AvgPool1d(3, 2, padding=1), (1, 2, 9))
+pack.case("aten::avg_pool1d", nn.AvgPool1d(2, 2, padding=1, ceil_mode=True), (1, 2, 5),
+          name="ceil_last_window_in_padding", min_opset=10)
+pack.case("aten::avg_pool2d", nn.AvgPool2d(2), (1, 2, 8, 8))
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, count_include_pad=False),
+          (1, 2, 7, 7), name="pad")
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 8, 8),
+          name="ceil", min_opset=10)
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 6, 7),
+          name="ceil_partial_window", min_opset=10)
+pack.case("aten::avg_pool2d", nn.AvgPool2d(2, 2, padding=1, ceil_mode=True,
+                                           count_include_pad=False), (1, 2, 5, 5),
+          name="ceil_last_window_in_padding", min_opset=10)
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 1, padding=1, divisor_override=4), (1, 2, 5, 5),
+          name="divisor_override")
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1), (1, 2, 9, 9), name="dynamic",
+          **_DYNAMIC)
+pack.case("aten::avg_pool3d", nn.AvgPool3d(2, padding=1, count_include_pad=False),
+          (1, 2, 4, 3, 5))
+pack.case("aten::adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(1), (2, 3, 7), name="global")
+pack.case("aten::adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(4), (2, 3, 5), name="uniform")
+pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d(1), (2, 3, 5, 5), name="global")
+pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((2, 3)), (1, 2, 6, 6),
+          name="even")
+pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d(1), (2, 3, 5, 5),
+          name="global_dynamic", **_DYNAMIC)
+pack.case("aten::adaptive_avg_pool3d", nn.AdaptiveAvgPool3d((1, 2, 2)), (1, 2, 3, 4, 6))
+pack.case("aten::adaptive_max_pool1d", nn.AdaptiveMaxPool1d(3), (2, 3, 6))
+pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(1), (2, 3, 5, 4), name="global")
+pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d((2, 2)), (1, 2, 6, 4), name="even")
+pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(2, return_indices=True),
+          (1, 2, 6, 4), name="indices", min_opset=8)
+pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(1, return_indices=True),
+          (1, 2, 3, 5), name="global_indices", min_opset=8)
+pack.case("aten::adaptive_max_pool3d", nn.AdaptiveMaxPool3d(1), (1, 2, 3, 4, 5))
