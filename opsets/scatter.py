@@ -1,0 +1,386 @@
+"""Indexing writes: copy_, index_put (``x[idx] = v``), index_copy, index_fill, scatter,
+scatter_add, scatter_reduce, masked_fill, masked_scatter.
+
+Every in-place variant (``index_put_``...) returns the new tensor; the walker then
+binds it to what was mutated and writes it through the views it came from.
+The seed's unsupported write patterns all export here (opset 11): several tensor
+indices of any rank, non-adjacent indices, negative indices, and values that need
+broadcasting.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+from oxport.opsets.indexing import (
+    index_entries,
+    index_rows,
+    indexed_first,
+    is_mask,
+    linear_index,
+    scatter_along,
+)
+from oxport.opsets.shape import ints, rank_of, shape_of, shape_slice, shape_with
+
+pack = OpPack("oxport.scatter")
+
+
+def where(g, condition: Value, a: Value, b: Value) -> Value:
+    """``Where``, done with And/Or for bool data (ONNX Runtime has no bool Where kernel)."""
+    if a.type().dtype() == torch.bool:
+        return g.op("Or", g.op("And", condition, a), g.op("And", g.op("Not", condition), b))
+    return g.op("Where", condition, a, b)
+
+
+def _like(g, value: Value, self: Value) -> Value:
+    """A value (number or tensor) in ``self``'s dtype."""
+    dtype = self.type().dtype()
+    if dtype is None:
+        sh._unimplemented(g.original_node.kind(), "an input of unknown dtype")
+    if value.is_const and not isinstance(value.const, torch.Tensor):
+        return g.constant(torch.tensor(value.const, dtype=dtype))
+    return sh._cast_to(g, value, dtype)
+
+
+def _one_element(value: Value) -> bool:
+    sizes = value.type().varyingSizes()
+    return value.is_const and not isinstance(value.const, torch.Tensor) or (
+        sizes is not None and all(s == 1 for s in sizes))
+
+
+# -- copy_ ---------------------------------------------------------------------------
+@pack.symbolic("aten::copy_", since=8)
+def copy_(g, self: Value, src: Value, non_blocking: Value | None = None) -> Value:
+    """``self.copy_(src)``: ``src`` cast and broadcast to ``self``."""
+    return g.op("Expand", _like(g, src, self), shape_of(g, self)).setType(self.type())
+
+
+# -- index_put -----------------------------------------------------------------------------
+@pack.symbolic("aten::index_put", since=9)
+def index_put(g, self: Value, indices: Value, values: Value,
+              accumulate: Value | None = None) -> Value:
+    """``x[indices] = values`` (``+=`` with accumulate): Where for a mask and one value,
+    else ScatterND (opset 11; accumulate 16) on ``x`` with its indexed dims flattened."""
+    op = "aten::index_put"
+    add = bool(sh._maybe_get_const(accumulate, "b")) if accumulate is not None else False
+    entries = index_entries(op, self, indices)
+    values = _like(g, values, self)
+    if not entries:
+        new = g.op("Expand", values, shape_of(g, self))
+        return g.op("Add", self, new) if add else new
+    if len(entries) == 1 and is_mask(entries[0][1]) and _one_element(values):
+        return _masked_put(g, self, *entries[0], values, add)
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, "assigning through tensor indices "
+                                            "needs ScatterND")
+    if add and g.opset < 16:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 16, "accumulate=True needs ScatterND "
+                                            "with reduction='add'")
+    indexed = index_rows(g, op, self, entries)
+    flat, perm = indexed_first(g, self, indexed.dims)
+    linear = linear_index(g, self, indexed)
+    start, b = indexed.dims[0], indexed.rank
+    moved = indexed.adjacent and start > 0  # torch keeps the indexed block in place
+    if moved:
+        target = g.op("Concat", shape_slice(g, self, 0, start), shape_of(g, linear),
+                      shape_slice(g, self, indexed.dims[-1] + 1), axis_i=0)
+    else:
+        target = g.op("Concat", shape_of(g, linear), shape_slice(g, flat, 1), axis_i=0)
+    spread = g.op("Expand", values, target)
+    if moved:
+        rest = rank_of(op, self) - len(indexed.dims)
+        spread = g.op("Transpose", spread, perm_i=list(range(start, start + b)) + list(
+            range(start)) + list(range(start + b, b + rest)))
+    updates = g.op("Reshape", spread, g.op("Concat", ints(g, [-1]), shape_slice(g, flat, 1),
+                                           axis_i=0))
+    out = g.op("ScatterND", flat, sh._reshape_helper(g, linear, [-1, 1]), updates,
+               reduction_s="add" if add else None)
+    if len(indexed.dims) > 1:
+        rank = rank_of(op, self)
+        out = g.op("Reshape", out, g.op("Gather", shape_of(g, self), ints(g, perm), axis_i=0))
+        out.setType(Type.tensor(self.type().dtype(), [None] * rank))
+    if perm != sorted(perm):
+        out = g.op("Transpose", out, perm_i=[perm.index(d) for d in range(len(perm))])
+    return out
+
+
+def _masked_put(g, self: Value, dim: int, mask: Value, value: Value, add: bool) -> Value:
+    """``x[..., mask] = v`` (or ``+= v``) for a single value: a Where over the mask."""
+    rank, mask_rank = rank_of("aten::index_put", self), rank_of("aten::index_put", mask)
+    mask = sh._cast_to(g, mask, torch.bool)
+    trailing = rank - dim - mask_rank
+    if trailing:
+        mask = sh._unsqueeze_helper(g, mask, list(range(mask_rank, mask_rank + trailing)))
+    value = sh._reshape_helper(g, value, []).setType(Type.tensor(self.type().dtype(), []))
+    if add:
+        zero = g.constant(torch.zeros((), dtype=self.type().dtype()))
+        return g.op("Add", self, where(g, mask, value, zero))
+    return where(g, mask, value, self)
+
+
+pack.alias(index_put, "aten::index_put_", since=9)
+
+
+# -- index_copy, index_fill -------------------------------------------------------------------
+def _axis(op: str, self: Value, dim: Value) -> int:
+    return sh._get_const(dim, "i", "dim") % max(rank_of(op, self), 1)
+
+
+@pack.symbolic("aten::index_copy", since=11)
+def index_copy(g, self: Value, dim: Value, index: Value, source: Value) -> Value:
+    """Rows ``index`` of ``self`` along ``dim`` become ``source``'s: ScatterElements."""
+    axis = _axis("aten::index_copy", self, dim)
+    if source.type().dim() is not None and source.type().dim() < rank_of("aten::index_copy", self):
+        source = sh._unsqueeze_helper(g, source, [axis])
+    return scatter_along(g, self, axis, sh._reshape_helper(g, index, [-1]), source)
+
+
+pack.alias(index_copy, "aten::index_copy_", since=11)
+
+
+@pack.symbolic("aten::index_fill", since=11)
+def index_fill(g, self: Value, dim: Value, index: Value, value: Value) -> Value:
+    """Rows ``index`` along ``dim`` set to ``value``: ScatterElements of a broadcast value."""
+    axis = _axis("aten::index_fill", self, dim)
+    positions = sh._reshape_helper(g, index, [-1])
+    fill = g.op("Expand", _like(g, value, self),
+                shape_with(g, self, axis, shape_of(g, positions)))
+    return scatter_along(g, self, axis, positions, fill)
+
+
+pack.alias(index_fill, "aten::index_fill_", since=11)
+
+
+# -- scatter ------------------------------------------------------------------------------
+_REDUCTIONS = {"add": "add", "multiply": "mul", "sum": "add", "prod": "mul", "amax": "max",
+               "amin": "min"}
+
+
+def _scatter(g, op: str, op_type: str, self: Value, dim: Value, index: Value, src: Value,
+             reduction: str | None = None) -> Value:
+    """ScatterElements (Scatter before 11) with ``src`` cut or broadcast to ``index``."""
+    axis = _axis(op, self, dim)
+    if not sh._is_tensor(src) or (src.is_const and not isinstance(src.const, torch.Tensor)):
+        src = g.op("Expand", _like(g, src, self), shape_of(g, index))
+    else:
+        src = _like(g, src, self)
+        if src.type().varyingSizes() != index.type().varyingSizes():
+            rank = rank_of(op, index)
+            if g.opset < 10:
+                sh._onnx_opset_unsupported_detailed(op, g.opset, 10, "src larger than index")
+            src = g.op("Slice", src, ints(g, [0] * rank), shape_of(g, index),
+                       ints(g, list(range(rank))))
+    return g.op(op_type, self, index, src, axis_i=axis, reduction_s=reduction)
+
+
+@pack.symbolic("aten::scatter", since=9)
+def scatter(g, self: Value, dim: Value, index: Value, src: Value,
+            reduce: Value | None = None) -> Value:
+    """``scatter`` with a tensor or a number (ONNX Scatter)."""
+    if reduce is not None:
+        sh._onnx_opset_unsupported_detailed("aten::scatter", g.opset, 16, "reduce=")
+    return _scatter(g, "aten::scatter", "Scatter", self, dim, index, src)
+
+
+@pack.symbolic("aten::scatter", since=11)
+def scatter_11(g, self: Value, dim: Value, index: Value, src: Value,
+               reduce: Value | None = None) -> Value:
+    if reduce is not None:
+        sh._onnx_opset_unsupported_detailed("aten::scatter", g.opset, 16, "reduce=")
+    return _scatter(g, "aten::scatter", "ScatterElements", self, dim, index, src)
+
+
+@pack.symbolic("aten::scatter", since=16)
+def scatter_16(g, self: Value, dim: Value, index: Value, src: Value,
+               reduce: Value | None = None) -> Value:
+    """With ``reduce='add'|'multiply'`` as ScatterElements' reduction."""
+    mode = sh._get_const(reduce, "s", "reduce") if reduce is not None else None
+    return _scatter(g, "aten::scatter", "ScatterElements", self, dim, index, src,
+                    _REDUCTIONS[mode] if mode else None)
+
+
+pack.alias(scatter, "aten::scatter_", since=9)
+pack.alias(scatter_11, "aten::scatter_", since=11)
+pack.alias(scatter_16, "aten::scatter_", since=16)
+
+
+@pack.symbolic("aten::scatter_add", since=16)
+def scatter_add(g, self: Value, dim: Value, index: Value, src: Value) -> Value:
+    """ScatterElements with reduction='add' (exact with repeated indices, so opset 16)."""
+    return _scatter(g, "aten::scatter_add", "ScatterElements", self, dim, index, src, "add")
+
+
+pack.alias(scatter_add, "aten::scatter_add_", since=16)
+
+
+@pack.symbolic("aten::scatter_reduce", since=16)
+def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce: Value,
+                   include_self: Value | None = None) -> Value:
+    """sum/prod (amax/amin from 18) including ``self``'s values."""
+    op = "aten::scatter_reduce"
+    mode = sh._get_const(reduce, "s", "reduce")
+    if include_self is not None and not sh._get_const(include_self, "b", "include_self"):
+        sh._unimplemented(op, "include_self=False (ScatterElements always includes the data)")
+    if mode not in _REDUCTIONS or mode in ("add", "multiply"):
+        sh._unimplemented(op, f"reduce={mode!r}")
+    if mode in ("amax", "amin") and g.opset < 18:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 18, f"reduce={mode!r}")
+    return _scatter(g, op, "ScatterElements", self, dim, index, src, _REDUCTIONS[mode])
+
+
+pack.alias(scatter_reduce, "aten::scatter_reduce_", since=16)
+
+
+# -- masked_fill, masked_scatter ---------------------------------------------------------------
+@pack.symbolic("aten::masked_fill", since=9)
+def masked_fill(g, self: Value, mask: Value, value: Value) -> Value:
+    """``Where(mask, value, self)`` with the value in ``self``'s dtype."""
+    return where(g, sh._cast_to(g, mask, torch.bool), sh._reshape_helper(
+        g, _like(g, value, self), []).setType(Type.tensor(self.type().dtype(), [])), self)
+
+
+pack.alias(masked_fill, "aten::masked_fill_", since=9)
+
+
+@pack.symbolic("aten::masked_scatter", since=11)
+def masked_scatter(g, self: Value, mask: Value, source: Value) -> Value:
+    """The masked positions, in order, take ``source``'s leading elements: ScatterND."""
+    full = g.op("Expand", sh._cast_to(g, mask, torch.bool), shape_of(g, self))
+    positions = g.op("Transpose", g.op("NonZero", full), perm_i=[1, 0])
+    count = shape_slice(g, positions, 0, 1)
+    flat = sh._reshape_helper(g, _like(g, source, self), [-1])
+    updates = g.op("Slice", flat, ints(g, [0]), count, ints(g, [0]))
+    return g.op("ScatterND", self, positions, updates)
+
+
+pack.alias(masked_scatter, "aten::masked_scatter_", since=11)
+
+
+# -- cases ------------------------------------------------------------------------------------
+def _long(*data):
+    return lambda: torch.tensor(data)
+
+
+def _mask(*shape):
+    return lambda: torch.rand(*shape) > 0.5
+
+
+class InPlaceIndexedAssignment(torch.nn.Module):
+    """The seed's FAQ example."""
+
+    def forward(self, data: torch.Tensor, new_data: torch.Tensor) -> torch.Tensor:
+        data[1] = new_data
+        return data
+
+
+def _put(x, i, v):
+    x[i] = v
+    return x
+
+
+def _put2(x, i, j, v):
+    x[i, j] = v
+    return x
+
+
+def _put_apart(x, i, j, v):
+    x[i, :, j] = v
+    return x
+
+
+def _put_slice_broadcast(x, i, v):
+    x = x.clone()
+    x[i, 1:3] = v
+    return x
+
+
+def _put_mask(x, m):
+    x[m] = 0.5
+    return x
+
+
+def _add_mask(x, m):
+    x[m] += 2.0
+    return x
+
+
+def _copy_rows(x, v):
+    x = x.clone()
+    x[:, 1:3] = v
+    x[0, ::2] = 7.0
+    return x * 2
+
+
+def _inc_columns(x, i):
+    x = x.clone()
+    x[:, i] += 1
+    return x
+
+
+DYN = {"x": [0, 1]}
+pack.case("aten::copy_", InPlaceIndexedAssignment(), (3, 4), (4,), name="seed", min_opset=11)
+pack.case("aten::copy_", _copy_rows, (3, 4), (3, 1), name="slices", min_opset=11,
+          input_names=["x", "v"], dynamic_axes={"x": [0], "v": [0]})
+pack.case("aten::copy_", lambda x, y: x.copy_(y) * 1, (2, 3), (3,), name="whole")
+pack.case("aten::index_put", lambda x, i, v: x.index_put((i,), v), (4, 3), _long(0, 2), (3,),
+          min_opset=11)
+pack.case("aten::index_put", lambda x, i, v: x.index_put((i,), v, accumulate=True), (4, 3),
+          _long(0, 2, 0), (3, 3), name="accumulate", min_opset=16)
+pack.case("aten::index_put", lambda x, m: x.index_put((m,), torch.tensor(0.5)), (3, 4),
+          _mask(3, 4), name="mask")
+pack.case("aten::index_put_", _put, (4, 3), _long(-1, 1), (2, 3), min_opset=11,
+          input_names=["x", "i", "v"], dynamic_axes={"x": [0, 1], "i": [0], "v": [0, 1]})
+pack.case("aten::index_put_", _put2, (4, 5), _long([1, 2], [2, 3]), _long(2, 3), (2, 2),
+          name="seed_rank2", min_opset=11)
+pack.case("aten::index_put_", _put2, (4, 5), _long(1, -2), _long(-2, 3), (1,),
+          name="seed_negative", min_opset=11)
+pack.case("aten::index_put_", _put_apart, (4, 3, 5), _long(2, 3), _long(1, 2), (3,),
+          name="seed_apart", min_opset=11)
+pack.case("aten::index_put_", _put_slice_broadcast, (3, 4, 5), _long([0, 2], [1, 1]), (5,),
+          name="seed_broadcast", min_opset=11)
+pack.case("aten::index_put_", _inc_columns, (3, 4), _long(0, 2), name="slice_view", min_opset=11)
+pack.case("aten::index_put_", _put_mask, (3, 4), _mask(3, 4), name="mask")
+pack.case("aten::index_put_", _add_mask, (3, 4), _mask(3), name="mask_add", min_opset=11)
+pack.case("aten::index_copy", lambda x, i, s: x.index_copy(1, i, s), (3, 4), _long(3, 0),
+          (3, 2))
+pack.case("aten::index_copy_", lambda x, i, s: x.index_copy_(0, i, s), (3, 4),
+          _long(2), (1, 4))
+pack.case("aten::index_fill", lambda x, i: x.index_fill(1, i, -1.0), (3, 4), _long(3, 0),
+          input_names=["x", "i"], dynamic_axes={"x": [0, 1], "i": [0]})
+pack.case("aten::index_fill_", lambda x, i: x.index_fill_(0, i, torch.tensor(2.0)),
+          (3, 4), _long(1))
+pack.case("aten::scatter", lambda x, i, s: x.scatter(1, i, s), (3, 4), _long([0, 3], [1, 2]),
+          (2, 2))
+pack.case("aten::scatter", lambda x, i, s: x.scatter(1, i, s), (3, 4), _long([0, 3], [1, 2]),
+          (2, 3), name="src_larger", min_opset=10)
+pack.case("aten::scatter", lambda x, i: x.scatter(0, i, 1.5), (3, 4), _long([0, 2, 1, 0]),
+          name="value")
+pack.case("aten::scatter", lambda x, i, s: x.scatter(1, i, s, reduce="add"), (3, 4),
+          _long([0, 0], [1, 2]), (2, 2), name="reduce_add", min_opset=16)
+pack.case("aten::scatter_", lambda x, i, s: x.scatter_(0, i, s, reduce="multiply"),
+          (3, 4), _long([0, 2, 1, 0]), (1, 4), min_opset=16)
+pack.case("aten::scatter_", lambda x, i: x.scatter_(1, i, -2.0), (3, 4), _long([1], [2]),
+          name="value")
+pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(1, i, s), (3, 4),
+          _long([0, 0, 3], [1, 1, 1]), (2, 3))
+pack.case("aten::scatter_add_", lambda x, i, s: x.scatter_add_(0, i, s), (3, 2),
+          _long([0, 0], [2, 0]), (2, 2))
+pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "sum"), (3,),
+          _long(0, 0, 2, 1), (4,))
+pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(1, i, s, "amax"), (2, 3),
+          _long([0, 0], [2, 1]), (2, 2), name="amax", min_opset=18)
+pack.case("aten::scatter_reduce_", lambda x, i, s: x.scatter_reduce_(0, i, s, "prod"),
+          (3,), _long(0, 0, 2), (3,))
+pack.case("aten::masked_fill", lambda x, m: x.masked_fill(m, -1), (3, 4), _mask(4),
+          input_names=["x", "m"], dynamic_axes={"x": [0], })
+pack.case("aten::masked_fill", lambda x, m: x.masked_fill(m, torch.tensor(True)),
+          _mask(3, 4), _mask(3, 4), name="bool")
+pack.case("aten::masked_fill_", lambda x, m: x.masked_fill_(m, torch.tensor(2.0)),
+          (3, 4), _mask(3, 1))
+pack.case("aten::masked_scatter", lambda x, m, s: x.masked_scatter(m, s), (3, 4), _mask(3, 4),
+          (20,))
+pack.case("aten::masked_scatter_", lambda x, m, s: x.masked_scatter_(m, s), (3, 4),
+          _mask(4), (3, 4))
