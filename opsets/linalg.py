@@ -1,0 +1,374 @@
+"""Linear algebra: mm/bmm/mv/dot, the add*mm family, outer, einsum, tensordot, kron, cross,
+det/logdet/slogdet, inverse, norms and cdist. (matmul, linear and addmm live in nn.)"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+
+import torch
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+from oxport.types import JitScalarType
+
+pack = OpPack("oxport.linalg")
+
+#: Largest matrix :func:`inverse` expands by cofactors (n^2 minors of size (n-1)^2).
+INVERSE_MAX_SIZE = 16
+
+
+def _static(value: Value, desc: str, op: str, what: str):
+    const = sh._maybe_get_const(value, desc)
+    if isinstance(const, Value):
+        sh._unimplemented(op, f"{what} computed at run time")
+    return const
+
+
+def _rank(x: Value, op: str) -> int:
+    rank = x.type().dim()
+    if rank is None:
+        sh._unimplemented(op, "an input of unknown rank")
+    return rank
+
+
+# -- products -------------------------------------------------------------------------
+def _matmul(g, a: Value, b: Value, op: str) -> Value:
+    """MatMul; integer MatMul needs opset 9."""
+    dtype = a.type().dtype()
+    if g.opset < 9 and dtype is not None and not dtype.is_floating_point:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 9, "MatMul of integer tensors")
+    return g.op("MatMul", a, b).setType(Type.tensor(dtype))
+
+
+def _product(name: str):
+    def symbolic(g, self: Value, other: Value) -> Value:
+        return _matmul(g, self, other, f"aten::{name}")
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` as MatMul."
+    return symbolic
+
+
+for _name in ("mm", "bmm", "mv", "dot"):
+    pack.symbolic(f"aten::{_name}", since=7)(_product(_name))
+
+
+def _add_scaled(g, self: Value, product: Value, beta: float, alpha: float) -> Value:
+    """``beta * self + alpha * product``; ``self`` is ignored when beta is 0, as in PyTorch."""
+    dtype = product.type().dtype() or self.type().dtype() or torch.float32
+    if alpha != 1:
+        product = g.op("Mul", product, g.constant(torch.tensor(alpha, dtype=dtype)))
+    if beta == 0:
+        return product
+    if beta != 1:
+        self = g.op("Mul", self, g.constant(torch.tensor(beta, dtype=dtype)))
+    return g.op("Add", self, product)
+
+
+@pack.symbolic("aten::baddbmm", since=7)
+@sh.parse_args("v", "v", "v", "f", "f")
+def baddbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
+            alpha: float = 1.0) -> Value:
+    return _add_scaled(g, self, _matmul(g, batch1, batch2, "aten::baddbmm"), beta, alpha)
+
+
+@pack.symbolic("aten::addbmm", since=7)
+@sh.parse_args("v", "v", "v", "f", "f")
+def addbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
+           alpha: float = 1.0) -> Value:
+    """The batch of products summed over the batch, scaled and added to ``self``."""
+    products = _matmul(g, batch1, batch2, "aten::addbmm")
+    summed = sh._reducesum_helper(g, products, [0], keepdims_i=0).setType(products.type())
+    return _add_scaled(g, self, summed, beta, alpha)
+
+
+@pack.symbolic("aten::addmv", since=7)
+@sh.parse_args("v", "v", "v", "f", "f")
+def addmv(g, self: Value, mat: Value, vec: Value, beta: float = 1.0, alpha: float = 1.0) -> Value:
+    return _add_scaled(g, self, _matmul(g, mat, vec, "aten::addmv"), beta, alpha)
+
+
+@pack.symbolic("aten::outer", since=7)
+def outer(g, self: Value, vec2: Value) -> Value:
+    """``self[:, None] * vec2`` with PyTorch's type promotion."""
+    a, b = sh.promote(g, self, vec2)
+    return g.op("Mul", sh._unsqueeze_helper(g, a, [1]), b)
+
+
+pack.alias(outer, "aten::ger", since=7)
+
+
+def _einsum_equation(equation: str) -> str:
+    """ONNX Einsum takes lower-case labels only: map upper-case ones onto unused letters."""
+    equation = equation.replace(" ", "")
+    upper = sorted({c for c in equation if c.isupper()})
+    spare = [c for c in string.ascii_lowercase if c not in equation]
+    if len(upper) > len(spare):
+        sh._unimplemented("aten::einsum", "more than 26 distinct subscript letters")
+    return equation.translate(str.maketrans(dict(zip(upper, spare))))
+
+
+@pack.symbolic("aten::einsum", since=12)
+def einsum(g, equation: Value, tensors: Value, path: Value | None = None) -> Value:
+    """ONNX Einsum (``path`` is only a contraction-order hint)."""
+    text = _static(equation, "s", "aten::einsum", "the equation")
+    operands = sh.promote(g, *sh._unpack_list(tensors))
+    return g.op("Einsum", *operands, equation_s=_einsum_equation(text))
+
+
+@pack.symbolic("aten::tensordot", since=12)
+@sh.parse_args("v", "v", "is", "is")
+def tensordot(g, self: Value, other: Value, dims_a: list[int], dims_b: list[int]) -> Value:
+    """An Einsum contracting ``dims_a`` of self with ``dims_b`` of other."""
+    rank_a, rank_b = _rank(self, "aten::tensordot"), _rank(other, "aten::tensordot")
+    if rank_a + rank_b - len(dims_a) > 26:
+        sh._unimplemented("aten::tensordot", "more than 26 dimensions in all")
+    letters = iter(string.ascii_lowercase)
+    labels_a = [next(letters) for _ in range(rank_a)]
+    labels_b = [next(letters) for _ in range(rank_b)]
+    for da, db in zip(dims_a, dims_b):
+        labels_b[db % rank_b] = labels_a[da % rank_a]
+    contracted = {labels_a[d % rank_a] for d in dims_a}
+    out = [c for c in labels_a + labels_b if c not in contracted]
+    equation = f"{''.join(labels_a)},{''.join(labels_b)}->{''.join(out)}"
+    return g.op("Einsum", *sh.promote(g, self, other), equation_s=equation)
+
+
+@pack.symbolic("aten::kron", since=7)
+def kron(g, self: Value, other: Value) -> Value:
+    """Interleave the two inputs' axes, multiply, and merge each pair of axes."""
+    a, b = sh.promote(g, self, other)
+    rank = max(_rank(a, "aten::kron"), _rank(b, "aten::kron"))
+    if a.type().dim() < rank:
+        a = sh._unsqueeze_helper(g, a, list(range(rank - a.type().dim())))
+    if b.type().dim() < rank:
+        b = sh._unsqueeze_helper(g, b, list(range(rank - b.type().dim())))
+    spread_a = sh._unsqueeze_helper(g, a, [2 * k + 1 for k in range(rank)])
+    spread_b = sh._unsqueeze_helper(g, b, [2 * k for k in range(rank)])
+    shape = g.op("Mul", g.op("Shape", a), g.op("Shape", b))
+    return g.op("Reshape", g.op("Mul", spread_a, spread_b), shape)
+
+
+def _cross(g, self: Value, other: Value, axis: int) -> Value:
+    a, b = sh.promote(g, self, other)
+    rolls = [g.constant(torch.tensor(order, dtype=torch.int64)) for order in ([1, 2, 0], [2, 0, 1])]
+    a1, a2 = (g.op("Gather", a, r, axis_i=axis) for r in rolls)
+    b1, b2 = (g.op("Gather", b, r, axis_i=axis) for r in rolls)
+    return g.op("Sub", g.op("Mul", a1, b2), g.op("Mul", a2, b1))
+
+
+@pack.symbolic("aten::linalg_cross", since=7)
+@sh.parse_args("v", "v", "i")
+def linalg_cross(g, self: Value, other: Value, dim: int = -1) -> Value:
+    """The cross product of 3-vectors along ``dim``."""
+    return _cross(g, self, other, dim % _rank(self, "aten::linalg_cross"))
+
+
+@pack.symbolic("aten::cross", since=7)
+def cross(g, self: Value, other: Value, dim: Value | None = None) -> Value:
+    """:func:`linalg_cross`; without ``dim``, along the first dimension of size 3."""
+    rank = _rank(self, "aten::cross")
+    if dim is None or sh._is_none(dim):
+        sizes = self.type().varyingSizes()
+        axis = next((i for i, s in enumerate(sizes) if s == 3), None)
+        if axis is None:
+            sh._unimplemented("aten::cross", "no dim given and no dimension of size 3")
+    else:
+        axis = _static(dim, "i", "aten::cross", "dim") % rank
+    return _cross(g, self, other, axis)
+
+
+# -- determinants and inverse ----------------------------------------------------------
+def _det(g, x: Value) -> Value:
+    """Det; ONNX Runtime's kernel is float32/float16 only, so float64 goes through float32."""
+    if x.type().dtype() == torch.float64:
+        return sh._cast_to(g, g.op("Det", sh._cast_to(g, x, torch.float32)).setType(
+            Type.tensor(torch.float32)), torch.float64)
+    return g.op("Det", x).setType(Type.tensor(x.type().dtype()))
+
+
+@pack.symbolic("aten::linalg_det", since=11)
+def linalg_det(g, self: Value) -> Value:
+    return _det(g, self)
+
+
+pack.alias(linalg_det, "aten::det", since=11)
+
+
+@pack.symbolic("aten::logdet", since=11)
+def logdet(g, self: Value) -> Value:
+    """Log of Det (NaN for a negative determinant, as in PyTorch)."""
+    return g.op("Log", _det(g, self))
+
+
+@pack.symbolic("aten::linalg_slogdet", since=11)
+def linalg_slogdet(g, self: Value) -> tuple[Value, Value]:
+    """(sign, log|det|) of Det."""
+    det = _det(g, self)
+    return g.op("Sign", det), g.op("Log", g.op("Abs", det))
+
+
+pack.alias(linalg_slogdet, "aten::slogdet", since=11)
+
+
+@pack.symbolic("aten::linalg_inv", since=11)
+def linalg_inv(g, self: Value) -> Value:
+    """ONNX has no inverse: the adjugate over Det, from the Det of every minor (static n <= 16)."""
+    rank = _rank(self, "aten::linalg_inv")
+    n = sh._get_tensor_dim_size(self, -1)
+    if n is None or n > INVERSE_MAX_SIZE:
+        sh._unimplemented("aten::linalg_inv", f"ONNX has no inverse operator; oxport expands "
+                          f"matrices of a static size up to {INVERSE_MAX_SIZE} by cofactors")
+    if n == 1:
+        return g.op("Reciprocal", self)
+    det = sh._unsqueeze_helper(g, _det(g, self), [rank - 2, rank - 1])
+    keep = torch.tensor([[k for k in range(n) if k != i] for i in range(n)], dtype=torch.int64)
+    rows = g.op("Gather", self, g.constant(keep), axis_i=rank - 2)  # [..., i, n-1, n]
+    minors = g.op("Gather", rows, g.constant(keep), axis_i=rank)  # [..., i, n-1, j, n-1]
+    batch = list(range(rank - 2))
+    b = rank - 2
+    minors = g.op("Transpose", minors, perm_i=[*batch, b, b + 2, b + 1, b + 3])
+    dtype = self.type().dtype() or torch.float32
+    minors.setType(Type.tensor(dtype))
+    signs = torch.tensor([[(-1.0) ** (i + j) for j in range(n)] for i in range(n)], dtype=dtype)
+    cofactors = g.op("Mul", _det(g, minors), g.constant(signs))  # [..., i, j]
+    adjugate = g.op("Transpose", cofactors, perm_i=[*batch, b + 1, b])
+    return g.op("Div", adjugate, det)
+
+
+pack.alias(linalg_inv, "aten::inverse", since=11)
+
+
+# -- norms -------------------------------------------------------------------------------
+def _reduce(g, op_type: str, x: Value, axes: list[int] | None, keepdim: bool) -> Value:
+    return sh._reduce_helper(g, op_type, x, axes, keepdims_i=int(keepdim))
+
+
+def _dtype(value: Value | None) -> torch.dtype | None:
+    if value is None or sh._is_none(value):
+        return None
+    return JitScalarType(_static(value, "i", "norm", "dtype")).dtype()
+
+
+def _axes(value: Value | None, op: str) -> list[int] | None:
+    if value is None or sh._is_none(value):
+        return None
+    return _static(value, "is", op, "dim") or None
+
+
+def _vector_norm(g, x: Value, p: float, axes: list[int] | None, keepdim: bool) -> Value:
+    """The p-norm over ``axes`` (every axis for None)."""
+    if p == 2:
+        return _reduce(g, "ReduceL2", x, axes, keepdim)
+    if p == 1:
+        return _reduce(g, "ReduceL1", x, axes, keepdim)
+    if math.isinf(p):
+        return _reduce(g, "ReduceMax" if p > 0 else "ReduceMin", g.op("Abs", x), axes, keepdim)
+    dtype = x.type().dtype() or torch.float32
+    if p == 0:
+        nonzero = sh._cast_to(g, sh._cast_to(g, x, torch.bool), dtype)
+        return _reduce(g, "ReduceSum", nonzero, axes, keepdim)
+    powered = g.op("Pow", g.op("Abs", x), g.constant(torch.tensor(p, dtype=dtype)))
+    total = _reduce(g, "ReduceSum", powered, axes, keepdim)
+    return g.op("Pow", total, g.constant(torch.tensor(1.0 / p, dtype=dtype)))
+
+
+def _cast_opt(g, x: Value, dtype: torch.dtype | None) -> Value:
+    return x if dtype is None else sh._cast_to(g, x, dtype)
+
+
+def _order(value: Value | None, default: float | str | None = 2.0) -> float | str | None:
+    """A norm order: a number, a string ('fro', 'nuc'), or ``default`` for None."""
+    if value is None or sh._is_none(value):
+        return default
+    if not value.is_const:
+        sh._unimplemented("norm", "an order computed at run time")
+    const = value.const.item() if isinstance(value.const, torch.Tensor) else value.const
+    return const if isinstance(const, str) else float(const)
+
+
+@pack.symbolic("aten::linalg_vector_norm", since=7)
+def linalg_vector_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
+                       dtype: Value | None = None) -> Value:
+    keep = _static(keepdim, "b", "aten::linalg_vector_norm", "keepdim")
+    x = _cast_opt(g, self, _dtype(dtype))
+    return _vector_norm(g, x, _order(ord), _axes(dim, "aten::linalg_vector_norm"), keep)
+
+
+@pack.symbolic("aten::norm", since=7)
+def norm(g, self: Value, p: Value | None = None, *args: Value) -> Value:
+    """``norm(self, p)``, ``norm(self, p, dtype)``, ``norm(self, p, dim, keepdim[, dtype])``."""
+    order = _order(p)
+    if isinstance(order, str):
+        sh._unimplemented("aten::norm", f"the string order {order!r}")
+    if len(args) >= 2:
+        axes, keepdim = _axes(args[0], "aten::norm"), _static(args[1], "b", "aten::norm", "keepdim")
+        dtype = args[2] if len(args) > 2 else None
+    else:
+        axes, keepdim, dtype = None, False, args[0] if args else None
+    return _vector_norm(g, _cast_opt(g, self, _dtype(dtype)), order, axes, keepdim)
+
+
+@pack.symbolic("aten::frobenius_norm", since=7)
+@sh.parse_args("v", "is", "b")
+def frobenius_norm(g, self: Value, dim: list[int], keepdim: bool = False) -> Value:
+    return _reduce(g, "ReduceL2", self, dim or None, keepdim)
+
+
+def _matrix_norm(g, x: Value, order: float | str, dims: Sequence[int], keepdim: bool,
+                 op: str) -> Value:
+    """'fro', and the 1/-1/inf/-inf induced norms; 2, -2 and 'nuc' need an SVD (declined)."""
+    rank = _rank(x, op)
+    rows, cols = (d % rank for d in dims)
+    if order == "fro":
+        return _reduce(g, "ReduceL2", x, [rows, cols], keepdim)
+    if order in ("nuc", 2.0, -2.0):
+        sh._unimplemented(op, f"the {order!r} matrix norm needs singular values (no ONNX SVD)")
+    if not isinstance(order, float) or abs(order) not in (1.0, math.inf):
+        sh._unimplemented(op, f"the matrix norm of order {order!r}")
+    summed, picked = (rows, cols) if abs(order) == 1 else (cols, rows)
+    sums = _reduce(g, "ReduceSum", g.op("Abs", x), [summed], True)
+    out = _reduce(g, "ReduceMax" if order > 0 else "ReduceMin", sums, [picked], True)
+    return out if keepdim else sh._squeeze_helper(g, out, sorted([rows, cols]))
+
+
+@pack.symbolic("aten::linalg_matrix_norm", since=7)
+def linalg_matrix_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
+                       dtype: Value | None = None) -> Value:
+    op = "aten::linalg_matrix_norm"
+    x = _cast_opt(g, self, _dtype(dtype))
+    dims = _static(dim, "is", op, "dim")
+    return _matrix_norm(g, x, _order(ord), dims, _static(keepdim, "b", op, "keepdim"), op)
+
+
+@pack.symbolic("aten::linalg_norm", since=7)
+def linalg_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
+                dtype: Value | None = None) -> Value:
+    """A vector norm for one dim (or a 1-D input), a matrix norm for two dims (or a 2-D
+    input); with no order, the 2-norm of the flattened input or the Frobenius norm."""
+    op = "aten::linalg_norm"
+    x = _cast_opt(g, self, _dtype(dtype))
+    order, axes = _order(ord, None), _axes(dim, op)
+    keep = _static(keepdim, "b", op, "keepdim")
+    if order is None:
+        return _reduce(g, "ReduceL2", x, axes, keep)
+    if axes is None:
+        axes = list(range(_rank(x, op)))
+    if len(axes) == 2:
+        return _matrix_norm(g, x, order, axes, keep, op)
+    if isinstance(order, str):
+        sh._unimplemented(op, f"the order {order!r} on a vector")
+    return _vector_norm(g, x, order, axes, keep)
+
+
+@pack.symbolic("aten::cdist", since=7)
+@sh.parse_args("v", "v", "f", "none")
+def cdist(g, x1: Value, x2: Value, p: float = 2.0, compute_mode: Value | None = None) -> Value:
+    """Pairwise p-norm distances between the rows of ``x1`` and ``x2`` (by broadcasting)."""
+    rank = _rank(x1, "aten::cdist")
+    diff = g.op("Sub", sh._unsqueeze_helper(g, x1, [rank - 1]),
+                sh._unsqueeze_helper(g, x2, [rank - 2]))
+    diff.setType(Type.tensor(x1.type().dtype()))
+    return _vector_norm(g, diff, p, [rank], False)
