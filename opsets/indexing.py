@@ -301,6 +301,15 @@ def nonzero_numpy(g, self: Value) -> Value:
         Type.tensor(torch.int64, [None])) for i in range(max(rank, 1))])
 
 
+@pack.symbolic("aten::where", since=9)
+def where_nonzero(g, condition: Value, *others: Value) -> Value:
+    """One-argument ``torch.where(c)``, i.e. ``nonzero(as_tuple=True)``. The three-argument
+    overloads are ``aten::where.self`` and its siblings."""
+    if others:
+        sh._unimplemented("aten::where", "the three-argument form (see aten::where.self)")
+    return nonzero_numpy(g, condition)
+
+
 # -- cases -----------------------------------------------------------------------------
 def _long(*data):
     return lambda: torch.tensor(data)
@@ -335,3 +344,4 @@ pack.case("aten::gather", lambda x, i: x.gather(1, i), (3, 4), _long([0, 3], [1,
 pack.case("aten::masked_select", lambda x, m: x.masked_select(m), (3, 4), _mask(4))
 pack.case("aten::nonzero", lambda x: x.nonzero(), _mask(3, 4))
 pack.case("aten::nonzero_numpy", lambda x: x.nonzero(as_tuple=True), _mask(3, 4))
+pack.case("aten::where", lambda x: torch.where(x)[1], _mask(2, 3, 4))
