@@ -200,7 +200,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         start = time.perf_counter()
         serialized = serialize.serialize(
             graph, input_names=input_names, output_names=output_names,
-            dynamic_axes=dict(dynamic_axes) if dynamic_axes else None,
+            dynamic_axes=dynamic_axes,
             export_params=export_params,
             keep_initializers_as_inputs=keep_initializers_as_inputs,
             param_names=_state_dict_order(model), verbose=verbose,

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from onnx import helper
+from onnx import TensorProto, helper
 
 from oxport.ir import Graph, Node, Type, Value
 
@@ -18,6 +18,8 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Rando
                      "Multinomial", "Bernoulli", "Dropout"}
 #: Fold a node only when its inputs hold at most this many elements in all.
 FOLD_MAX_ELEMENTS = 1 << 24
+#: ... and through ``onnx.reference`` (ops without a numpy fast path) at most this many.
+REFERENCE_MAX_ELEMENTS = 1 << 12
 
 
 def eliminate_dead_code(graph: Graph) -> int:
@@ -56,50 +58,211 @@ def _mark_subgraph_uses(graph: Graph, used: set[int]) -> None:
 def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> int:
     """Replace ai.onnx nodes whose inputs are all constants by their result.
 
+    The common shape and arithmetic ops are computed with numpy directly; any other op
+    goes through ``onnx.reference`` (slow per node), and only when its inputs are small
+    (``REFERENCE_MAX_ELEMENTS``). One pass in node order, so chains fold completely.
     ``frozen`` holds ids of values (e.g. parameters kept as inputs) never folded.
     Returns how many nodes were folded.
     """
-    from oxport.serialize import tensor_proto
-
     frozen = frozen or set()
     folded = 0
     kept: list[Node] = []
+    #: (op, attributes, input ids) -> outputs already folded: a repeat (e.g. the Transpose of
+    #: a weight shared by two layers) reuses them instead of storing the result twice.
+    done: dict[tuple[Any, ...], Node] = {}  # holds the node, so the ids in keys stay unique
+    replace: dict[int, Value] = {}
     for node in graph.nodes:
+        if replace:
+            node._inputs = [replace.get(id(v), v) if v is not None else None
+                            for v in node._inputs]
         inputs = node._inputs
         if (node.domain or node.op_type in _NONDETERMINISTIC or not node._outputs
+                or node.op_type == "Constant"
                 or any(kind in ("g", "gs") for kind, _ in node.attrs.values())
-                or not all(_foldable(v, frozen) for v in inputs if v is not None)
-                or sum(_numel(v.const) for v in inputs if v is not None) > FOLD_MAX_ELEMENTS
-                or node.op_type == "Constant"):
+                or not all(_foldable(v, frozen) for v in inputs if v is not None)):
             kept.append(node)
             continue
-        from onnx.reference import ReferenceEvaluator  # slow to import: only when needed
-
-        names = [f"i{i}" if v is not None else "" for i, v in enumerate(inputs)]
-        outs = [f"o{i}" for i in range(len(node._outputs))]
-        proto = helper.make_node(node.op_type, names, outs)
-        for name, (kind, value) in node.attrs.items():
-            if kind == "t":
-                proto.attribute.append(helper.make_attribute(name, tensor_proto("", value)))
-            else:
-                proto.attribute.append(helper.make_attribute(name, value))
-        feeds = {n: _to_numpy(v.const) for n, v in zip(names, inputs) if v is not None}
-        try:
-            results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
-        except Exception as exc:  # the reference runtime lacks some ops: keep the node
-            log.debug("not folding %s: %s", node.op_type, exc)
+        key = _fold_key(node)
+        if key in done:
+            replace.update((id(v), prev) for v, prev in zip(node._outputs, done[key]._outputs))
+            folded += 1
+            continue
+        size = sum(_numel(v.const) for v in inputs if v is not None)
+        results = _fold_numpy(node, opset) if size <= FOLD_MAX_ELEMENTS else None
+        if results is None and size <= REFERENCE_MAX_ELEMENTS:
+            results = _fold_reference(node, opset)
+        if results is None or len(results) != len(node._outputs):
             kept.append(node)
             continue
         for value, result in zip(node._outputs, results):
-            tensor = torch.from_numpy(np.array(result, copy=True))
+            tensor = torch.from_numpy(np.array(result, copy=True, order="C"))
             value.const = tensor
             value.setType(Type.of(tensor))
             value.producer = None
             value.name = graph.fresh_name("folded")
             graph.initializers[value.name] = value
+        done[key] = node
         folded += 1
     graph.nodes = kept
+    if replace:
+        for node in graph.walk():  # subgraphs may use the replaced values too
+            node._inputs = [replace.get(id(v), v) if v is not None else None
+                            for v in node._inputs]
+        graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
     return folded
+
+
+def _fold_key(node: Node) -> tuple[Any, ...]:
+    attrs = tuple(sorted((name, kind, id(value) if kind in ("t", "ts") else repr(value))
+                         for name, (kind, value) in node.attrs.items()))
+    return node.op_type, attrs, tuple(id(v) if v is not None else None for v in node._inputs)
+
+
+def _fold_reference(node: Node, opset: int) -> list[Any] | None:
+    """Run one node with ``onnx.reference`` (any op, but milliseconds per call)."""
+    from onnx.reference import ReferenceEvaluator  # slow to import: only when needed
+
+    from oxport.serialize import tensor_proto
+
+    names = [f"i{i}" if v is not None else "" for i, v in enumerate(node._inputs)]
+    outs = [f"o{i}" for i in range(len(node._outputs))]
+    proto = helper.make_node(node.op_type, names, outs)
+    for name, (kind, value) in node.attrs.items():
+        if kind == "t":
+            proto.attribute.append(helper.make_attribute(name, tensor_proto("", value)))
+        else:
+            proto.attribute.append(helper.make_attribute(name, value))
+    feeds = {n: _to_numpy(v.const) for n, v in zip(names, node._inputs) if v is not None}
+    try:
+        return list(ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds))
+    except Exception as exc:  # noqa: BLE001 - the reference runtime lacks some ops: keep the node
+        log.debug("not folding %s: %s", node.op_type, exc)
+        return None
+
+
+# -- the numpy fast path ------------------------------------------------------------
+class _Unfoldable(Exception):
+    """These inputs are outside what the fast path handles; the node is left to others."""
+
+
+def _fold_numpy(node: Node, opset: int) -> list[np.ndarray] | None:
+    fold = _NUMPY_FOLDERS.get(node.op_type)
+    if fold is None:
+        return None
+    arrays = [None if v is None else _to_numpy(v.const) for v in node._inputs]
+    attrs = {name: value for name, (_kind, value) in node.attrs.items()}
+    try:
+        return [fold(arrays, attrs, opset)]
+    except _Unfoldable:
+        return None
+
+
+def _axes(arrays: list[Any], attrs: dict[str, Any], opset: int, since: int) -> list[int] | None:
+    """Axes given as an attribute before opset ``since`` and as input 1 from it."""
+    if opset < since:
+        return list(attrs["axes"]) if "axes" in attrs else None
+    if len(arrays) > 1 and arrays[1] is not None:
+        return [int(a) for a in arrays[1].reshape(-1)]
+    return None
+
+
+def _shape(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    dims = arrays[0].shape[attrs.get("start", 0):attrs.get("end", None)]
+    return np.array(dims, dtype=np.int64)
+
+
+def _gather(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    data, indices = arrays
+    if indices.dtype not in (np.int32, np.int64):
+        raise _Unfoldable
+    return np.take(data, indices, axis=attrs.get("axis", 0))
+
+
+def _unsqueeze(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    axes = _axes(arrays, attrs, opset, 13)
+    if axes is None:
+        raise _Unfoldable
+    return np.expand_dims(arrays[0], tuple(axes))
+
+
+def _squeeze(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    axes = _axes(arrays, attrs, opset, 13)
+    return np.squeeze(arrays[0], axis=None if axes is None else tuple(axes))
+
+
+def _concat(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    if any(a is None for a in arrays) or len({a.dtype for a in arrays}) != 1:
+        raise _Unfoldable
+    return np.concatenate(arrays, axis=attrs["axis"])
+
+
+def _cast(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    target = attrs["to"]
+    if target not in _NUMPY_CASTS or arrays[0].dtype.kind not in "biuf":
+        raise _Unfoldable
+    return arrays[0].astype(helper.tensor_dtype_to_np_dtype(target))
+
+
+def _slice(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    data = arrays[0]
+    if opset < 10:
+        starts, ends = attrs["starts"], attrs["ends"]
+        axes, steps = attrs.get("axes"), None
+    else:
+        starts, ends = arrays[1].tolist(), arrays[2].tolist()
+        axes = arrays[3].tolist() if len(arrays) > 3 and arrays[3] is not None else None
+        steps = arrays[4].tolist() if len(arrays) > 4 and arrays[4] is not None else None
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    if 0 in steps:
+        raise _Unfoldable
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        index[axis] = slice(start, end, step)  # Python slicing clamps exactly as ONNX does
+    return data[tuple(index)]
+
+
+def _reshape(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    data, shape = arrays[0], [int(d) for d in arrays[1].reshape(-1)]
+    if not attrs.get("allowzero", 0):
+        shape = [data.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return data.reshape(shape)
+
+
+def _transpose(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    return np.transpose(arrays[0], attrs.get("perm"))
+
+
+def _binary(fn: Any):
+    def fold(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+        a, b = arrays
+        if a.dtype != b.dtype or a.dtype.kind not in "iuf":
+            raise _Unfoldable
+        return fn(a, b)
+    return fold
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ONNX Div: true division for floats, truncation toward zero for integers."""
+    if a.dtype.kind == "f":
+        return np.divide(a, b)
+    if not np.all(b):
+        raise _Unfoldable
+    quotient = np.floor_divide(a, b)
+    inexact = (a - quotient * b) != 0
+    return quotient + (inexact & ((a < 0) != (b < 0))).astype(a.dtype)
+
+
+_NUMPY_CASTS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8,
+                TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+                TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+_NUMPY_FOLDERS = {
+    "Shape": _shape, "Gather": _gather, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
+    "Concat": _concat, "Cast": _cast, "Slice": _slice, "Reshape": _reshape,
+    "Transpose": _transpose, "Identity": lambda arrays, attrs, opset: arrays[0],
+    "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
+    "Div": _binary(_divide),
+}
 
 
 def _foldable(value: Value, frozen: set[int]) -> bool:

@@ -15,7 +15,7 @@ import dataclasses
 import io
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -125,7 +125,7 @@ def _dedupe_weights(graph: Graph) -> None:
 
 def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
               output_names: Sequence[str] | None = None,
-              dynamic_axes: dict[str, Any] | None = None, export_params: bool = True,
+              dynamic_axes: Mapping[str, Any] | None = None, export_params: bool = True,
               keep_initializers_as_inputs: bool = False, param_names: Sequence[str] = (),
               verbose: bool = False, add_node_names: bool = True,
               doc_string: str = "", metadata: dict[str, str] | None = None,
@@ -266,13 +266,14 @@ def _separate_outputs(graph: Graph) -> None:
     graph.outputs = outputs
 
 
-def _dynamic_axes(dynamic_axes: dict[str, Any] | None, inputs: list[str],
+def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
                   outputs: list[str]) -> dict[str, dict[int, str]]:
     if not dynamic_axes:
         return {}
-    if not isinstance(dynamic_axes, dict):
+    if not isinstance(dynamic_axes, Mapping):
         raise InvalidExportArgumentError(
-            "dynamic_axes must be a dict such as {'input': {0: 'batch'}} or {'input': [0]}.")
+            "dynamic_axes must be a dict such as {'input': {0: 'batch'}} or {'input': [0]}, "
+            f"not {type(dynamic_axes).__name__}.")
     result: dict[str, dict[int, str]] = {}
     for key, spec in dynamic_axes.items():
         if key not in inputs and key not in outputs:
@@ -280,15 +281,20 @@ def _dynamic_axes(dynamic_axes: dict[str, Any] | None, inputs: list[str],
                 f"dynamic_axes names {key!r}, which is neither an input nor an output. "
                 f"Inputs are {inputs}, outputs are {outputs}; name them with input_names= and "
                 "output_names= first.")
-        if isinstance(spec, dict):
-            axes = {int(axis): str(name) for axis, name in spec.items()}
+        if isinstance(spec, Mapping):
+            pairs = list(spec.items())
         elif isinstance(spec, (list, tuple)):
-            axes = {int(axis): f"{key}_dynamic_axes_{i + 1}" for i, axis in enumerate(spec)}
+            pairs = [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)]
         else:
             raise InvalidExportArgumentError(
                 f"dynamic_axes[{key!r}] must be a dict {{axis: name}} or a list of axes, "
                 f"not {spec!r}.")
-        result[key] = axes
+        for axis, name in pairs:
+            if isinstance(axis, bool) or not isinstance(axis, int) or not isinstance(name, str):
+                raise InvalidExportArgumentError(
+                    f"dynamic_axes[{key!r}] must map int axes to str names, got "
+                    f"{axis!r}: {name!r}.")
+        result[key] = dict(pairs)
     return result
 
 

@@ -40,7 +40,13 @@ class FrontEnd:
 
 
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The seed's args forms -> (positional, keyword) arguments."""
+    """The seed's args forms -> (positional, keyword) arguments.
+
+    A single tensor (or number) is a 1-tuple; a trailing dict holds named arguments
+    (so ``(x, {"a": 1}, {})`` passes the dict positionally). Tensors anywhere in the
+    (nested) arguments become graph inputs; every other value (int, float, bool,
+    None, str...) is hard-coded into the graph as the constant it is here.
+    """
     if isinstance(args, (torch.Tensor, int, float, bool)):
         return (args,), {}
     if isinstance(args, list):
@@ -149,10 +155,13 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
         warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
         try:
             traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
-        except (TypeError, RuntimeError) as exc:
+        except OnnxExporterError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's forward failed: say so, chained
             raise OnnxExporterError(
-                f"Tracing the model failed: {exc}. Check that args match "
-                f"{type(model).__name__}.forward{_signature(model.forward)}."
+                f"Running the model on args failed while tracing: {type(exc).__name__}: {exc}. "
+                f"Check that args match {type(model).__name__}.forward"
+                f"{_signature(model.forward)} and that the model runs eagerly on them."
             ) from exc
     _reemit(caught)
     graph = traced.graph.copy()

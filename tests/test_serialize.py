@@ -1,0 +1,272 @@
+"""The serializer: IR versions, opset imports, output shapes, external data, atomic writes,
+and weights copied at most once."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from torch import nn
+
+import oxport
+from oxport import serialize
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.testing import max_runtime_opset
+
+torch.manual_seed(0)
+TOL = {"rtol": 1e-4, "atol": 1e-6}
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int = 32) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, width)
+        self.b = nn.Linear(width, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+def _run(path: str, x: torch.Tensor) -> np.ndarray:
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+
+
+def _dims(value_info: onnx.ValueInfoProto) -> list:
+    return [d.dim_param or (d.dim_value if d.HasField("dim_value") else None)
+            for d in value_info.type.tensor_type.shape.dim]
+
+
+# -- IR version and opset imports -----------------------------------------------------------
+@pytest.mark.parametrize("opset", range(7, 27))
+def test_ir_version_matches_the_opset(opset):
+    proto = oxport.convert(MLP().eval(), torch.randn(2, 8), opset_version=opset).model_proto()
+    expected = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], True)
+    assert proto.ir_version == expected
+    assert proto.ir_version < 14  # ONNX Runtime 1.31 rejects IR 14
+    if opset <= max_runtime_opset():
+        ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_ir_version_covers_every_domain():
+    model = onnx.ModelProto()
+    model.opset_import.extend([onnx.helper.make_opsetid("", 13),
+                               onnx.helper.make_opsetid("ai.onnx.ml", 4),
+                               onnx.helper.make_opsetid("my.domain", 1)])
+    assert serialize.ir_version(model) == onnx.helper.find_min_ir_version_for(
+        list(model.opset_import), ignore_unknown=True)
+    assert serialize.ir_version(model) == 9  # ai.onnx.ml 4 needs IR 9; 13 alone needs 7
+
+
+# -- output shapes with dynamic axes ------------------------------------------------------
+class Shapes(nn.Module):
+    def forward(self, x):
+        flat = x.view(x.size(0), -1)   # Reshape to a computed shape
+        return x.flatten(1) * 2, flat + 1
+
+
+def test_dynamic_outputs_get_inferred_dims_never_stale_static_ones(tmp_path):
+    f = str(tmp_path / "m.onnx")
+    oxport.export(Shapes(), torch.randn(2, 3, 4), f, input_names=["x"],
+                  output_names=["scaled", "flat"], dynamic_axes={"x": {0: "batch"}})
+    proto = onnx.load(f)
+    assert _dims(proto.graph.input[0]) == ["batch", 3, 4]
+    assert _dims(proto.graph.output[0]) == ["batch", 12]
+    flat = _dims(proto.graph.output[1])
+    assert len(flat) == 2 and flat[0] in ("batch", None) and 2 not in flat
+    x = torch.randn(5, 3, 4)
+    session = ort.InferenceSession(f, providers=["CPUExecutionProvider"])
+    scaled, flat_out = session.run(None, {"x": x.numpy()})
+    np.testing.assert_allclose(scaled, (x.flatten(1) * 2).numpy(), **TOL)
+    assert flat_out.shape == (5, 12)
+
+
+def test_named_output_axes_win_over_inference(tmp_path):
+    f = str(tmp_path / "m.onnx")
+    oxport.export(MLP(), torch.randn(2, 8), f, input_names=["x"], output_names=["y"],
+                  dynamic_axes={"x": {0: "batch"}, "y": {0: "rows"}})
+    assert _dims(onnx.load(f).graph.output[0]) == ["rows", 4]
+
+
+def test_output_shapes_use_one_shape_inference_on_a_weightless_model(monkeypatch):
+    calls = []
+    original = onnx.shape_inference.infer_shapes
+
+    def spy(model, *args, **kwargs):
+        calls.append(model)
+        return original(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", spy)
+    model = MLP(64)
+    oxport.convert(model, torch.randn(2, 8), check=False)
+    assert calls == []  # static shapes: nothing to infer
+    oxport.convert(model, torch.randn(2, 8), input_names=["x"], dynamic_axes={"x": [0]},
+                   check=False)
+    assert len(calls) == 1
+    probe = calls[0]
+    assert len(probe.graph.initializer) == 0
+    assert probe.ByteSize() < 8 * 64 * 4  # no weight bytes, only their types
+
+
+def test_inference_failure_leaves_output_dims_open(monkeypatch):
+    def fail(*args, **kwargs):
+        raise onnx.shape_inference.InferenceError("cannot infer")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
+    proto = oxport.convert(MLP(), torch.randn(2, 8), input_names=["x"],
+                           dynamic_axes={"x": [0]}, check=False).model_proto()
+    assert _dims(proto.graph.output[0]) == [None, None]
+
+
+# -- external data ----------------------------------------------------------------------
+def test_external_data_past_the_threshold(tmp_path, monkeypatch):
+    monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", 1024)
+    model, x = MLP().eval(), torch.randn(3, 8)
+    f = str(tmp_path / "big.onnx")
+    oxport.export(model, x, f)
+    assert sorted(os.listdir(tmp_path)) == ["big.onnx", "big.onnx.data"]
+    stored = onnx.load(f, load_external_data=False)
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in stored.graph.initializer)
+    assert {e.value for t in stored.graph.initializer for e in t.external_data
+            if e.key == "location"} == {"big.onnx.data"}
+    assert os.path.getsize(f) < 4096
+    loaded = onnx.load(f)
+    onnx.checker.check_model(loaded, full_check=True)
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    for tensor in loaded.graph.initializer:
+        np.testing.assert_array_equal(onnx.numpy_helper.to_array(tensor), state[tensor.name])
+    np.testing.assert_allclose(_run(f, x), model(x).detach().numpy(), **TOL)
+
+
+@pytest.mark.parametrize("threshold, forced, external", [
+    (1024, False, False), (2**31, True, True), (2**31, None, False)])
+def test_external_data_argument_overrides_the_threshold(tmp_path, monkeypatch, threshold,
+                                                        forced, external):
+    monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", threshold)
+    model, x = MLP().eval(), torch.randn(3, 8)
+    f = str(tmp_path / "m.onnx")
+    oxport.export(model, x, f, external_data=forced)
+    expected = ["m.onnx", "m.onnx.data"] if external else ["m.onnx"]
+    assert sorted(os.listdir(tmp_path)) == expected
+    np.testing.assert_allclose(_run(f, x), model(x).detach().numpy(), **TOL)
+
+
+def test_external_data_needs_a_path(monkeypatch):
+    with pytest.raises(InvalidExportArgumentError, match="export to a file path"):
+        oxport.export(MLP(), torch.randn(2, 8), io.BytesIO(), external_data=True)
+
+
+def test_more_than_2gb_without_external_data_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(serialize, "PROTOBUF_LIMIT", 1024)
+    with pytest.raises(InvalidExportArgumentError, match="external_data=None"):
+        oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "m.onnx"), external_data=False)
+    assert os.listdir(tmp_path) == []
+
+
+# -- atomic writes ---------------------------------------------------------------------------
+def _explode_after_partial_write(monkeypatch, name: str) -> None:
+    original = getattr(serialize, name)
+
+    def partial(serialized, handle, *args):
+        handle.write(b"partial model bytes")
+        raise OSError(28, "No space left on device")
+
+    assert callable(original)
+    monkeypatch.setattr(serialize, name, partial)
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_a_failed_write_leaves_no_file_and_no_temp_file(tmp_path, monkeypatch, external):
+    _explode_after_partial_write(monkeypatch, "_external" if external else "_stream")
+    with pytest.raises(OnnxExporterError, match="No space left on device"):
+        oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "m.onnx"),
+                      external_data=external)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_write_keeps_the_previous_file_untouched(tmp_path, monkeypatch):
+    target = tmp_path / "m.onnx"
+    target.write_bytes(b"the previous model")
+    _explode_after_partial_write(monkeypatch, "_stream")
+    with pytest.raises(OnnxExporterError, match="nothing was written"):
+        oxport.export(MLP(), torch.randn(2, 8), str(target))
+    assert target.read_bytes() == b"the previous model"
+    assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_a_successful_write_replaces_the_previous_file(tmp_path):
+    target = tmp_path / "m.onnx"
+    target.write_bytes(b"the previous model")
+    oxport.export(MLP(), torch.randn(2, 8), str(target))
+    assert onnx.load(str(target)).graph.node
+    assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+# -- weights are copied at most once --------------------------------------------------------
+@pytest.mark.parametrize("to_path", [True, False])
+def test_weight_bytes_never_pass_through_tensor_proto(tmp_path, monkeypatch, to_path):
+    """On the way to a file the serializer streams raw tensor memory; ``tensor_proto()``
+    (which copies bytes into a TensorProto) only ever sees small constants."""
+    seen: list[int] = []
+    original = serialize.tensor_proto
+
+    def spy(name, tensor):
+        seen.append(serialize.Weight(name, tensor).nbytes)
+        return original(name, tensor)
+
+    monkeypatch.setattr(serialize, "tensor_proto", spy)
+    model, x = MLP(256).eval(), torch.randn(2, 8)
+    target = str(tmp_path / "m.onnx") if to_path else io.BytesIO()
+    result = oxport.export(model, x, target)
+    smallest_weight = min(p.numel() * 4 for p in model.parameters())
+    assert all(n < smallest_weight for n in seen), seen  # only scalar constants
+    assert result.serialized.weight_bytes > 8000
+    assert result.serialized.model.ByteSize() < 1024  # the proto holds no weight bytes
+    data = open(target, "rb").read() if to_path else target.getvalue()
+    assert len(data) < result.serialized.weight_bytes + 4096
+    loaded = onnx.load_from_string(data)
+    state = model.state_dict()
+    for tensor in loaded.graph.initializer:
+        np.testing.assert_array_equal(onnx.numpy_helper.to_array(tensor),
+                                      state[tensor.name].numpy())
+
+
+def test_raw_bytes_share_memory_with_the_tensor():
+    weight = torch.randn(64, 64)
+    view = serialize.raw_bytes(weight)
+    assert np.shares_memory(np.frombuffer(view, dtype=np.uint8), weight.numpy())
+
+
+def test_to_bytes_matches_the_complete_model_proto():
+    result = oxport.convert(MLP().eval(), torch.randn(2, 8))
+    streamed = onnx.load_from_string(result.to_bytes())
+    complete = result.model_proto()
+    assert streamed.SerializeToString(deterministic=True) == \
+        complete.SerializeToString(deterministic=True)
+
+
+def test_tied_weights_are_stored_once(tmp_path):
+    class Tied(nn.Module):
+        def __init__(self, bias: bool) -> None:
+            super().__init__()
+            self.a = nn.Linear(6, 6, bias=bias)
+            self.b = nn.Linear(6, 6, bias=bias)
+            self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    x = torch.randn(2, 6)
+    for bias, count in ((True, 3), (False, 1)):
+        model = Tied(bias).eval()
+        f = str(tmp_path / "m.onnx")
+        oxport.export(model, x, f)
+        names = [t.name for t in onnx.load(f).graph.initializer]
+        assert len(names) == count  # without bias the folded weight transpose is shared too
+        assert names.count("a.weight") == bias
+        np.testing.assert_allclose(_run(f, x), model(x).detach().numpy(), **TOL)
