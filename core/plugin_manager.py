@@ -133,7 +133,9 @@ class PluginManager:
     # -- loading ----------------------------------------------------------
     def load(self) -> SymbolicRegistry:
         """Load every selected plugin, register it, and check hook names."""
-        available = _entry_points()
+        # Built-in packs first, so an installed pack's shadowing is seen and reported.
+        available = sorted(_entry_points(), key=lambda e: (
+            _distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
         if self.selection.autoload or self.selection.allow:
             _check_duplicates(available)
             for entry_point in available:
@@ -307,9 +309,8 @@ def _unknown_hint(text: str) -> str:
 
 
 def _entry_points() -> list[Any]:
-    """The installed ``oxport`` entry points, built-in ones first."""
-    found = importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
-    return sorted(found, key=lambda e: (_distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
+    """The installed ``oxport`` entry points."""
+    return list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
 # -- the session's registries ------------------------------------------------

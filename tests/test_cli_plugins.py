@@ -1,0 +1,182 @@
+"""``oxport plugins`` and ``oxport ops``, run as ``python -m oxport`` subprocesses.
+
+Extra plugins are "installed" by writing a distribution's metadata (``*.dist-info``
+with ``entry_points.txt``) and its module into a folder put on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from oxport import cli, plugins
+from oxport.registry import newest_known_opset
+from oxport.types import MIN_OPSET
+
+PLUGIN_KEYS = {"name", "distribution", "version", "layer", "value", "error", "registered", "ops"}
+OP_KEYS = {"op", "since", "until", "provider", "distribution", "version", "layer", "override",
+           "shadows"}
+
+SHADOWING = """
+    import oxport
+
+    pack = oxport.OpPack("my-shadow")
+
+
+    @pack.symbolic({op!r}, since=14, override=True)
+    def replacement(g, *args):
+        return g.op("test_domain::Mine", *args)
+"""
+
+FOO = """
+    import oxport
+
+    pack = oxport.OpPack("{name}")
+
+
+    @pack.symbolic("custom_ops::foo_forward", since=9)
+    def foo_forward(g, x, y, attr1, attr2):
+        return g.op("custom_domain::Foo", x, y)
+"""
+
+
+def fake_install(site: Path, dist: str, plugin: str, module: str, source: str) -> None:
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[oxport]\n{plugin} = {module}:pack\n")
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+def oxport_cli(*args: str, site: Path | None = None, cwd: Path, strict: bool = True,
+               **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OXPORT_")}
+    if strict:
+        environ["OXPORT_STRICT_PLUGINS"] = "1"
+    if site is not None:
+        environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")])
+    environ.update(env)
+    return subprocess.run([sys.executable, "-m", "oxport", *args], capture_output=True,
+                          text=True, cwd=cwd, env=environ, timeout=300)
+
+
+def test_plugins_json(tmp_path):
+    result = oxport_cli("plugins", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    infos = json.loads(result.stdout)
+    assert infos and all(set(i) == PLUGIN_KEYS for i in infos)
+    builtin = [i for i in infos if i["distribution"] == "oxport"]
+    assert builtin and all(i["layer"] == "builtin" and i["error"] is None for i in builtin)
+    assert any(i["registered"].get("symbolics") and i["ops"] for i in builtin)
+
+
+def test_plugins_text(tmp_path):
+    result = oxport_cli("plugins", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.split()[:4] == ["oxport.prim", "oxport", "0.1.0", "builtin"] and
+               " ok; registers " in line for line in lines)
+
+
+def test_plugins_reports_a_broken_plugin_and_exits_1(tmp_path):
+    site = tmp_path / "site"
+    fake_install(site, "broken-dist", "broken-pack", "broken_mod",
+                 "raise RuntimeError('boom at import')\n")
+    env = {"OXPORT_PLUGINS": "oxport.prim,broken-pack"}
+    result = oxport_cli("plugins", "--json", site=site, cwd=tmp_path, strict=False, **env)
+    assert result.returncode == 1
+    infos = {i["name"]: i for i in json.loads(result.stdout)}
+    broken = infos["broken-pack"]
+    assert broken["distribution"] == "broken-dist"
+    assert broken["error"] == "import failed: RuntimeError: boom at import"
+    assert infos["oxport.prim"]["error"] is None
+    # Strict mode turns it into an error message, not a traceback.
+    strict = oxport_cli("plugins", site=site, cwd=tmp_path, **env)
+    assert strict.returncode == 1 and "Traceback" not in strict.stderr
+    assert strict.stderr.startswith("oxport: error: oxport plugin 'broken-pack' from broken-dist")
+
+
+def test_ops_json_and_opset_filter(tmp_path):
+    everything = oxport_cli("ops", "--json", cwd=tmp_path)
+    assert everything.returncode == 0, everything.stderr
+    rows = json.loads(everything.stdout)
+    assert rows and all(set(r) == OP_KEYS for r in rows)
+    assert all(r["layer"] == "builtin" and r["distribution"] == "oxport" for r in rows)
+    assert all(r["since"] >= MIN_OPSET and (r["until"] is None or r["until"] >= r["since"])
+               for r in rows)
+    at_9 = json.loads(oxport_cli("ops", "--opset", "9", "--json", cwd=tmp_path).stdout)
+    assert at_9 and all(set(r) == OP_KEYS | {"active"} for r in at_9)
+    assert all(r["since"] <= 9 and (r["until"] is None or r["until"] >= 9) for r in at_9)
+    assert len(at_9) < len(rows) or all(r["since"] <= 9 for r in rows)
+    assert all(r["active"] for r in at_9)  # nothing shadows a built-in here
+    text = oxport_cli("ops", "--opset", "9", cwd=tmp_path)
+    assert text.returncode == 0 and len(text.stdout.splitlines()) == len(at_9)
+
+
+def test_ops_shows_what_each_entry_shadows(tmp_path):
+    # Shadow an op of one built-in pack; only that pack and ours load.
+    builtin_pack = "oxport.prim"
+    op = plugins.load(allow=[builtin_pack]).registry.names()[0]
+    site = tmp_path / "site"
+    fake_install(site, "my-shadow-dist", "my-shadow", "my_shadow", SHADOWING.format(op=op))
+    env = {"OXPORT_PLUGINS": f"{builtin_pack},my-shadow"}
+    rows = json.loads(oxport_cli("ops", "--opset", "20", "--json", site=site, cwd=tmp_path,
+                                 **env).stdout)
+    builtin, mine = sorted((r for r in rows if r["op"] == op), key=lambda r: r["layer"])
+    assert (mine["provider"], mine["distribution"], mine["layer"], mine["active"]) == (
+        "my-shadow", "my-shadow-dist", "installed", True)
+    assert [(s["provider"], s["distribution"]) for s in mine["shadows"]] == [
+        (builtin_pack, "oxport")]
+    assert builtin["active"] is False and builtin["shadows"] == []
+    text = oxport_cli("ops", "--opset", "20", site=site, cwd=tmp_path, **env).stdout
+    (line,) = [x for x in text.splitlines() if "my-shadow" in x]
+    assert line.startswith(op) and "installed" in line
+    assert f"[shadows {builtin_pack} {builtin['since']}..+]" in line
+    # Below its since, the installed pack is not listed and the built-in serves.
+    at_13 = json.loads(oxport_cli("ops", "--opset", "13", "--json", site=site, cwd=tmp_path,
+                                  **env).stdout)
+    assert [(r["provider"], r["active"]) for r in at_13 if r["op"] == op] == [
+        (builtin_pack, True)]
+
+
+def test_ops_reports_a_conflict_naming_both_distributions(tmp_path):
+    site = tmp_path / "site"
+    fake_install(site, "dist-one", "pack-one", "pack_one", FOO.format(name="pack-one"))
+    fake_install(site, "dist-two", "pack-two", "pack_two", FOO.format(name="pack-two"))
+    env = {"OXPORT_PLUGINS": "oxport.prim,pack-one,pack-two"}
+    result = oxport_cli("ops", site=site, cwd=tmp_path, strict=False, **env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "pack-one (dist-one 1.0)" in result.stderr and "pack-two (dist-two 1.0)" in result.stderr
+    blocked = oxport_cli("ops", "--json", site=site, cwd=tmp_path,
+                         OXPORT_DISABLE_PLUGINS="pack-two", **env)
+    assert blocked.returncode == 0, blocked.stderr
+    (foo,) = [r for r in json.loads(blocked.stdout) if r["op"] == "custom_ops::foo_forward"]
+    assert (foo["provider"], foo["distribution"]) == ("pack-one", "dist-one")
+
+
+def test_ops_rejects_a_bad_opset(tmp_path, capsys):
+    expected = f"is not an opset: pass an int from {MIN_OPSET} to {newest_known_opset()}"
+    result = oxport_cli("ops", "--opset", "3", cwd=tmp_path)
+    assert result.returncode == 2 and expected in result.stderr
+    for opset in [str(newest_known_opset() + 1), "x"]:  # the same parser, in-process
+        with pytest.raises(SystemExit) as info:
+            cli.main(["ops", "--opset", opset])
+        assert info.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_unknown_allow_list_names(tmp_path):
+    result = oxport_cli("plugins", cwd=tmp_path, OXPORT_PLUGINS="nope")
+    assert result.returncode == 1
+    assert "Plugins nope were asked for" in result.stderr
+    assert "oxport.prim (oxport)" in result.stderr
+
+
+def test_a_command_is_required(tmp_path):
+    result = oxport_cli(cwd=tmp_path)
+    assert result.returncode == 2 and "COMMAND" in result.stderr

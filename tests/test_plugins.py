@@ -1,0 +1,562 @@
+"""The plugin manager: entry points, broken plugins, strict mode, hook checks, loading controls,
+and the third-party contract with a really pip-installed distribution."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import logging
+import os
+import shutil
+import site
+import subprocess
+import sys
+import textwrap
+import types
+import venv
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+
+import oxport
+from oxport import plugin_manager, plugins, testing
+from oxport.errors import PluginError, RegistryError, UnsupportedOperatorError
+from oxport.registry import Layer, OpPack, ShadowingWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+THIRDPARTY = Path(__file__).resolve().parent / "fixtures" / "thirdparty"
+_LIBRARIES: list[torch.library.Library] = []
+
+
+# -- the custom op of the seeds' example, defined with torch.library ------------------
+def define_foo_forward() -> None:
+    """``custom_ops::foo_forward(input1, input2, float attr1, int attr2)``, once per process."""
+    try:
+        torch.ops.custom_ops.foo_forward  # noqa: B018 - defined by another test already
+        return
+    except AttributeError:
+        pass
+    library = torch.library.Library("custom_ops", "FRAGMENT")
+    library.define("foo_forward(Tensor input1, Tensor input2, float attr1, int attr2) -> Tensor")
+    library.impl("foo_forward", lambda a, b, x, y: a * x + b * y, "CompositeExplicitAutograd")
+    _LIBRARIES.append(library)  # the op lives as long as its Library
+
+
+class FooModel(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.ops.custom_ops.foo_forward(x, y, 2.0, 3)
+
+
+def export_foo(opset: int = 13, **kwargs) -> onnx.ModelProto:
+    define_foo_forward()
+    buffer = io.BytesIO()
+    oxport.export(FooModel(), (torch.randn(2, 3), torch.randn(2, 3)), buffer,
+                  opset_version=opset, custom_opsets={"custom_domain": 2}, **kwargs)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def assert_foo_node(model: onnx.ModelProto) -> None:
+    (node,) = model.graph.node
+    assert (node.domain, node.op_type) == ("custom_domain", "Foo")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs == {"attr1": 2.0, "attr2": 3}
+    imports = {o.domain: o.version for o in model.opset_import}
+    assert imports["custom_domain"] == 2
+
+
+def foo_pack(name: str = "my-pack", since: int = 9, override: bool = False) -> OpPack:
+    pack = OpPack(name)
+
+    @pack.symbolic("custom_ops::foo_forward", since=since, override=override)
+    @oxport.symbolic_helper.parse_args("v", "v", "f", "i")
+    def foo_forward(g, input1, input2, attr1, attr2):
+        return g.op("custom_domain::Foo", input1, input2, attr1_f=attr1, attr2_i=attr2)
+
+    return pack
+
+
+# -- fake installed distributions --------------------------------------------------------
+class FakeDistribution:
+    def __init__(self, name: str, version: str) -> None:
+        self.metadata = {"Name": name}
+        self.version = version
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch):
+    """A clean environment and plugin cache; the session's cached managers come back after."""
+    for var in ("OXPORT_DISABLE_PLUGIN_AUTOLOAD", "OXPORT_PLUGINS", "OXPORT_DISABLE_PLUGINS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OXPORT_STRICT_PLUGINS", "1")
+    saved = dict(plugin_manager._cache)
+    plugin_manager._cache.clear()
+    yield
+    plugin_manager._cache.clear()
+    plugin_manager._cache.update(saved)
+    importlib.invalidate_caches()
+
+
+@pytest.fixture
+def install(monkeypatch):
+    """``install(name, plugin, dist=...)`` fakes an installed entry point for ``plugin``
+    (an object, or module source text), next to the real ones."""
+    real = plugin_manager._entry_points()
+    fakes: list = []
+    monkeypatch.setattr(plugin_manager, "_entry_points", lambda: [*fakes, *real])
+
+    def install_one(name: str, plugin=None, dist: str | None = None, version: str = "1.0",
+                    value: str | None = None) -> None:
+        module_name = "fake_oxport_" + name.replace("-", "_").replace(".", "_")
+        module = types.ModuleType(module_name)
+        if plugin is None:  # ``value`` names a real module
+            default_value = ""
+        elif isinstance(plugin, str):
+            exec(textwrap.dedent(plugin), module.__dict__)  # noqa: S102 - test module source
+            default_value = module_name
+        else:
+            module.plugin = plugin
+            default_value = f"{module_name}:plugin"
+        if plugin is not None:
+            monkeypatch.setitem(sys.modules, module_name, module)
+        entry_point = plugin_manager.importlib_metadata.EntryPoint(
+            name, value or default_value, plugin_manager.ENTRY_POINT_GROUP)
+        fakes.append(entry_point._for(FakeDistribution(dist or f"{name}-dist", version)))
+
+    return install_one
+
+
+def info_of(manager, name):
+    (info,) = [p for p in manager.plugins if p.name == name]
+    return info
+
+
+# -- loading -----------------------------------------------------------------------------
+def test_builtin_packs_load_through_their_entry_points():
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    declared = declared["oxport"]
+    manager = plugins.load()
+    builtin = {p.name: p for p in manager.plugins if p.distribution == "oxport"}
+    assert set(builtin) == set(declared), (
+        "the installed entry points differ from pyproject.toml: pip install -e . --no-deps")
+    for name, info in builtin.items():
+        assert info.ok and info.layer == Layer.BUILTIN and info.value == declared[name]
+        assert info.version == oxport.__version__
+    entries = list(manager.registry.entries())
+    assert entries and all(e.provenance.distribution == "oxport" for e in entries)
+    for entry in entries:
+        assert entry.name in builtin[entry.provenance.plugin].ops
+
+
+def test_an_installed_pack_is_loaded_listed_and_picked(install):
+    install("my-pack", foo_pack(), dist="my-pack-dist", version="1.2")
+    manager = plugins.load()
+    info = info_of(manager, "my-pack")
+    assert (info.distribution, info.version, info.layer, info.ok) == (
+        "my-pack-dist", "1.2", Layer.INSTALLED, True)
+    assert info.registered == {"symbolics": 1} and info.ops == ["custom_ops::foo_forward"]
+    assert info.to_json()["layer"] == "installed"
+    entry = manager.registry.lookup("custom_ops::foo_forward", 9)
+    assert str(entry.provenance) == "my-pack (my-pack-dist 1.2)"
+    assert manager.registry.lookup("custom_ops::foo_forward", 8) is None
+    assert_foo_node(export_foo())
+
+
+def test_the_raw_hook_form(install):
+    install("my-hooks", """
+        import oxport
+
+        @oxport.symbolic_helper.parse_args("v", "v", "f", "i")
+        def foo_forward(g, input1, input2, attr1, attr2):
+            return g.op("custom_domain::Foo", input1, input2, attr1_f=attr1, attr2_i=attr2)
+
+        @oxport.hookimpl
+        def oxport_register_domains(registry):
+            registry.register_domain("custom_domain", 2)
+
+        @oxport.hookimpl
+        def oxport_register_symbolics(registry):
+            registry.register("custom_ops::foo_forward", foo_forward, since=9)
+    """)
+    manager = plugins.load()
+    assert info_of(manager, "my-hooks").registered == {"symbolics": 1, "domains": 1}
+    assert manager.registry.domain_versions["custom_domain"] == 2
+    define_foo_forward()
+    buffer = io.BytesIO()
+    oxport.export(FooModel(), (torch.randn(2, 3), torch.randn(2, 3)), buffer, opset_version=9)
+    assert_foo_node(onnx.load_from_string(buffer.getvalue()))  # version 2 from the plugin
+
+
+def test_reset_forgets_loaded_plugins(install):
+    first = plugins.load()
+    assert plugins.load() is first
+    install("my-pack", foo_pack())
+    assert plugins.load().registry.lookup("custom_ops::foo_forward", 9) is None  # cached
+    plugins.reset()
+    assert plugins.load() is not first
+    assert plugins.load().registry.lookup("custom_ops::foo_forward", 9) is not None
+
+
+# -- broken plugins -------------------------------------------------------------------------
+@pytest.fixture
+def broken_import(install, tmp_path, monkeypatch):
+    (tmp_path / "fake_oxport_broken_import.py").write_text(
+        "raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    install("broken-pack", dist="broken-dist", version="0.3",
+            value="fake_oxport_broken_import:pack")
+    install("my-pack", foo_pack())
+
+
+def test_a_broken_import_is_reported_and_the_others_load(broken_import, caplog):
+    with caplog.at_level(logging.WARNING, logger="oxport.plugins"):
+        manager = plugins.load(strict=False)
+    info = info_of(manager, "broken-pack")
+    assert not info.ok and info.error == "import failed: RuntimeError: boom at import"
+    assert (info.distribution, info.version) == ("broken-dist", "0.3")
+    (record,) = [r for r in caplog.records if "broken-pack" in r.getMessage()]
+    message = record.getMessage()
+    for part in ("'broken-pack'", "broken-dist", "RuntimeError: boom at import",
+                 "the other plugins still work", "OXPORT_DISABLE_PLUGINS=broken-pack"):
+        assert part in message
+    assert info_of(manager, "my-pack").ok
+    assert all(p.ok for p in manager.plugins if p.distribution == "oxport")
+    assert manager.registry.lookup("aten::neg", 20).provenance.distribution == "oxport"
+
+
+def test_an_export_still_works_next_to_a_broken_plugin(broken_import, monkeypatch):
+    monkeypatch.delenv("OXPORT_STRICT_PLUGINS")
+    assert_foo_node(export_foo())
+
+
+def test_strict_mode_raises_for_a_broken_plugin(broken_import, monkeypatch):
+    with pytest.raises(PluginError) as info:
+        plugins.load()  # OXPORT_STRICT_PLUGINS=1
+    assert "'broken-pack' from broken-dist is broken (import failed: RuntimeError: boom" in str(
+        info.value)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    with pytest.raises(PluginError, match="broken-pack"):
+        export_foo()
+    monkeypatch.setenv("OXPORT_STRICT_PLUGINS", "0")
+    assert not info_of(plugins.load(), "broken-pack").ok
+    assert_foo_node(export_foo())
+    with pytest.raises(PluginError, match="broken-pack"):
+        plugins.load(strict=True)
+
+
+def test_a_hook_that_raises_is_reported_and_its_registrations_rolled_back(install):
+    install("half-done", """
+        import oxport
+
+        def relu(g, x):
+            return g.op("Relu", x)
+
+        @oxport.hookimpl
+        def oxport_register_symbolics(registry):
+            registry.register("custom_ops::half_done", relu, since=9)
+            raise ValueError("boom in hook")
+    """, dist="half-dist")
+    install("my-pack", foo_pack())
+    manager = plugins.load(strict=False)
+    info = info_of(manager, "half-done")
+    assert info.error == "oxport_register_symbolics failed: ValueError: boom in hook"
+    assert manager.registry.lookup("custom_ops::half_done", 20) is None
+    assert manager.pm.get_plugin("half-done") is None
+    assert info_of(manager, "my-pack").ok
+    with pytest.raises(PluginError, match=r"'half-done' from half-dist is broken .*boom in hook"):
+        plugins.load(strict=True)
+
+
+def test_a_hook_with_wrong_arguments_is_reported(install):
+    install("bad-args", """
+        import oxport
+
+        @oxport.hookimpl
+        def oxport_register_symbolics(reg):
+            pass
+    """)
+    info = info_of(plugins.load(strict=False), "bad-args")
+    assert info.error.startswith("register failed:") and "reg" in info.error
+
+
+MISSPELLED = """
+    import oxport
+
+    @oxport.hookimpl
+    def oxport_register_symbolic(registry):
+        pass
+"""
+
+
+def test_a_misspelled_hook_is_caught(install):
+    install("typo", MISSPELLED, dist="typo-dist")
+    with pytest.raises(PluginError) as info:
+        plugins.load()
+    message = str(info.value)
+    assert "'typo' from typo-dist is broken (hook check failed" in message
+    assert "'oxport_register_symbolic' is not an oxport hook" in message
+    assert "did you mean 'oxport_register_symbolics'?" in message
+    assert "Valid hook names: " + ", ".join(plugin_manager.hook_names()) in message
+    manager = plugins.load(strict=False)
+    assert not info_of(manager, "typo").ok
+    assert manager.registry.lookup("aten::neg", 20) is not None  # the others load
+
+
+def test_check_pending_lists_the_valid_hook_names():
+    manager = plugins.PluginManager(plugins.PluginSelection(autoload=False))
+    module = types.ModuleType("typo_module")
+    exec(textwrap.dedent(MISSPELLED), module.__dict__)  # noqa: S102
+    manager.pm.register(module, name="typo")
+    with pytest.raises(PluginError) as info:
+        manager.check_pending()
+    message = str(info.value)
+    assert "unknown hook 'oxport_register_symbolic'" in message
+    assert "did you mean 'oxport_register_symbolics'?" in message
+    for hook in ("oxport_register_symbolics", "oxport_register_domains",
+                 "oxport_register_fallbacks", "oxport_register_passes"):
+        assert hook in message
+
+
+def test_an_unmarked_hook_function_is_caught(install):
+    install("unmarked", """
+        def oxport_register_symbolics(registry):
+            pass
+    """)
+    with pytest.raises(PluginError, match="oxport_register_symbolics is not marked with "
+                                          r"@oxport.hookimpl, so it never runs"):
+        plugins.load()
+
+
+# -- conflicts and shadowing -------------------------------------------------------------
+def test_two_installed_packs_claiming_one_op_conflict_at_load_time(install, monkeypatch):
+    install("pack-one", foo_pack("pack-one"), dist="dist-one")
+    install("pack-two", foo_pack("pack-two"), dist="dist-two")
+    monkeypatch.setenv("OXPORT_STRICT_PLUGINS", "0")  # conflicts are errors in any mode
+    with pytest.raises(RegistryError) as info:
+        plugins.load()
+    message = str(info.value)
+    assert "custom_ops::foo_forward is claimed by both" in message
+    assert "pack-one (dist-one 1.0)" in message and "pack-two (dist-two 1.0)" in message
+    assert "OXPORT_DISABLE_PLUGINS=" in message and "override=True" in message
+    with pytest.raises(RegistryError, match="claimed by both"):
+        export_foo()
+    # Resolved by blocking one of them ...
+    entry = plugins.load(block=["pack-two"]).registry.lookup("custom_ops::foo_forward", 9)
+    assert entry.provenance.plugin == "pack-one"
+
+
+def test_override_true_resolves_a_conflict(install):
+    install("pack-one", foo_pack("pack-one"), dist="dist-one")
+    install("pack-two", foo_pack("pack-two", override=True), dist="dist-two")
+    entry = plugins.load().registry.lookup("custom_ops::foo_forward", 9)
+    assert entry.provenance.plugin == "pack-two" and entry.override
+
+
+@pytest.mark.parametrize("override", [False, True])
+def test_an_installed_pack_shadowing_a_builtin(install, override):
+    pack = OpPack("my-neg")
+
+    @pack.symbolic("aten::neg", since=14, override=override)
+    def neg(g, x):
+        return g.op("test_domain::MyNeg", x)
+
+    install("my-neg", pack)  # listed before the built-ins: they still load first
+    if override:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ShadowingWarning)
+            registry = plugins.load().registry
+    else:
+        with pytest.warns(ShadowingWarning, match=r"my-neg \(my-neg-dist 1.0\) shadows aten::neg "
+                                                  r"from oxport\.\w+ \(oxport 0"):
+            registry = plugins.load().registry
+    assert registry.lookup("aten::neg", 13).layer == Layer.BUILTIN
+    assert registry.lookup("aten::neg", 14).provenance.plugin == "my-neg"
+    assert registry.lookup("aten::neg", 26).provenance.plugin == "my-neg"
+
+
+def test_duplicate_entry_point_names_from_two_distributions(install):
+    install("my-pack", foo_pack(), dist="dist-one")
+    install("my-pack", foo_pack(), dist="dist-two")
+    with pytest.raises(PluginError, match=r"Two plugins are named 'my-pack': .* from dist-\w+ and "
+                                          r".* from dist-\w+\. Uninstall one"):
+        plugins.load()
+
+
+def test_one_distribution_seen_twice_loads_once(install):
+    install("my-pack", foo_pack(), dist="my-pack-dist")
+    install("my-pack", foo_pack(), dist="my-pack-dist")
+    assert len([p for p in plugins.load().plugins if p.name == "my-pack"]) == 1
+
+
+def test_an_op_below_its_lowest_since_names_the_minimum_opset(install):
+    install("my-pack", foo_pack(since=14))
+    with pytest.raises(UnsupportedOperatorError) as info:
+        export_foo(opset=13)
+    message = str(info.value)
+    assert "custom_ops::foo_forward" in message
+    assert "supported from opset 14; export with opset_version=14 or higher" in message
+    assert_foo_node(export_foo(opset=14))
+
+
+# -- loading controls ---------------------------------------------------------------------
+def loaded(manager) -> set[str]:
+    return {p.name for p in manager.plugins}
+
+
+def test_autoload_switch(install, monkeypatch):
+    install("my-pack", foo_pack())
+    monkeypatch.setenv("OXPORT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    manager = plugins.load()
+    assert manager.plugins == [] and manager.registry.names() == []
+    with pytest.raises(UnsupportedOperatorError, match="custom_ops::foo_forward"):
+        export_foo()
+    # Explicitly passed plugins and an allow-list still load.
+    extra = foo_pack("extra-pack")
+    assert loaded(plugins.load(extra=[extra])) == {"extra-pack"}
+    assert loaded(plugins.load(allow=["my-pack"])) == {"my-pack"}
+    assert_foo_node(export_foo(plugins=["my-pack", "oxport.prim"]))
+    # The argument wins over the environment.
+    assert "oxport.nn" in loaded(plugins.load(autoload=True))
+    assert_foo_node(export_foo(autoload_plugins=True))
+    monkeypatch.delenv("OXPORT_DISABLE_PLUGIN_AUTOLOAD")
+    assert plugins.load(autoload=False).plugins == []
+    with pytest.raises(UnsupportedOperatorError, match="custom_ops::foo_forward"):
+        export_foo(autoload_plugins=False)
+
+
+def test_allow_list(install, monkeypatch):
+    install("my-pack", foo_pack(), dist="my-pack-dist")
+    monkeypatch.setenv("OXPORT_PLUGINS", "my-pack, oxport.prim")
+    assert loaded(plugins.load()) == {"my-pack", "oxport.prim"}
+    assert loaded(plugins.load(allow=["oxport.nn"])) == {"oxport.nn"}  # the argument wins
+    assert loaded(plugins.load(allow="oxport.nn,my-pack")) == {"oxport.nn", "my-pack"}
+    assert_foo_node(export_foo())
+    assert_foo_node(export_foo(plugins=["my-pack", "oxport.prim"]))
+
+
+def test_allow_list_with_an_unknown_name(install, monkeypatch):
+    install("my-pack", foo_pack(), dist="my-pack-dist")
+    monkeypatch.setenv("OXPORT_PLUGINS", "my-pack,nope")
+    with pytest.raises(PluginError) as info:
+        plugins.load()
+    message = str(info.value)
+    assert "Plugins nope were asked for" in message and "Installed plugins: " in message
+    assert "my-pack (my-pack-dist)" in message and "oxport.nn (oxport)" in message
+    with pytest.raises(PluginError, match="Plugins also-nope were asked for"):
+        export_foo(plugins=["my-pack", "also-nope"])
+    with pytest.raises(PluginError, match="plugin names are non-empty strings"):
+        plugins.load(allow=["my-pack", 3])
+
+
+def test_block_list(install, monkeypatch, caplog):
+    install("my-pack", foo_pack())
+    monkeypatch.setenv("OXPORT_DISABLE_PLUGINS", "my-pack")
+    manager = plugins.load()
+    assert "my-pack" not in loaded(manager) and "oxport.nn" in loaded(manager)
+    assert manager.registry.lookup("custom_ops::foo_forward", 20) is None
+    with pytest.raises(UnsupportedOperatorError, match="custom_ops::foo_forward"):
+        export_foo()
+    # The argument adds to the environment's list.
+    both = plugins.load(block=["oxport.nn"])
+    assert not {"my-pack", "oxport.nn"} & loaded(both) and "oxport.prim" in loaded(both)
+    monkeypatch.delenv("OXPORT_DISABLE_PLUGINS")
+    assert_foo_node(export_foo())
+    with pytest.raises(UnsupportedOperatorError, match="custom_ops::foo_forward"):
+        export_foo(disable_plugins=["my-pack"])
+    # A blocked name that is not installed is only a warning.
+    with caplog.at_level(logging.WARNING, logger="oxport.plugins"):
+        plugins.load(block=["not-installed"])
+    assert "not installed: not-installed" in caplog.text
+
+
+def test_blocking_an_overriding_pack_restores_the_builtin(install):
+    pack = OpPack("my-neg")
+    pack.symbolic("aten::neg", since=7, override=True)(lambda g, x: g.op("test_domain::MyNeg", x))
+    install("my-neg", pack)
+    assert plugins.load().registry.lookup("aten::neg", 20).provenance.plugin == "my-neg"
+    blocked = plugins.load(block=["my-neg"]).registry.lookup("aten::neg", 20)
+    assert blocked.layer == Layer.BUILTIN
+
+
+# -- the third-party contract, pip-installed for real -------------------------------------------
+def layered_venv(root: Path) -> tuple[Path, Path]:
+    """A throwaway venv that also sees this interpreter's site-packages (oxport, torch, pip,
+    setuptools). Installing there keeps the running environment, which other test runs
+    may share, untouched; this process adds the venv's site-packages to sys.path."""
+    venv.create(root, with_pip=False, symlinks=os.name != "nt")
+    python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    purelib = Path(subprocess.check_output(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        text=True).strip())
+    parents = [p for p in [*site.getsitepackages(), site.getusersitepackages()]
+               if Path(p).is_dir()]
+    (purelib / "_oxport_test_parent.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in parents))
+    return python, purelib
+
+
+def run(*command, cwd: Path) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=cwd)
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+FORMS = {
+    # form: (distribution, entry-point line, module)
+    "oppack": ("my-pack", 'my-pack = "my_pack:pack"', "my_pack"),
+    "hooks": ("my-hooks", 'my-hooks = "my_hooks"', "my_hooks"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_pip_installed_third_party_distribution(form, tmp_path, monkeypatch):
+    dist, entry_point_line, module = FORMS[form]
+    plugin = entry_point_line.split(" = ")[0]
+    source = tmp_path / "src"
+    shutil.copytree(THIRDPARTY, source)
+    pyproject = (source / "pyproject.toml").read_text()
+    pyproject = pyproject.replace('name = "my-pack"', f'name = "{dist}"')
+    pyproject = pyproject.replace('my-pack = "my_pack:pack"', entry_point_line)
+    (source / "pyproject.toml").write_text(pyproject)
+    python, purelib = layered_venv(tmp_path / "venv")
+    run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", source,
+        cwd=tmp_path)
+    monkeypatch.syspath_prepend(str(purelib))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    plugins.reset()
+
+    # `oxport ops --json` and `oxport plugins --json` list it with its distribution.
+    rows = json.loads(run(python, "-m", "oxport", "ops", "--json", cwd=tmp_path).stdout)
+    assert [r for r in rows if r["op"] == "custom_ops::foo_forward"] == [{
+        "op": "custom_ops::foo_forward", "since": 9, "until": None, "provider": plugin,
+        "distribution": dist, "version": "0.1.0", "layer": "installed", "override": False,
+        "shadows": [],
+    }]
+    infos = json.loads(run(python, "-m", "oxport", "plugins", "--json", cwd=tmp_path).stdout)
+    (info,) = [i for i in infos if i["name"] == plugin]
+    assert (info["distribution"], info["error"], info["ops"]) == (
+        dist, None, ["custom_ops::foo_forward"])
+
+    # The registry of this process picks it, and an export uses it.
+    entry = testing.registry_view().lookup("custom_ops::foo_forward", 9)
+    assert (entry.provenance.plugin, entry.provenance.distribution, entry.layer) == (
+        plugin, dist, Layer.INSTALLED)
+    assert Path(sys.modules[module].__file__).parent == purelib
+    assert_foo_node(export_foo(opset=13))
+
+    # Uninstalling removes the op.
+    run(python, "-m", "pip", "uninstall", "-y", dist, cwd=tmp_path)
+    plugins.reset()
+    assert testing.registry_view().lookup("custom_ops::foo_forward", 9) is None
+    rows = json.loads(run(python, "-m", "oxport", "ops", "--json", cwd=tmp_path).stdout)
+    assert not [r for r in rows if r["op"] == "custom_ops::foo_forward"]
+    with pytest.raises(UnsupportedOperatorError, match="custom_ops::foo_forward"):
+        export_foo()
+    sys.modules.pop(module, None)
