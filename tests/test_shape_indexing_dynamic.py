@@ -1,0 +1,121 @@
+"""Shape and indexing exports run at a second input size (dynamic axes).
+
+The op cases run ONNX Runtime on the traced inputs only; these check that the
+shape/indexing/scatter symbolics read sizes at run time instead of baking in the
+traced ones, and that indexed assignment (the seed's write patterns) exports.
+"""
+
+from __future__ import annotations
+
+import onnxruntime as ort
+import pytest
+import torch
+
+import oxport
+from oxport.errors import UnsupportedOperatorError
+from oxport.testing import as_module, compare, to_numpy
+
+
+def _long(*data):
+    return torch.tensor(data)
+
+
+def _put_seed(data, new_data):
+    data[1] = new_data
+    return data
+
+
+def _put_rows(x, i, v):
+    x[i] = v
+    return x
+
+
+def _put_apart(x, i, j, v):
+    x[i, :, j] = v
+    return x
+
+
+def _put_broadcast(x, i, v):
+    x[i, 1:3] = v
+    return x
+
+
+def _copy_columns(x, v):
+    x[:, 1:] = v
+    return x * 2
+
+
+# name, model, (inputs at the traced size), (inputs at a second size), dynamic_axes, opsets
+CASES = [
+    ("expand", lambda x: x.expand(2, -1, 4), ((3, 1),), ((5, 1),), {"x": [0]}, [8, 20]),
+    ("expand_size", lambda x, y: x.expand(y.size(0), -1), ((1, 3), (4, 2)),
+     ((1, 3), (6, 2)), {"y": [0]}, [8, 20]),
+    ("slice_end", lambda x: x[:, x.size(1) - 2:], ((3, 4),), ((2, 7),), {"x": [0, 1]}, [10, 20]),
+    ("narrow_negative", lambda x: x.narrow(1, -2, 2), ((3, 4),), ((2, 6),), {"x": [0, 1]},
+     [7, 20]),
+    ("select_negative", lambda x: x[:, -1], ((3, 4),), ((2, 6),), {"x": [0, 1]}, [9, 20]),
+    ("index_negative", lambda x, i: x[i, -1], ((4, 3), _long(-1, 0)), ((6, 5), _long(-2, 3)),
+     {"x": [0, 1], "i": [0]}, [9, 20]),
+    ("index_two", lambda x, i, j: x[:, i, j], ((2, 4, 5), _long(1, -2), _long(0, 4)),
+     ((3, 6, 7), _long(5, -1, 0), _long(6, 1, 2)), {"x": [0, 1, 2], "i": [0], "j": [0]},
+     [9, 20]),
+    ("index_mask", lambda x, m: x[m], ((3, 4), torch.rand(3, 4) > 0.5),
+     ((5, 2), torch.rand(5, 2) > 0.5), {"x": [0, 1], "m": [0, 1]}, [9, 20]),
+    ("unflatten", lambda x: x.unflatten(-1, (2, -1)), ((2, 4),), ((3, 8),), {"x": [0, 1]},
+     [7, 20]),
+    ("repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), ((2, 3),), ((4, 1),),
+     {"x": [0, 1]}, [8, 20]),
+    ("flip_roll", lambda x: x.flip(0).roll(1, 1), ((2, 3),), ((4, 5),), {"x": [0, 1]}, [10, 20]),
+    ("triu", lambda x: x.triu(1), ((3, 4),), ((5, 2),), {"x": [0, 1]}, [11, 14, 20]),
+    ("diagonal", lambda x: x.diagonal(-1), ((3, 4),), ((6, 3),), {"x": [0, 1]}, [11, 20]),
+    ("chunk", lambda x: x.chunk(2, 1), ((2, 4),), ((3, 6),), {"x": [0, 1]}, [18, 20]),
+    ("index_put_seed", _put_seed, ((3, 4), (4,)), ((5, 6), (6,)), {"data": [0, 1],
+                                                                    "new_data": [0]}, [11, 20]),
+    ("index_put_rows", _put_rows, ((4, 3), _long(-1, 1), (2, 3)), ((6, 2), _long(0, -3, 2),
+                                                                   (3, 2)),
+     {"x": [0, 1], "i": [0], "v": [0, 1]}, [11, 20]),
+    ("index_put_apart", _put_apart, ((4, 3, 5), _long(2, 3), _long(1, 2), (3,)),
+     ((5, 2, 6), _long(4, 0), _long(5, 1), (2,)), {"x": [0, 1, 2], "v": [0]}, [11, 20]),
+    ("index_put_broadcast", _put_broadcast, ((3, 4, 5), _long([0, 2], [1, 1]), (5,)),
+     ((3, 4, 7), _long([0, 1], [2, 2]), (7,)), {"x": [2], "v": [0]}, [11, 20]),
+    ("copy_slice", _copy_columns, ((3, 4), (3, 3)), ((5, 2), (5, 1)),
+     {"x": [0, 1], "v": [0, 1]}, [11, 20]),
+    ("masked_fill", lambda x, m: x.masked_fill(m, -1.0), ((3, 4), torch.rand(4) > 0.5),
+     ((5, 2), torch.rand(2) > 0.5), {"x": [0, 1], "m": [0]}, [9, 20]),
+    ("masked_scatter", lambda x, m, s: x.masked_scatter(m, s), ((3, 4), torch.rand(3, 4) > 0.5,
+                                                                 (12,)),
+     ((2, 5), torch.rand(2, 5) > 0.5, (10,)), {"x": [0, 1], "m": [0, 1], "s": [0]}, [11, 20]),
+    ("index_fill", lambda x, i: x.index_fill(1, i, 2.0), ((3, 4), _long(0, 3)),
+     ((2, 6), _long(5)), {"x": [0, 1], "i": [0]}, [11, 20]),
+]
+
+
+def _materialize(specs):
+    gen = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(*s, generator=gen) if isinstance(s, tuple) else s for s in specs)
+
+
+def _names(model, count):
+    code = getattr(model, "__code__", None)
+    return list(code.co_varnames[:count]) if code is not None else [f"in{i}" for i in range(count)]
+
+
+@pytest.mark.parametrize("name,model,first,second,axes,opsets", CASES, ids=[c[0] for c in CASES])
+def test_second_size(name, model, first, second, axes, opsets):
+    first, second = _materialize(first), _materialize(second)
+    names = _names(model, len(first))
+    for opset in opsets:
+        result = oxport.convert(as_module(model), tuple(t.clone() for t in first),
+                                opset_version=opset, input_names=names, dynamic_axes=axes)
+        session = ort.InferenceSession(result.model_proto().SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+        with torch.no_grad():
+            expected = model(*(t.clone() for t in second))
+        actual = session.run(None, {n: to_numpy(t) for n, t in zip(names, second)})
+        compare(expected, actual, rtol=1e-4, atol=1e-5, where=f"{name}-opset{opset}")
+
+
+def test_indexed_assignment_below_opset_11_names_the_opset():
+    with pytest.raises(UnsupportedOperatorError, match="opset_version=11"):
+        oxport.convert(as_module(_put_seed), (torch.zeros(3, 4), torch.ones(4)),
+                       opset_version=10)
