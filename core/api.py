@@ -356,14 +356,23 @@ def register_custom_op_symbolic(symbolic_name: str, symbolic_fn: Callable[..., A
 
     registrar = Registrar(plugin_loader.runtime_registry(),
                           Provenance("register_custom_op_symbolic", None, None, Layer.RUNTIME))
-    registrar.register(symbolic_name, symbolic_fn, opset_version, override=True)
+    registrar.register(symbolic_name, symbolic_fn, _runtime_since(opset_version), override=True)
 
 
 def unregister_custom_op_symbolic(symbolic_name: str, opset_version: int) -> None:
     """Remove a registration made by :func:`register_custom_op_symbolic`."""
-    if not plugin_loader.runtime_registry().remove(symbolic_name, opset_version):
+    if not plugin_loader.runtime_registry().remove(symbolic_name, _runtime_since(opset_version)):
         raise InvalidExportArgumentError(
             f"No custom symbolic is registered for {symbolic_name!r} at opset {opset_version}.")
+
+
+def _runtime_since(opset_version: Any) -> Any:
+    """torch.onnx takes any opset from 1 (the seeds register prim::PythonOp at 1): below
+    the oldest opset oxport exports, it means every opset."""
+    if isinstance(opset_version, int) and not isinstance(opset_version, bool) \
+            and 1 <= opset_version < MIN_OPSET:
+        return MIN_OPSET
+    return opset_version
 
 
 @contextlib.contextmanager

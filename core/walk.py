@@ -135,7 +135,10 @@ class Conversion:
         for ts_value, name in zip(ts_inputs[:user_count], front.input_names):
             self.env[ts_value.unique()] = graph.add_input(name, Type.of(ts_value.type()))
         for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
-            self.env[ts_value.unique()] = graph.add_initializer(name, tensor, parameter=True)
+            # The trace's type keeps requires_grad, which symbolics may ask about.
+            type_ = Type.of(ts_value.type())
+            self.env[ts_value.unique()] = graph.add_initializer(
+                name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
         for node in front.graph.nodes():
             self.convert_node(node, graph)
         return graph
