@@ -1,0 +1,524 @@
+"""Spatial rearrangement: padding, upsampling (interpolate), pixel shuffle, im2col/col2im.
+
+Sizes that a traced graph computes at run time (``F.pad`` widths or
+``interpolate(size=...)`` taken from another tensor's shape) stay run-time
+values from opset 11, where Pad and Resize take them as inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+
+pack = OpPack("oxport.spatial")
+
+_INT_MAX = 2**62
+
+
+# -- shared helpers -------------------------------------------------------------------
+def _rank(input: Value, op: str) -> int:
+    rank = sh._get_tensor_rank(input)
+    if rank is None:
+        sh._unimplemented(op, "an input of unknown rank")
+    return rank
+
+
+def _int_items(value: Value, op: str) -> list[int | Value]:
+    """A list argument as Python ints, or Values where computed at run time."""
+    const = sh._maybe_get_const(value, "is")
+    if isinstance(const, list):
+        return const
+    if not sh._is_packed_list(value):
+        sh._unimplemented(op, "a size list that is not built element-wise")
+    return [sh._maybe_get_const(item, "i") for item in sh._unpack_list(value)]
+
+
+def _is_static(items: list[int | Value]) -> bool:
+    return all(isinstance(item, int) for item in items)
+
+
+def _int64_vector(g, items: list[int | Value]) -> Value:
+    """A 1-D int64 tensor of ``items``: a constant, or a Concat of run-time scalars."""
+    if _is_static(items):
+        return g.constant(torch.tensor(items, dtype=torch.int64))
+    parts = [g.constant(torch.tensor([item], dtype=torch.int64)) if isinstance(item, int)
+             else sh._reshape_helper(g, sh._cast_to(g, item, torch.int64), [1])
+             for item in items]
+    return g.op("Concat", *parts, axis_i=0)
+
+
+def _shape_slice(g, input: Value, start: int, end: int) -> Value:
+    return sh._slice_helper(g, g.op("Shape", input), [0], [start], [end])
+
+
+# -- padding --------------------------------------------------------------------------
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
+              "circular": "wrap"}
+
+
+def _onnx_pads(pad: list[int | Value], rank: int, op: str) -> list[int | Value]:
+    """PyTorch's (last_begin, last_end, prev_begin, ...) -> ONNX's begins then ends."""
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        sh._unimplemented(op, f"a pad list of length {len(pad)} for a rank-{rank} input")
+    padded = len(pad) // 2
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(padded):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return begins + ends
+
+
+def _pad_value(g, input: Value, value: Value | float | None) -> Value:
+    dtype = input.type().dtype() or torch.float32
+    const = sh._maybe_get_const(value, "f") if isinstance(value, Value) else value
+    if isinstance(const, Value):
+        return sh._cast_to(g, const, dtype)
+    return g.constant(torch.tensor(0 if const is None else const).to(dtype))
+
+
+def _pad_attr(g, input: Value, pad: list[int | Value], mode: str, value: Value | float | None,
+              op: str) -> Value:
+    """Pad with attributes (opsets 7-10)."""
+    rank = _rank(input, op)
+    pads = _onnx_pads(pad, rank, op)
+    if not _is_static(pads):
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, "pad widths computed at run time")
+    if mode == "circular":
+        return _circular(g, input, pad, op)
+    attrs = {}
+    if mode == "constant":
+        dtype = input.type().dtype()
+        if dtype is not None and not dtype.is_floating_point:
+            sh._onnx_opset_unsupported_detailed(op, g.opset, 11, f"constant padding of {dtype}")
+        const = sh._maybe_get_const(value, "f") if isinstance(value, Value) else value
+        if isinstance(const, Value):
+            sh._onnx_opset_unsupported_detailed(op, g.opset, 11, "a run-time pad value")
+        attrs["value_f"] = const or 0.0
+    return g.op("Pad", input, pads_i=pads, mode_s=_PAD_MODES[mode], **attrs)
+
+
+def _pad_input(g, input: Value, pad: list[int | Value], mode: str,
+               value: Value | float | None, op: str) -> Value:
+    """Pad with pads (and the constant value) as inputs (opset 11 on)."""
+    if mode == "circular":
+        return _circular(g, input, pad, op)
+    pads = _int64_vector(g, _onnx_pads(pad, _rank(input, op), op))
+    if mode == "constant":
+        return g.op("Pad", input, pads, _pad_value(g, input, value), mode_s="constant")
+    return g.op("Pad", input, pads, mode_s=_PAD_MODES[mode])
+
+
+def _pad_wrap(g, input: Value, pad: list[int | Value], mode: str,
+              value: Value | float | None, op: str) -> Value:
+    """Pad from opset 19, where circular padding is the 'wrap' mode."""
+    if mode != "circular":
+        return _pad_input(g, input, pad, mode, value, op)
+    pads = _int64_vector(g, _onnx_pads(pad, _rank(input, op), op))
+    return g.op("Pad", input, pads, mode_s="wrap")
+
+
+def _circular(g, input: Value, pad: list[int | Value], op: str) -> Value:
+    """Circular padding as Slice + Concat along each padded dim (before Pad's 'wrap')."""
+    if not _is_static(pad) or any(p < 0 for p in pad):
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 19,
+                                            "circular padding by run-time or negative widths")
+    out = input
+    for i in range(len(pad) // 2):
+        axis, before, after = -1 - i, pad[2 * i], pad[2 * i + 1]
+        if g.opset < 11:
+            axis += _rank(input, op)
+        parts = [out]
+        if before:
+            parts.insert(0, sh._slice_helper(g, out, [axis], [-before], [_INT_MAX]))
+        if after:
+            parts.append(sh._slice_helper(g, out, [axis], [0], [after]))
+        if len(parts) > 1:
+            out = g.op("Concat", *parts, axis_i=axis)
+    return out
+
+
+def _register_pad(name: str, mode: str | None, ladder=((7, _pad_attr), (11, _pad_input))):
+    """``aten::name`` (a fixed ``mode``, or aten::pad's own argument) at each opset of ``ladder``."""
+    op = f"aten::{name}"
+
+    def build(pad_fn):
+        def symbolic(g, input, pad, *args):
+            pad_mode, value = mode, None
+            if mode is None:  # aten::pad(input, pad, mode, value)
+                pad_mode = sh._maybe_get_const(args[0], "s") if args else "constant"
+                value = args[1] if len(args) > 1 else None
+            elif mode == "constant" and args:  # constant_pad_nd(input, pad, value)
+                value = args[0]
+            if pad_mode not in _PAD_MODES:
+                sh._unimplemented(op, f"padding mode {pad_mode!r}")
+            return pad_fn(g, input, _int_items(pad, op), pad_mode, value, op)
+        symbolic.__name__ = name
+        symbolic.__doc__ = f"``{op}`` as ONNX Pad."
+        return symbolic
+
+    for since, pad_fn in ladder:
+        pack.symbolic(op, since=since)(build(pad_fn))
+
+
+_register_pad("pad", None, ((7, _pad_attr), (11, _pad_input), (19, _pad_wrap)))
+_register_pad("constant_pad_nd", "constant")
+for _rank_n in (1, 2, 3):
+    _register_pad(f"reflection_pad{_rank_n}d", "reflect")
+    _register_pad(f"replication_pad{_rank_n}d", "replicate")
+
+
+# -- upsampling -----------------------------------------------------------------------
+class _Resample:
+    """What an ``aten::upsample_*`` node asks for: output sizes or scale factors."""
+
+    def __init__(self, op: str, input: Value, spatial: int, output_size: Value | None,
+                 scales: tuple[Value, ...]) -> None:
+        self.op = op
+        self.input = input
+        self.spatial = spatial
+        self.sizes: list[int | Value] | None = None
+        self.scales: list[float] | None = None
+        if not sh._is_none(output_size):
+            self.sizes = _int_items(output_size, op)
+        else:
+            self.scales = self._parse_scales(scales)
+
+    def _parse_scales(self, scales: tuple[Value, ...]) -> list[float]:
+        # The .vec overload passes one float[] (scale_factors); others one float per dim.
+        values: list = []
+        for scale in scales:
+            const = sh._maybe_get_const(scale, "fs")
+            if isinstance(const, Value) or const is None:
+                sh._unimplemented(self.op, "scale factors computed at run time")
+            values.extend(const)
+        if len(values) == 1:
+            values = values * self.spatial
+        if len(values) != self.spatial:
+            sh._unimplemented(self.op, "neither an output size nor a scale per spatial dim")
+        return values
+
+    def input_sizes(self) -> list[int] | None:
+        sizes = sh._get_tensor_sizes(self.input)
+        spatial = sizes[-self.spatial:] if sizes is not None else None
+        return spatial if spatial and all(s is not None for s in spatial) else None
+
+    def static_scales(self) -> list[float] | None:
+        """Scale factors (output / input), exact enough that floor(in * s) == out."""
+        if self.scales is not None:
+            return self.scales
+        in_sizes = self.input_sizes()
+        if in_sizes is None or not _is_static(self.sizes):
+            return None
+        scales = []
+        for size, out in zip(in_sizes, self.sizes):
+            scale = np.float32(out / size)
+            while np.floor(np.float32(size) * scale) < out:
+                scale = np.nextafter(scale, np.float32(np.inf))
+            scales.append(float(scale))
+        return scales
+
+    def scales_input(self, g) -> Value:
+        """Full-rank float scales as a Value (from sizes at run time when needed)."""
+        static = self.static_scales()
+        if static is not None:
+            return g.constant(torch.tensor([1.0, 1.0, *static], dtype=torch.float32))
+        rank = 2 + self.spatial
+        out = sh._cast_to(g, _int64_vector(g, self.sizes), torch.float32)
+        size = sh._cast_to(g, _shape_slice(g, self.input, 2, rank), torch.float32)
+        return g.op("Concat", g.constant(torch.ones(2)), g.op("Div", out, size), axis_i=0)
+
+
+def _upsample_7(g, resample: _Resample) -> Value:
+    """Upsample with a scales attribute (opsets 7-8; nearest only)."""
+    scales = resample.static_scales()
+    if scales is None:
+        sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 9, "a run-time output size")
+    if any(s < 1 for s in scales):
+        sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 10,
+                                            "downsampling (Upsample only enlarges)")
+    return g.op("Upsample", resample.input, scales_f=[1.0, 1.0, *scales], mode_s="nearest")
+
+
+def _upsample_9(g, resample: _Resample) -> Value:
+    """Upsample with a scales input (opset 9; nearest only)."""
+    scales = resample.static_scales()
+    if scales is not None and any(s < 1 for s in scales):
+        sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 10,
+                                            "downsampling (Upsample only enlarges)")
+    return g.op("Upsample", resample.input, resample.scales_input(g), mode_s="nearest")
+
+
+def _resize_10(g, resample: _Resample) -> Value:
+    """Resize-10: nearest with asymmetric coordinates, scales only.
+
+    ONNX Runtime rounds (rather than floors) source coordinates when Resize-10
+    downsamples, which equals PyTorch only for integer factors.
+    """
+    scales = resample.static_scales()
+    if scales is not None and any(s < 1 and not float(1 / s).is_integer() for s in scales):
+        sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 11,
+                                            "downsampling by a non-integer factor")
+    return g.op("Resize", resample.input, resample.scales_input(g), mode_s="nearest")
+
+
+def _resize_11(g, resample: _Resample, mode: str, align_corners: bool | None = None,
+               antialias: bool = False) -> Value:
+    """Resize with PyTorch's coordinate mapping (opset 11 on)."""
+    attrs: dict = {}
+    if mode == "nearest":
+        attrs = dict(mode_s="nearest", coordinate_transformation_mode_s="asymmetric",
+                     nearest_mode_s="floor")
+    elif mode == "nearest-exact":
+        attrs = dict(mode_s="nearest", coordinate_transformation_mode_s="half_pixel",
+                     nearest_mode_s="round_prefer_ceil")
+    else:
+        attrs = dict(mode_s=mode, coordinate_transformation_mode_s=(
+            "align_corners" if align_corners else "half_pixel"))
+        if mode == "cubic":  # antialiased bicubic uses PIL's a = -0.5
+            attrs["cubic_coeff_a_f"] = -0.5 if antialias else -0.75
+    if antialias:
+        attrs.update(antialias_i=1, exclude_outside_i=1)
+    empty = g.constant(torch.tensor([], dtype=torch.float32))
+    roi = empty if g.opset < 13 else None
+    if resample.sizes is None:
+        return g.op("Resize", resample.input, roi, resample.scales_input(g), **attrs)
+    scales = empty if g.opset < 13 else None
+    rank = 2 + resample.spatial
+    if g.opset >= 18:
+        sizes = _int64_vector(g, resample.sizes)
+        attrs["axes_i"] = list(range(2, rank))
+    else:
+        sizes = g.op("Concat", _shape_slice(g, resample.input, 0, 2),
+                     _int64_vector(g, resample.sizes), axis_i=0)
+    return g.op("Resize", resample.input, roi, scales, sizes, **attrs)
+
+
+def _register_nearest(name: str, spatial: int) -> None:
+    op = f"aten::{name}"
+    for since, build in ((7, _upsample_7), (9, _upsample_9), (10, _resize_10),
+                         (11, lambda g, r: _resize_11(g, r, "nearest"))):
+        def symbolic(g, input, output_size, *scales, _build=build):
+            return _build(g, _Resample(op, input, spatial, output_size, scales))
+        symbolic.__name__ = name
+        symbolic.__doc__ = f"``{op}``: nearest (floor) resampling."
+        pack.symbolic(op, since=since)(symbolic)
+
+
+def _register_resize(name: str, spatial: int, mode: str, since: int = 11,
+                     antialias: bool = False) -> None:
+    op = f"aten::{name}"
+    has_align = mode in ("linear", "cubic")
+
+    def symbolic(g, input, output_size, *args):
+        align_corners = sh._maybe_get_const(args[0], "b") if has_align else None
+        scales = args[1:] if has_align else args
+        return _resize_11(g, _Resample(op, input, spatial, output_size, scales), mode,
+                          align_corners, antialias)
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``{op}`` as Resize (mode {mode!r})."
+    pack.symbolic(op, since=since)(symbolic)
+
+
+for _n in (1, 2, 3):
+    _register_nearest(f"upsample_nearest{_n}d", _n)
+    _register_resize(f"_upsample_nearest_exact{_n}d", _n, "nearest-exact")
+_register_resize("upsample_linear1d", 1, "linear")
+_register_resize("upsample_bilinear2d", 2, "linear")
+_register_resize("upsample_trilinear3d", 3, "linear")
+_register_resize("upsample_bicubic2d", 2, "cubic")
+_register_resize("_upsample_bilinear2d_aa", 2, "linear", since=18, antialias=True)
+_register_resize("_upsample_bicubic2d_aa", 2, "cubic", since=18, antialias=True)
+
+
+# -- pixel shuffle ----------------------------------------------------------------------
+def _rearrange(g, input: Value, factor: int, op: str, shuffle: bool) -> Value:
+    """Pixel (un)shuffle as Reshape -> Transpose -> Reshape, for any leading dims."""
+    rank = _rank(input, op)
+    channels = sh._get_tensor_dim_size(input, -3)
+    if channels is None:
+        sh._unimplemented(op, "a channel dimension that is not static")
+    lead = rank - 3
+    leading = _shape_slice(g, input, 0, lead) if lead else None
+    height_width = _shape_slice(g, input, rank - 2, rank)
+    r = g.constant(torch.tensor([factor], dtype=torch.int64))
+    if shuffle:
+        c = channels // (factor * factor)
+        split = [g.constant(torch.tensor([c, factor, factor], dtype=torch.int64)), height_width]
+        perm = [0, 3, 1, 4, 2]
+        merged = [g.constant(torch.tensor([c], dtype=torch.int64)),
+                  g.op("Mul", height_width, r)]
+    else:
+        hw = g.op("Div", height_width, r)
+        h = sh._slice_helper(g, hw, [0], [0], [1])
+        w = sh._slice_helper(g, hw, [0], [1], [2])
+        split = [g.constant(torch.tensor([channels], dtype=torch.int64)), h, r, w, r]
+        perm = [0, 2, 4, 1, 3]
+        merged = [g.constant(torch.tensor([channels * factor * factor], dtype=torch.int64)), hw]
+    if leading is not None:
+        split.insert(0, leading)
+        merged.insert(0, leading)
+    expanded = g.op("Reshape", input, g.op("Concat", *split, axis_i=0))
+    moved = g.op("Transpose", expanded, perm_i=list(range(lead)) + [lead + p for p in perm])
+    return g.op("Reshape", moved, g.op("Concat", *merged, axis_i=0))
+
+
+@pack.symbolic("aten::pixel_shuffle", since=7)
+@sh.parse_args("v", "i")
+def pixel_shuffle(g, self, upscale_factor):
+    """Reshape-Transpose-Reshape (DepthToSpace has PyTorch's channel order only from 11)."""
+    return _rearrange(g, self, upscale_factor, "aten::pixel_shuffle", shuffle=True)
+
+
+@pack.symbolic("aten::pixel_shuffle", since=11)
+@sh.parse_args("v", "i")
+def pixel_shuffle_11(g, self, upscale_factor):
+    """DepthToSpace in CRD mode for 4-D inputs."""
+    if sh._get_tensor_rank(self) == 4:
+        return g.op("DepthToSpace", self, blocksize_i=upscale_factor, mode_s="CRD")
+    return _rearrange(g, self, upscale_factor, "aten::pixel_shuffle", shuffle=True)
+
+
+@pack.symbolic("aten::pixel_unshuffle", since=7)
+@sh.parse_args("v", "i")
+def pixel_unshuffle(g, self, downscale_factor):
+    """Reshape-Transpose-Reshape (SpaceToDepth orders channels differently)."""
+    return _rearrange(g, self, downscale_factor, "aten::pixel_unshuffle", shuffle=False)
+
+
+# -- im2col / col2im -------------------------------------------------------------------
+@pack.symbolic("aten::im2col", since=7)
+@sh.parse_args("v", "is", "is", "is", "is")
+def im2col(g, self, kernel_size, dilation, padding, stride):
+    """A grouped Conv with one-hot kernels picks each patch element, in PyTorch's order."""
+    rank = _rank(self, "aten::im2col")
+    channels = sh._get_tensor_dim_size(self, -3)
+    if channels is None:
+        sh._unimplemented("aten::im2col", "a channel dimension that is not static")
+    kh, kw = kernel_size
+    picks = torch.eye(kh * kw, dtype=self.type().dtype() or torch.float32)
+    weight = picks.reshape(kh * kw, 1, kh, kw).repeat(channels, 1, 1, 1)
+    batched = sh._unsqueeze_helper(g, self, [0]) if rank == 3 else self
+    patches = g.op("Conv", batched, g.constant(weight), kernel_shape_i=kernel_size,
+                   dilations_i=dilation, pads_i=padding + padding, strides_i=stride,
+                   group_i=channels)
+    out = sh._reshape_helper(g, patches, [0, 0, -1])
+    return sh._squeeze_helper(g, out, [0]) if rank == 3 else out
+
+
+@pack.symbolic("aten::col2im", since=18)
+@sh.parse_args("v", "v", "is", "is", "is", "is")
+def col2im(g, self, output_size, kernel_size, dilation, padding, stride):
+    """Col2Im (opset 18)."""
+    return g.op("Col2Im", self, _int64_vector(g, _int_items(output_size, "aten::col2im")),
+                g.constant(torch.tensor(kernel_size, dtype=torch.int64)),
+                dilations_i=dilation, pads_i=padding + padding, strides_i=stride)
+
+
+# -- cases ----------------------------------------------------------------------------
+nn = torch.nn
+
+
+def _x(*shape: int):
+    return lambda: torch.randn(*shape)
+
+
+def _ints(*shape: int):
+    return lambda: torch.randint(-5, 5, shape)
+
+
+pack.case("aten::pad", lambda x: F.pad(x, (1, 2)), (2, 3, 4), name="constant")
+pack.case("aten::pad", lambda x: F.pad(x, (1, 0, -1, 2), value=1.5), (1, 2, 4, 5),
+          name="constant_value_negative")
+pack.case("aten::pad", lambda x: F.pad(x, (1, 2), value=7), _ints(2, 5), name="int",
+          min_opset=11)
+pack.case("aten::pad", nn.ReflectionPad2d((1, 2, 0, 1)), (1, 2, 4, 5), name="reflect")
+pack.case("aten::pad", nn.ReplicationPad3d(1), (1, 2, 2, 3, 2), name="replicate")
+pack.case("aten::pad", nn.CircularPad2d((1, 2, 2, 0)), (1, 2, 3, 4), name="circular")
+pack.case("aten::pad", lambda x, y: F.pad(x, (0, y.size(-1) - x.size(-1))), (2, 3), (2, 5),
+          name="dynamic", min_opset=11, input_names=["x", "y"],
+          dynamic_axes={"x": {0: "n", 1: "a"}, "y": {0: "n", 1: "b"}})
+pack.case("aten::constant_pad_nd", lambda x: torch.constant_pad_nd(x, [1, 1, 2, 0], -1.0),
+          (1, 3, 4))
+pack.case("aten::reflection_pad1d", lambda x: torch.ops.aten.reflection_pad1d(x, [2, 1]),
+          (1, 2, 5))
+pack.case("aten::reflection_pad2d", lambda x: torch.ops.aten.reflection_pad2d(x, [1, 1, 2, 0]),
+          (1, 2, 4, 4))
+pack.case("aten::reflection_pad3d", lambda x: torch.ops.aten.reflection_pad3d(x, [1] * 6),
+          (1, 1, 3, 3, 3))
+pack.case("aten::replication_pad1d", lambda x: torch.ops.aten.replication_pad1d(x, [0, 3]),
+          (2, 2, 3))
+pack.case("aten::replication_pad2d",
+          lambda x: torch.ops.aten.replication_pad2d(x, [2, 1, 0, 1]), (1, 2, 3, 3))
+pack.case("aten::replication_pad3d", lambda x: torch.ops.aten.replication_pad3d(x, [1] * 6),
+          (1, 1, 2, 3, 2))
+
+_NEAREST = "aten::upsample_nearest{}d"
+pack.case(_NEAREST.format(1), lambda x: F.interpolate(x, scale_factor=2), (1, 2, 5))
+pack.case(_NEAREST.format(2), lambda x: F.interpolate(x, scale_factor=(1.5, 2.5)),
+          (1, 2, 4, 5), name="scales")
+pack.case(_NEAREST.format(2), lambda x: F.interpolate(x, size=(7, 12)), (1, 2, 4, 5),
+          name="size")
+pack.case(_NEAREST.format(2), lambda x: F.interpolate(x, size=(3, 2)), (1, 2, 6, 4),
+          name="downsample", min_opset=10)
+pack.case(_NEAREST.format(2), lambda x: F.interpolate(x, size=(3, 2)), (1, 2, 6, 5),
+          name="downsample_fractional", min_opset=11)
+pack.case(_NEAREST.format(2), nn.Upsample(scale_factor=2), (1, 2, 3, 3), name="dynamic",
+          min_opset=9, input_names=["x"], dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
+pack.case(_NEAREST.format(2), lambda x, y: F.interpolate(x, size=y.shape[-2:]), (1, 2, 3, 3),
+          (1, 1, 5, 7), name="dynamic_size", min_opset=9, input_names=["x", "y"],
+          dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}, "y": {2: "h2", 3: "w2"}})
+pack.case(_NEAREST.format(3), lambda x: F.interpolate(x, scale_factor=(1, 2, 3)),
+          (1, 1, 2, 3, 2))
+pack.case("aten::_upsample_nearest_exact1d",
+          lambda x: F.interpolate(x, size=7, mode="nearest-exact"), (1, 2, 5))
+pack.case("aten::_upsample_nearest_exact2d",
+          lambda x: F.interpolate(x, scale_factor=0.5, mode="nearest-exact"), (1, 2, 7, 6))
+pack.case("aten::_upsample_nearest_exact3d",
+          lambda x: F.interpolate(x, scale_factor=2, mode="nearest-exact"), (1, 1, 2, 3, 2))
+pack.case("aten::upsample_linear1d",
+          lambda x: F.interpolate(x, size=9, mode="linear", align_corners=True), (1, 2, 5),
+          name="align_corners")
+pack.case("aten::upsample_linear1d", lambda x: F.interpolate(x, scale_factor=0.5, mode="linear"),
+          (1, 2, 9), name="downsample")
+pack.case("aten::upsample_bilinear2d",
+          lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (1, 2, 3, 4))
+pack.case("aten::upsample_bilinear2d",
+          lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True),
+          (1, 2, 3, 4), name="align_corners_size")
+pack.case("aten::upsample_bilinear2d",
+          lambda x: F.interpolate(x, scale_factor=(1.5, 0.5), mode="bilinear"), (1, 2, 4, 6),
+          name="fractional")
+pack.case("aten::upsample_bilinear2d",
+          lambda x, y: F.interpolate(x, size=y.shape[2:], mode="bilinear"), (1, 2, 3, 4),
+          (1, 1, 6, 5), name="dynamic_size", input_names=["x", "y"],
+          dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}, "y": {2: "h2", 3: "w2"}})
+pack.case("aten::upsample_trilinear3d",
+          lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (1, 1, 2, 3, 2))
+pack.case("aten::upsample_trilinear3d",
+          lambda x: F.interpolate(x, size=(3, 4, 5), mode="trilinear", align_corners=True),
+          (1, 1, 2, 3, 2), name="align_corners")
+pack.case("aten::upsample_bicubic2d",
+          lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), (1, 2, 4, 5))
+pack.case("aten::upsample_bicubic2d",
+          lambda x: F.interpolate(x, size=(6, 3), mode="bicubic", align_corners=True),
+          (1, 2, 4, 5), name="align_corners")
+pack.case("aten::_upsample_bilinear2d_aa",
+          lambda x: F.interpolate(x, size=(3, 4), mode="bilinear", antialias=True),
+          (1, 2, 8, 9), rtol=1e-3, atol=1e-4)
+pack.case("aten::_upsample_bicubic2d_aa",
+          lambda x: F.interpolate(x, size=(3, 4), mode="bicubic", antialias=True),
+          (1, 2, 8, 9), rtol=1e-3, atol=1e-4)
+pack.case("aten::pixel_shuffle", nn.PixelShuffle(2), (1, 8, 3, 4))
+pack.case("aten::pixel_shuffle", nn.PixelShuffle(3), (2, 3, 9, 2, 2), name="5d")
+pack.case("aten::pixel_shuffle", nn.PixelShuffle(2), (1, 8, 3, 4), name="dynamic",
+          input_names=["x"], dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
+pack.case("aten::pixel_unshuffle", nn.PixelUnshuffle(2), (1, 2, 4, 6))
+pack.case("aten::pixel_unshuffle", nn.PixelUnshuffle(3), (3, 6, 6), name="3d")
+pack.case("aten::im2col", nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+          (2, 3, 5, 6))
+pack.case("aten::im2col", nn.Unfold(2), (3, 4, 4), name="unbatched")
+pack.case("aten::col2im", nn.Fold((4, 5), (2, 3), padding=(1, 0), stride=(1, 2)), (2, 12, 10))
