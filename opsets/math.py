@@ -1,7 +1,413 @@
-"""Math, comparison, logical and bitwise ops."""
+"""Math functions, comparisons, logical and bitwise ops, ``where``.
+
+Unary float functions take integer inputs as float32, as PyTorch does. Comparisons
+promote their operands with PyTorch's rules before comparing; where an older opset lacks
+a comparison for a type, it is rebuilt from the ones it has.
+"""
 
 from __future__ import annotations
 
+import math
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Value
+from oxport.opsets.elementwise import (
+    float_input,
+    is_int,
+    promote,
+    register_aliases,
+    scalar,
+)
+from oxport.opsets.elementwise import is_inf as _is_inf
 
 pack = OpPack("oxport.math")
+
+
+# -- unary float functions -----------------------------------------------------------------
+def _unary(op_type: str, name: str):
+    def symbolic(g, self: Value) -> Value:
+        return g.op(op_type, float_input(g, f"aten::{name}", self))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}``."
+    return symbolic
+
+
+for _name, _op, _since in (
+        ("sqrt", "Sqrt", 7), ("exp", "Exp", 7), ("log", "Log", 7), ("sin", "Sin", 7),
+        ("cos", "Cos", 7), ("tan", "Tan", 7), ("asin", "Asin", 7), ("acos", "Acos", 7),
+        ("atan", "Atan", 7), ("sinh", "Sinh", 9), ("cosh", "Cosh", 9), ("asinh", "Asinh", 9),
+        ("acosh", "Acosh", 9), ("atanh", "Atanh", 9), ("erf", "Erf", 9)):
+    pack.symbolic(f"aten::{_name}", since=_since)(_unary(_op, _name))
+    if _name in ("sqrt", "exp", "log"):
+        pack.symbolic(f"aten::{_name}_", since=_since)(_unary(_op, f"{_name}_"))
+
+
+@pack.symbolic("aten::rsqrt", since=7)
+def rsqrt(g, self: Value) -> Value:
+    return g.op("Reciprocal", g.op("Sqrt", float_input(g, "aten::rsqrt", self)))
+
+
+@pack.symbolic("aten::exp2", since=7)
+def exp2(g, self: Value) -> Value:
+    x = float_input(g, "aten::exp2", self)
+    return g.op("Pow", scalar(g, 2.0, x.type().dtype()), x)
+
+
+@pack.symbolic("aten::expm1", since=7)
+def expm1(g, self: Value) -> Value:
+    x = float_input(g, "aten::expm1", self)
+    return g.op("Sub", g.op("Exp", x), scalar(g, 1.0, x.type().dtype()))
+
+
+@pack.symbolic("aten::log1p", since=7)
+def log1p(g, self: Value) -> Value:
+    x = float_input(g, "aten::log1p", self)
+    return g.op("Log", g.op("Add", x, scalar(g, 1.0, x.type().dtype())))
+
+
+def _log_base(base: float, name: str):
+    def symbolic(g, self: Value) -> Value:
+        x = float_input(g, f"aten::{name}", self)
+        return g.op("Div", g.op("Log", x), scalar(g, math.log(base), x.type().dtype()))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``log(x) / log({base:g})``."
+    return symbolic
+
+
+log2 = pack.symbolic("aten::log2", since=7)(_log_base(2.0, "log2"))
+log10 = pack.symbolic("aten::log10", since=7)(_log_base(10.0, "log10"))
+
+
+@pack.symbolic("aten::erfc", since=9)
+def erfc(g, self: Value) -> Value:
+    x = float_input(g, "aten::erfc", self)
+    return g.op("Sub", scalar(g, 1.0, x.type().dtype()), g.op("Erf", x))
+
+
+@pack.symbolic("aten::atan2", since=9)
+def atan2(g, self: Value, other: Value) -> Value:
+    """``atan(y / x)`` moved to the right quadrant; ``atan2(0, 0) = 0``."""
+    (y, x), dtype = promote(g, "aten::atan2", self, other)
+    if not dtype or not dtype.is_floating_point:
+        y, x = sh._cast_to(g, y, torch.float32), sh._cast_to(g, x, torch.float32)
+        dtype = torch.float32
+    zero = scalar(g, 0.0, dtype)
+    angle = g.op("Atan", g.op("Div", y, x))
+    half_turn = g.op("Where", g.op("Less", y, zero), scalar(g, -math.pi, dtype),
+                     scalar(g, math.pi, dtype))
+    angle = g.op("Where", g.op("Less", x, zero), g.op("Add", angle, half_turn), angle)
+    both_zero = g.op("And", _is_zero(g, x, zero), _is_zero(g, y, zero))
+    return g.op("Where", both_zero, zero, angle)
+
+
+def _is_zero(g, x: Value, zero: Value) -> Value:
+    return g.op("Not", g.op("Or", g.op("Less", x, zero), g.op("Greater", x, zero)))
+
+
+@pack.symbolic("aten::isnan", since=9)
+def isnan(g, self: Value) -> Value:
+    """IsNaN for floats; all False for integers and bools."""
+    if (self.type().dtype() or torch.float32).is_floating_point:
+        return g.op("IsNaN", self)
+    return _all_false(g, self)
+
+
+@pack.symbolic("aten::isinf", since=10)
+def isinf(g, self: Value) -> Value:
+    """IsInf for floats (half precision as float32 before opset 20); False for integers."""
+    if (self.type().dtype() or torch.float32).is_floating_point:
+        return _is_inf(g, self)
+    return _all_false(g, self)
+
+
+def _all_false(g, like: Value) -> Value:
+    return g.op("ConstantOfShape", g.op("Shape", like), value_t=torch.tensor([False]))
+
+
+# -- comparisons -------------------------------------------------------------------------------
+def _operands(g, self: Value, other: Value) -> tuple[Value, Value, torch.dtype | None]:
+    a, b = sh.promote(g, self, other)
+    return a, b, sh.result_dtype(self, other)
+
+
+def _numeric(g, a: Value, b: Value, dtype: torch.dtype | None, floats_only: bool):
+    """Operands an ordering op accepts: bools as uint8, and (``floats_only``) ints as float64."""
+    if dtype == torch.bool:
+        dtype = torch.float64 if floats_only else torch.uint8
+    elif floats_only and is_int(dtype):
+        dtype = torch.float64
+    else:
+        return a, b
+    return sh._cast_to(g, a, dtype), sh._cast_to(g, b, dtype)
+
+
+def _equal_7(g, a: Value, b: Value, dtype: torch.dtype | None) -> Value:
+    """Equal before opset 11 (bool, int32 and int64 only): floats as neither less nor greater."""
+    if dtype is not None and dtype.is_floating_point:
+        ordered = g.op("Or", g.op("Less", a, b), g.op("Greater", a, b))
+        if g.opset >= 9:
+            ordered = g.op("Or", ordered, g.op("Or", g.op("IsNaN", a), g.op("IsNaN", b)))
+        return g.op("Not", ordered)
+    if dtype not in (None, torch.bool, torch.int32, torch.int64):
+        a, b = sh._cast_to(g, a, torch.int64), sh._cast_to(g, b, torch.int64)
+    return g.op("Equal", a, b)
+
+
+@pack.symbolic("aten::eq", since=7)
+def eq(g, self: Value, other: Value) -> Value:
+    return _equal_7(g, *_operands(g, self, other))
+
+
+@pack.symbolic("aten::eq", since=11)
+def eq_11(g, self: Value, other: Value) -> Value:
+    a, b, _ = _operands(g, self, other)
+    return g.op("Equal", a, b)
+
+
+@pack.symbolic("aten::ne", since=7)
+def ne(g, self: Value, other: Value) -> Value:
+    return g.op("Not", _equal_7(g, *_operands(g, self, other)))
+
+
+@pack.symbolic("aten::ne", since=11)
+def ne_11(g, self: Value, other: Value) -> Value:
+    a, b, _ = _operands(g, self, other)
+    return g.op("Not", g.op("Equal", a, b))
+
+
+def _ordering(op_type: str, name: str, since: int):
+    def symbolic(g, self: Value, other: Value) -> Value:
+        a, b, dtype = _operands(g, self, other)
+        a, b = _numeric(g, a, b, dtype, floats_only=g.opset < 9)
+        return g.op(op_type, a, b)
+    symbolic.__name__ = name if since == 7 else f"{name}_{since}"
+    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}``."
+    return symbolic
+
+
+def _ordering_or_equal(op_type: str, name: str):
+    def symbolic(g, self: Value, other: Value) -> Value:
+        """``a > b or a == b`` before GreaterOrEqual/LessOrEqual (opset 12)."""
+        a, b, dtype = _operands(g, self, other)
+        strict_a, strict_b = _numeric(g, a, b, dtype, floats_only=g.opset < 9)
+        strict = g.op(op_type, strict_a, strict_b)
+        equal = _equal_7(g, a, b, dtype) if g.opset < 11 else g.op("Equal", a, b)
+        return g.op("Or", strict, equal)
+    symbolic.__name__ = name
+    return symbolic
+
+
+for _name, _op in (("gt", "Greater"), ("lt", "Less")):
+    pack.symbolic(f"aten::{_name}", since=7)(_ordering(_op, _name, 7))
+for _name, _op in (("ge", "Greater"), ("le", "Less")):
+    pack.symbolic(f"aten::{_name}", since=7)(_ordering_or_equal(_op, _name))
+    pack.symbolic(f"aten::{_name}", since=12)(_ordering(f"{_op}OrEqual", _name, 12))
+
+
+# -- logical and bitwise --------------------------------------------------------------------------
+def _as_bool(g, x: Value) -> Value:
+    return sh._cast_to(g, x, torch.bool)
+
+
+def _logical(op_type: str, name: str):
+    def symbolic(g, self: Value, other: Value) -> Value:
+        return g.op(op_type, _as_bool(g, self), _as_bool(g, other))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}``: ``{op_type}`` of the inputs' truth values."
+    return symbolic
+
+
+for _name, _op in (("and", "And"), ("or", "Or"), ("xor", "Xor")):
+    pack.symbolic(f"aten::logical_{_name}", since=7)(_logical(_op, f"logical_{_name}"))
+
+
+@pack.symbolic("aten::logical_not", since=7)
+def logical_not(g, self: Value) -> Value:
+    return g.op("Not", _as_bool(g, self))
+
+
+@pack.symbolic("aten::bitwise_not", since=7)
+def bitwise_not(g, self: Value) -> Value:
+    """Not for bools; ``-x - 1`` for int32/int64 before BitwiseNot (opset 18)."""
+    dtype = self.type().dtype()
+    if dtype == torch.bool:
+        return g.op("Not", self)
+    if dtype not in (torch.int32, torch.int64):
+        sh._onnx_opset_unsupported(f"bitwise_not on {dtype}", g.opset, 18)
+    return g.op("Sub", g.op("Neg", self), scalar(g, 1, dtype))
+
+
+@pack.symbolic("aten::bitwise_not", since=18)
+def bitwise_not_18(g, self: Value) -> Value:
+    return g.op("Not" if self.type().dtype() == torch.bool else "BitwiseNot", self)
+
+
+def _bitwise(logical: str, bitwise: str, name: str, since: int):
+    kind = f"aten::{name}"
+
+    def symbolic(g, self: Value, other: Value) -> Value:
+        (a, b), dtype = promote(g, kind, self, other)
+        if dtype == torch.bool:
+            return g.op(logical, a, b)
+        if since < 18:
+            sh._onnx_opset_unsupported(f"{kind} on integers", g.opset, 18)
+        return g.op(bitwise, a, b)
+    symbolic.__name__ = name.strip("_") + ("" if since == 7 else f"_{since}")
+    symbolic.__doc__ = f"``{logical}`` for bools, ``{bitwise}`` for integers (opset 18)."
+    return symbolic
+
+
+for _op in ("and", "or", "xor"):
+    _logical_op, _bitwise_op = _op.capitalize(), f"Bitwise{_op.capitalize()}"
+    for _name in (f"__{_op}__", f"bitwise_{_op}"):
+        for _since in (7, 18):
+            pack.symbolic(f"aten::{_name}", since=_since)(
+                _bitwise(_logical_op, _bitwise_op, _name, _since))
+
+_UNSIGNED = (torch.uint8, torch.uint32, torch.uint64)
+
+
+def _shift(direction: str, name: str):
+    kind = f"aten::{name}"
+
+    def symbolic(g, self: Value, other: Value) -> Value:
+        (a, b), dtype = promote(g, kind, self, other)
+        if dtype not in _UNSIGNED:
+            sh._unimplemented(kind, f"ONNX BitShift takes unsigned integers (uint8/32/64); this "
+                                    f"tensor is {dtype}")
+        return g.op("BitShift", a, b, direction_s=direction)
+    symbolic.__name__ = name.strip("_")
+    symbolic.__doc__ = f"BitShift {direction} (unsigned integers only)."
+    return symbolic
+
+
+for _name, _direction in (("__lshift__", "LEFT"), ("bitwise_left_shift", "LEFT"),
+                          ("__rshift__", "RIGHT"), ("bitwise_right_shift", "RIGHT")):
+    pack.symbolic(f"aten::{_name}", since=11)(_shift(_direction, _name))
+
+
+# -- where ---------------------------------------------------------------------------------------
+def where(g, condition: Value, self: Value, other: Value) -> Value:
+    """``self`` where ``condition`` holds, else ``other``; the branches promoted together."""
+    (a, b), _ = promote(g, "aten::where", self, other)
+    return g.op("Where", _as_bool(g, condition), a, b)
+
+
+for _overload in ("self", "ScalarSelf", "ScalarOther", "Scalar"):
+    pack.symbolic(f"aten::where.{_overload}", since=9)(where)
+
+
+# -- cases ---------------------------------------------------------------------------------------
+_X = (2, 3, 4)
+_HALF = dict(rtol=1e-2, atol=1e-3)  # fp16 cases: ORT may compute in float32 and round once
+
+
+def _ints(low: int = -5, high: int = 6, dtype=torch.int64, shape=(3, 4)):
+    return lambda: torch.randint(low, high, shape, dtype=dtype)
+
+
+def _uniform(low: float, high: float):
+    return lambda: torch.rand(3, 4) * (high - low) + low
+
+
+def _bools():
+    return lambda: torch.rand(3, 4) > 0.5
+
+
+def _specials():
+    return lambda: torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0, -2.0])
+
+
+_UNIT = _uniform(-0.9, 0.9)
+_POS = _uniform(0.1, 3.0)
+for _name, _input in (("sqrt", _POS), ("exp", _X), ("log", _POS), ("sin", _X), ("cos", _X),
+                      ("tan", _UNIT), ("asin", _UNIT), ("acos", _UNIT), ("atan", _X),
+                      ("sinh", _X), ("cosh", _X), ("asinh", _X), ("acosh", _uniform(1.1, 4)),
+                      ("atanh", _UNIT), ("erf", _X), ("rsqrt", _POS), ("exp2", _X),
+                      ("expm1", _X), ("log1p", _POS), ("log2", _POS), ("log10", _POS),
+                      ("erfc", _X)):
+    pack.case(f"aten::{_name}", getattr(torch, _name), _input)
+for _name in ("sqrt", "exp", "log"):
+    pack.case(f"aten::{_name}_", lambda x, n=_name: getattr(x, f"{n}_")(), _POS)
+pack.case("aten::sqrt", torch.sqrt, _ints(0, 9), name="int")
+pack.case("aten::exp", torch.exp, lambda: torch.randn(3, 4).half(), name="fp16", **_HALF)
+pack.case("aten::log2", torch.log2, _ints(1, 9), name="int")
+pack.case("aten::atan2", torch.atan2, _X, _X)
+pack.case("aten::atan2", torch.atan2, lambda: torch.tensor([0.0, 1.0, -1.0, 0.0, -2.0]),
+          lambda: torch.tensor([0.0, -1.0, -1.0, -3.0, 0.0]), name="quadrants")
+pack.case("aten::isnan", torch.isnan, _specials())
+pack.case("aten::isnan", torch.isnan, _ints(), name="int")
+pack.case("aten::isinf", torch.isinf, _specials())
+pack.case("aten::isinf", torch.isinf, lambda: _specials()().half(), name="fp16")
+pack.case("aten::isinf", torch.isinf, _ints(), name="int")
+
+_CMP = {"eq": torch.eq, "ne": torch.ne, "gt": torch.gt, "lt": torch.lt, "ge": torch.ge,
+        "le": torch.le}
+_ROUNDED = lambda: torch.randn(3, 4).round()  # noqa: E731 - equal values happen
+for _name, _fn in _CMP.items():
+    pack.case(f"aten::{_name}", _fn, _ROUNDED, _ROUNDED, name="float")
+    pack.case(f"aten::{_name}", lambda x, f=_fn: f(x, 1), _ints(), name="int_scalar")
+    pack.case(f"aten::{_name}", lambda x, f=_fn: f(x, 0.5), _ints(), name="int_float_scalar")
+    pack.case(f"aten::{_name}", _fn, _ints(dtype=torch.int32), _ROUNDED, name="int_float")
+    pack.case(f"aten::{_name}", _fn, _bools(), _bools(), name="bool")
+    pack.case(f"aten::{_name}", lambda x, f=_fn: f(x, 0.5), lambda: torch.randn(3, 4).half(),
+              name="fp16_scalar")
+    pack.case(f"aten::{_name}", _fn, _ints(dtype=torch.uint8, low=0), _ints(dtype=torch.int8),
+              name="uint8_int8")
+pack.case("aten::eq", torch.eq, _specials(), _specials(), name="nan", min_opset=9)
+pack.case("aten::ge", torch.ge, _specials(), _specials(), name="nan", min_opset=9)
+for _name, _fn in {"greater": torch.greater, "greater_equal": torch.greater_equal,
+                   "less": torch.less, "less_equal": torch.less_equal,
+                   "not_equal": torch.not_equal}.items():
+    pack.case(f"aten::{_name}", _fn, _ROUNDED, _ROUNDED)
+
+for _name in ("and", "or", "xor"):
+    _fn = getattr(torch, f"logical_{_name}")
+    pack.case(f"aten::logical_{_name}", _fn, _bools(), _bools())
+    pack.case(f"aten::logical_{_name}", _fn, _ints(-1, 2), _X, name="numbers")
+pack.case("aten::logical_not", torch.logical_not, _bools())
+pack.case("aten::logical_not", torch.logical_not, _ints(-1, 2), name="int")
+pack.case("aten::bitwise_not", torch.bitwise_not, _bools())
+pack.case("aten::bitwise_not", torch.bitwise_not, _ints(-100, 100), name="int")
+pack.case("aten::bitwise_not", torch.bitwise_not, _ints(0, 255, dtype=torch.uint8),
+          name="uint8", min_opset=18)
+for _op, _fn in (("and", lambda x, y: x & y), ("or", lambda x, y: x | y),
+                 ("xor", lambda x, y: x ^ y)):
+    for _name in (f"__{_op}__", f"bitwise_{_op}"):
+        _call = _fn if _name.startswith("__") else getattr(torch, _name)
+        pack.case(f"aten::{_name}", _call, _bools(), _bools(), name="bool")
+        pack.case(f"aten::{_name}", _call, _ints(-50, 50), _ints(-50, 50, dtype=torch.int32),
+                  name="int", min_opset=18)
+pack.case("aten::__and__", lambda x: x & 6, _ints(0, 50), name="int_scalar", min_opset=18)
+pack.case("aten::__lshift__", lambda x: x << 3, _ints(0, 30, dtype=torch.uint8), name="scalar")
+pack.case("aten::__lshift__", lambda x, y: x << y, _ints(0, 30, dtype=torch.uint8),
+          _ints(0, 3, dtype=torch.uint8), name="tensor")
+pack.case("aten::__rshift__", lambda x: x >> 2, _ints(0, 255, dtype=torch.uint8))
+pack.case("aten::bitwise_left_shift", lambda x: torch.bitwise_left_shift(x, 1),
+          _ints(0, 100, dtype=torch.uint8))
+pack.case("aten::bitwise_right_shift", lambda x: torch.bitwise_right_shift(x, 1),
+          _ints(0, 100, dtype=torch.uint8))
+
+pack.case("aten::where.self", lambda c, x, y: torch.where(c, x, y), _bools(), (3, 4), (4,))
+pack.case("aten::where.self", lambda x, y: torch.where(x > 0, x, y), (3, 4),
+          lambda: torch.randint(0, 5, (3, 4)), name="mixed_dtypes")
+pack.case("aten::where.self", lambda c, x, y: torch.where(c, x, y), _bools(),
+          lambda: torch.randn(3, 4).half(), (3, 4), name="fp16_fp32", **_HALF)
+pack.case("aten::where.ScalarOther", lambda x: torch.where(x > 0, x, 0.5), (3, 4))
+pack.case("aten::where.ScalarOther", lambda x: torch.where(x > 0, x, 0.5),
+          lambda: torch.randn(3, 4).half(), name="fp16", **_HALF)
+pack.case("aten::where.ScalarSelf", lambda x: torch.where(x > 0, 2, x), _ints())
+pack.case("aten::where.Scalar", lambda x: torch.where(x > 0, 1.0, 0.0), (3, 4))
+
+for _alias, _fn in {"arccos": torch.arccos, "arcsin": torch.arcsin, "arctan": torch.arctan,
+                    "arccosh": lambda x: torch.arccosh(x + 2), "arcsinh": torch.arcsinh,
+                    "arctanh": lambda x: torch.arctanh(x * 0.5), "special_erf": torch.special.erf,
+                    "special_erfc": torch.special.erfc, "special_expm1": torch.special.expm1,
+                    "special_exp2": torch.special.exp2,
+                    "special_log1p": lambda x: torch.special.log1p(x + 1)}.items():
+    pack.case(f"aten::{_alias}", _fn, _uniform(-0.9, 0.9))
+pack.case("aten::arctan2", torch.arctan2, _X, _X)
+register_aliases(pack)

@@ -1,0 +1,337 @@
+"""Activation functions.
+
+Where a newer opset has a single ONNX operator for an activation (Celu 12, HardSwish 14,
+Mish 18, Gelu 20), it is registered as a newer variant; older opsets get an exact
+decomposition.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Value
+from oxport.opsets.elementwise import clamp_values, float_input, register_aliases, scalar
+
+pack = OpPack("oxport.activations")
+
+# torch.nn.SELU's constants (ONNX's Selu defaults are rounded differently).
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _dtype(x: Value) -> torch.dtype:
+    return x.type().dtype() or torch.float32
+
+
+@pack.symbolic("aten::relu", since=7)
+def relu(g, self: Value) -> Value:
+    """Relu for floats; ``max(x, 0)`` for integers."""
+    if not _dtype(self).is_floating_point:
+        return clamp_values(g, "aten::relu", self, 0, None)
+    return g.op("Relu", self)
+
+
+@pack.symbolic("aten::sigmoid", since=7)
+def sigmoid(g, self: Value) -> Value:
+    return g.op("Sigmoid", float_input(g, "aten::sigmoid", self))
+
+
+@pack.symbolic("aten::tanh", since=7)
+def tanh(g, self: Value) -> Value:
+    return g.op("Tanh", float_input(g, "aten::tanh", self))
+
+
+@pack.symbolic("aten::relu6", since=7)
+def relu6(g, self: Value) -> Value:
+    return clamp_values(g, "aten::relu6", self, 0, 6)
+
+
+@pack.symbolic("aten::hardtanh", since=7)
+@sh.parse_args("v", "f", "f")
+def hardtanh(g, self: Value, min_val: float = -1.0, max_val: float = 1.0) -> Value:
+    return clamp_values(g, "aten::hardtanh", self, min_val, max_val)
+
+
+@pack.symbolic("aten::leaky_relu", since=7)
+@sh.parse_args("v", "f")
+def leaky_relu(g, self: Value, negative_slope: float = 0.01) -> Value:
+    return g.op("LeakyRelu", self, alpha_f=negative_slope)
+
+
+@pack.symbolic("aten::rrelu", since=7)
+@sh.parse_args("v", "f", "f", "b", "none")
+def rrelu(g, self: Value, lower: float, upper: float, training: bool = False,
+          generator: Value | None = None) -> Value:
+    """Evaluation mode: a leaky relu with the mean slope ``(lower + upper) / 2``."""
+    if training:
+        sh._unimplemented("aten::rrelu", "random slopes in training mode")
+    return g.op("LeakyRelu", self, alpha_f=(lower + upper) / 2)
+
+
+@pack.symbolic("aten::elu", since=7)
+@sh.parse_args("v", "f", "f", "f")
+def elu(g, self: Value, alpha: float = 1.0, scale: float = 1.0,
+        input_scale: float = 1.0) -> Value:
+    """Elu; ``scale`` and ``input_scale`` other than 1 select between branches (opset 9)."""
+    if scale == 1.0 and input_scale == 1.0:
+        return g.op("Elu", self, alpha_f=alpha)
+    if g.opset < 9:
+        sh._onnx_opset_unsupported("elu with scale or input_scale", g.opset, 9)
+    dtype = _dtype(self)
+    negative = g.op("Mul", g.op("Sub", g.op("Exp", g.op("Mul", self, scalar(g, input_scale,
+                                                                            dtype))),
+                                scalar(g, 1.0, dtype)), scalar(g, alpha, dtype))
+    chosen = g.op("Where", g.op("Greater", self, scalar(g, 0.0, dtype)), self, negative)
+    return g.op("Mul", chosen, scalar(g, scale, dtype))
+
+
+def _celu(g, self: Value, alpha: float) -> Value:
+    """``alpha * elu(x / alpha)``."""
+    dtype = _dtype(self)
+    inner = g.op("Elu", g.op("Div", self, scalar(g, alpha, dtype)), alpha_f=1.0)
+    return g.op("Mul", inner, scalar(g, alpha, dtype))
+
+
+@pack.symbolic("aten::celu", since=7)
+@sh.parse_args("v", "f")
+def celu(g, self: Value, alpha: float = 1.0) -> Value:
+    return _celu(g, self, alpha)
+
+
+@pack.symbolic("aten::celu", since=12)
+@sh.parse_args("v", "f")
+def celu_12(g, self: Value, alpha: float = 1.0) -> Value:
+    """Celu (ONNX defines it for float32 only; other dtypes decompose)."""
+    if _dtype(self) != torch.float32:
+        return _celu(g, self, alpha)
+    return g.op("Celu", self, alpha_f=alpha)
+
+
+@pack.symbolic("aten::selu", since=7)
+def selu(g, self: Value) -> Value:
+    return g.op("Selu", self, alpha_f=_SELU_ALPHA, gamma_f=_SELU_SCALE)
+
+
+@pack.symbolic("aten::softplus", since=7)
+@sh.parse_args("v", "f", "f")
+def softplus(g, self: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
+    """``softplus(beta * x) / beta``, linear where ``beta * x > threshold``.
+
+    From a threshold of 20 up the linear branch differs from Softplus by under
+    ``exp(-20) / beta``, so no switch is emitted.
+    """
+    dtype = _dtype(self)
+    scaled = self if beta == 1.0 else g.op("Mul", self, scalar(g, beta, dtype))
+    out = g.op("Softplus", scaled)
+    if beta != 1.0:
+        out = g.op("Div", out, scalar(g, beta, dtype))
+    if threshold >= 20.0:
+        return out
+    if g.opset < 9:
+        sh._onnx_opset_unsupported("softplus with a threshold below 20", g.opset, 9)
+    linear = g.op("Greater", scaled, scalar(g, threshold, dtype))
+    return g.op("Where", linear, self, out)
+
+
+@pack.symbolic("aten::log_sigmoid", since=7)
+def log_sigmoid(g, self: Value) -> Value:
+    """``-softplus(-x)`` (stable for large inputs)."""
+    return g.op("Neg", g.op("Softplus", g.op("Neg", self)))
+
+
+@pack.symbolic("aten::hardshrink", since=9)
+@sh.parse_args("v", "f")
+def hardshrink(g, self: Value, lambd: float = 0.5) -> Value:
+    return g.op("Shrink", self, lambd_f=lambd, bias_f=0.0)
+
+
+@pack.symbolic("aten::softshrink", since=9)
+@sh.parse_args("v", "f")
+def softshrink(g, self: Value, lambd: float = 0.5) -> Value:
+    return g.op("Shrink", self, lambd_f=lambd, bias_f=lambd)
+
+
+@pack.symbolic("aten::threshold", since=9)
+def threshold(g, self: Value, threshold: Value, value: Value) -> Value:
+    """``x if x > threshold else value``."""
+    dtype = _dtype(self)
+    limit = sh._cast_to(g, threshold, dtype)
+    return g.op("Where", g.op("Greater", self, limit), self, sh._cast_to(g, value, dtype))
+
+
+@pack.symbolic("aten::hardsigmoid", since=7)
+def hardsigmoid(g, self: Value) -> Value:
+    """``relu6(x + 3) / 6``."""
+    return g.op("HardSigmoid", self, alpha_f=1 / 6, beta_f=0.5)
+
+
+@pack.symbolic("aten::hardswish", since=7)
+def hardswish(g, self: Value) -> Value:
+    return g.op("Mul", self, hardsigmoid(g, self))
+
+
+@pack.symbolic("aten::hardswish", since=14)
+def hardswish_14(g, self: Value) -> Value:
+    return g.op("HardSwish", self)
+
+
+@pack.symbolic("aten::silu", since=7)
+def silu(g, self: Value) -> Value:
+    """``x * sigmoid(x)``: ONNX Swish (opset 24) has no ONNX Runtime kernel at opsets 25-26."""
+    return g.op("Mul", self, g.op("Sigmoid", self))
+
+
+@pack.symbolic("aten::mish", since=7)
+def mish(g, self: Value) -> Value:
+    """``x * tanh(softplus(x))``."""
+    return g.op("Mul", self, g.op("Tanh", g.op("Softplus", self)))
+
+
+@pack.symbolic("aten::mish", since=18)
+def mish_18(g, self: Value) -> Value:
+    return g.op("Mish", self)
+
+
+@pack.symbolic("aten::gelu", since=7)
+@sh.parse_args("v", "s")
+def gelu(g, self: Value, approximate: str = "none") -> Value:
+    """Exact: ``x/2 * (1 + erf(x/sqrt 2))`` (Erf from opset 9); or the tanh approximation."""
+    dtype = _dtype(self)
+    if approximate == "tanh":
+        cube = g.op("Mul", g.op("Mul", self, self), self)
+        inner = g.op("Add", self, g.op("Mul", cube, scalar(g, 0.044715, dtype)))
+        curve = g.op("Tanh", g.op("Mul", inner, scalar(g, math.sqrt(2 / math.pi), dtype)))
+    else:
+        if g.opset < 9:
+            sh._onnx_opset_unsupported("exact gelu (Erf)", g.opset, 9)
+        curve = g.op("Erf", g.op("Mul", self, scalar(g, 1 / math.sqrt(2), dtype)))
+    half = g.op("Mul", self, scalar(g, 0.5, dtype))
+    return g.op("Mul", half, g.op("Add", curve, scalar(g, 1.0, dtype)))
+
+
+@pack.symbolic("aten::gelu", since=20)
+@sh.parse_args("v", "s")
+def gelu_20(g, self: Value, approximate: str = "none") -> Value:
+    return g.op("Gelu", self, approximate_s=approximate)
+
+
+@pack.symbolic("aten::glu", since=7)
+@sh.parse_args("v", "i")
+def glu(g, self: Value, dim: int = -1) -> Value:
+    """``a * sigmoid(b)`` for the two halves of ``dim``."""
+    size = sh._get_tensor_dim_size(self, dim)
+    if size is None:
+        sh._unimplemented("aten::glu", "a dimension of unknown size")
+    half = size // 2
+    if g.opset < 13:
+        first, second = g.op("Split", self, axis_i=dim, split_i=[half, half], outputs=2)
+    else:
+        sizes = g.constant(torch.tensor([half, half], dtype=torch.int64))
+        first, second = g.op("Split", self, sizes, axis_i=dim, outputs=2)
+    return g.op("Mul", first, g.op("Sigmoid", second))
+
+
+@pack.symbolic("aten::prelu", since=7)
+def prelu(g, self: Value, weight: Value) -> Value:
+    """PRelu with the weight laid along dim 1 (a single weight is shared by every channel)."""
+    rank = sh._get_tensor_rank(self)
+    count = sh._get_tensor_sizes(weight)
+    if rank is None or count is None:
+        sh._unimplemented("aten::prelu", "an input or weight of unknown rank")
+    if rank > 2 and count != [1]:
+        weight = sh._unsqueeze_helper(g, weight, list(range(1, rank - 1)))
+    return g.op("PRelu", self, weight)
+
+
+for _fn, _names in ((relu, ["aten::relu_"]), (sigmoid, ["aten::sigmoid_"]),
+                    (tanh, ["aten::tanh_"]), (hardtanh, ["aten::hardtanh_"]),
+                    (leaky_relu, ["aten::leaky_relu_"]), (rrelu, ["aten::rrelu_"]),
+                    (elu, ["aten::elu_"]), (selu, ["aten::selu_"]),
+                    (threshold, ["aten::threshold_"]), (hardsigmoid, ["aten::hardsigmoid_"])):
+    pack.alias(_fn, *_names, since=7 if _fn is not threshold else 9)
+pack.alias(celu, "aten::celu_", since=7)
+pack.alias(celu_12, "aten::celu_", since=12)
+pack.alias(hardswish, "aten::hardswish_", since=7)
+pack.alias(hardswish_14, "aten::hardswish_", since=14)
+pack.alias(silu, "aten::silu_", since=7)
+pack.alias(mish, "aten::mish_", since=7)
+pack.alias(mish_18, "aten::mish_", since=18)
+
+
+# -- cases ---------------------------------------------------------------------------------------
+_X = (2, 3, 4)
+_HALF = dict(rtol=1e-2, atol=2e-3)  # fp16 cases: ORT may compute in float32 and round once
+
+
+def _half(*shape):
+    return lambda: torch.randn(*shape).half()
+
+
+def _wide(*shape):
+    return lambda: torch.randn(*shape) * 4
+
+
+pack.case("aten::relu", torch.relu, _X)
+pack.case("aten::relu", torch.relu, lambda: torch.randint(-5, 5, (3, 4)), name="int",
+          min_opset=8)
+pack.case("aten::relu", torch.relu, _half(3, 4), name="fp16", **_HALF)
+pack.case("aten::sigmoid", torch.sigmoid, _X)
+pack.case("aten::sigmoid", torch.sigmoid, lambda: torch.randint(-5, 5, (3, 4)), name="int")
+pack.case("aten::sigmoid", torch.sigmoid, _half(3, 4), name="fp16", **_HALF)
+pack.case("aten::special_expit", torch.special.expit, _X)
+pack.case("aten::tanh", torch.tanh, _X)
+for _name in ("relu_", "sigmoid_", "tanh_"):
+    pack.case(f"aten::{_name}", lambda x, n=_name: getattr(x, n)(), _X)
+pack.case("aten::relu6", F.relu6, _wide(3, 4))
+pack.case("aten::hardtanh", lambda x: F.hardtanh(x, -2.0, 1.5), _wide(3, 4))
+pack.case("aten::hardtanh_", torch.nn.ReLU6(inplace=True), _wide(3, 4))
+pack.case("aten::leaky_relu", lambda x: F.leaky_relu(x, 0.2), _X)
+pack.case("aten::leaky_relu_", torch.nn.LeakyReLU(inplace=True), _X)
+pack.case("aten::rrelu", torch.nn.RReLU(0.1, 0.3), _X)
+pack.case("aten::rrelu_", torch.nn.RReLU(0.1, 0.3, inplace=True), _X)
+pack.case("aten::elu", lambda x: F.elu(x, 0.7), _X)
+pack.case("aten::elu", lambda x: torch.ops.aten.elu(x, 0.5, 2.0, 1.5), _X, name="scales",
+          min_opset=9)
+pack.case("aten::elu_", torch.nn.ELU(inplace=True), _X)
+pack.case("aten::celu", lambda x: F.celu(x, 1.5), _X)
+pack.case("aten::celu", lambda x: F.celu(x, 0.5), _half(3, 4), name="fp16", **_HALF)
+pack.case("aten::celu_", torch.nn.CELU(2.0, inplace=True), _X)
+pack.case("aten::selu", F.selu, _X)
+pack.case("aten::selu_", torch.nn.SELU(inplace=True), _X)
+pack.case("aten::softplus", F.softplus, _wide(3, 4))
+pack.case("aten::softplus", lambda x: F.softplus(x, beta=2.0, threshold=1.0), _wide(3, 4),
+          name="threshold", min_opset=9)
+pack.case("aten::log_sigmoid", F.logsigmoid, _wide(3, 4))
+pack.case("aten::hardshrink", lambda x: F.hardshrink(x, 0.7), _X)
+pack.case("aten::softshrink", lambda x: F.softshrink(x, 0.7), _X)
+pack.case("aten::threshold", lambda x: F.threshold(x, 0.3, -2.0), _X)
+pack.case("aten::threshold", lambda x: F.threshold(x, 1, 5), lambda: torch.randint(-3, 3, (3, 4)),
+          name="int")
+pack.case("aten::threshold_", torch.nn.Threshold(0.1, 0.0, inplace=True), _X)
+pack.case("aten::hardsigmoid", F.hardsigmoid, _wide(3, 4))
+pack.case("aten::hardsigmoid_", torch.nn.Hardsigmoid(inplace=True), _wide(3, 4))
+pack.case("aten::hardswish", F.hardswish, _wide(3, 4))
+pack.case("aten::hardswish", F.hardswish, lambda: torch.randn(3, 4).half() * 4, name="fp16",
+          **_HALF)
+pack.case("aten::hardswish_", torch.nn.Hardswish(inplace=True), _wide(3, 4))
+pack.case("aten::silu", F.silu, _X)
+pack.case("aten::silu_", torch.nn.SiLU(inplace=True), _X)
+pack.case("aten::mish", F.mish, _wide(3, 4))
+pack.case("aten::mish_", torch.nn.Mish(inplace=True), _wide(3, 4))
+pack.case("aten::gelu", F.gelu, _wide(3, 4), name="exact", min_opset=9)
+pack.case("aten::gelu", lambda x: F.gelu(x, approximate="tanh"), _wide(3, 4), name="tanh")
+pack.case("aten::gelu", F.gelu, lambda: torch.randn(3, 4).half() * 4, name="fp16", min_opset=9,
+          **_HALF)
+pack.case("aten::glu", F.glu, (3, 8), name="last")
+pack.case("aten::glu", lambda x: F.glu(x, 1), (2, 6, 3), name="dim1")
+pack.case("aten::prelu", torch.nn.PReLU(), (2, 3, 4, 5), name="shared")
+pack.case("aten::prelu", torch.nn.PReLU(3, 0.1), (2, 3, 4, 5), name="channels_4d")
+pack.case("aten::prelu", torch.nn.PReLU(3, 0.2), (2, 3, 5), name="channels_3d")
+pack.case("aten::prelu", torch.nn.PReLU(4, 0.2), (5, 4), name="channels_2d")
+pack.case("aten::prelu", torch.nn.PReLU(1, 0.3), (6,), name="rank1")
+register_aliases(pack)
