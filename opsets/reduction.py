@@ -72,7 +72,7 @@ def _reduce(g, op_type: str, x: Value, axes: list[int] | None, keepdim: bool) ->
 
 
 def _narrow_safe(g, x: Value) -> tuple[Value, torch.dtype | None]:
-    """``x`` as int32 when its dtype is one ORT's Max/Min kernels reject, and the dtype to restore."""
+    """``x`` as int32 if ORT's Max/Min kernels reject its dtype, and the dtype to restore."""
     dtype = x.type().dtype()
     if dtype in _NARROW:
         return sh._cast_to(g, x, torch.int32), dtype
@@ -112,7 +112,8 @@ def aten_sum(g, self: Value, *args: Value) -> Value:
         sh._unimplemented("aten::sum", "a sum over a Python list")
     dim, keepdim, dtype = _dim_keepdim_dtype(args)
     x = _cast_opt(g, self, _accumulate_dtype(self, _dtype(dtype)))
-    return _reduce(g, "ReduceSum", x, _axes(dim, "aten::sum"), _static(keepdim, "b", "sum", "keepdim"))
+    return _reduce(g, "ReduceSum", x, _axes(dim, "aten::sum"),
+                   _static(keepdim, "b", "sum", "keepdim"))
 
 
 @pack.symbolic("aten::mean", since=7)
@@ -152,44 +153,26 @@ pack.symbolic("aten::amax", since=7)(_amax_amin("ReduceMax", "amax"))
 pack.symbolic("aten::amin", since=7)(_amax_amin("ReduceMin", "amin"))
 
 
-def _binary_extreme(g, op_type: str, self: Value, other: Value, name: str) -> Value:
-    """Elementwise maximum/minimum with PyTorch's type promotion."""
-    a, b = sh.promote(g, self, other)
-    dtype = a.type().dtype()
-    if dtype == torch.bool:
-        return g.op("Or" if op_type == "Max" else "And", a, b)
-    sizes = a.type().varyingSizes()
-    if g.opset < 8 and (sizes is None or None in sizes or sizes != b.type().varyingSizes()):
-        sh._onnx_opset_unsupported_detailed(f"aten::{name}", g.opset, 8,
-                                            f"{op_type} with broadcasting")
-    if g.opset < 12 and dtype is not None and not dtype.is_floating_point:
-        if g.opset < 9:
-            sh._onnx_opset_unsupported_detailed(f"aten::{name}", g.opset, 9,
-                                                f"{op_type} of integer tensors")
-        pick = g.op("Greater" if op_type == "Max" else "Less", a, b)
-        return g.op("Where", pick, a, b)
-    return g.op(op_type, a, b)
-
-
-def _max_min(reduce_op: str, arg_op: str, op_type: str, name: str):
+def _max_min(reduce_op: str, arg_op: str, name: str):
     def symbolic(g, self: Value, *args: Value) -> Value | tuple[Value, Value]:
         if not args:
             return _extreme(g, reduce_op, self, None, False)
         if len(args) == 1:
-            return _binary_extreme(g, op_type, self, args[0], name)
+            sh._unimplemented(f"aten::{name}", f"the elementwise overload of two tensors is "
+                              f"aten::{name}.other, converted by its own symbolic")
         dim = _static(args[0], "i", f"aten::{name}", "dim")
         keepdim = _static(args[1], "b", f"aten::{name}", "keepdim")
         values = _extreme(g, reduce_op, self, [dim], keepdim)
         safe, _ = _narrow_safe(g, self)
         return values, g.op(arg_op, safe, axis_i=dim, keepdims_i=int(keepdim))
     symbolic.__name__ = name
-    symbolic.__doc__ = (f"``aten::{name}``: all elements ({reduce_op}), elementwise with another "
-                        f"tensor ({op_type}), or along a dim returning (values, indices).")
+    symbolic.__doc__ = (f"``aten::{name}`` over all elements ({reduce_op}), or along a dim "
+                        f"returning (values, indices); ``{name}.other`` is elementwise.")
     return symbolic
 
 
-pack.symbolic("aten::max", since=7)(_max_min("ReduceMax", "ArgMax", "Max", "max"))
-pack.symbolic("aten::min", since=7)(_max_min("ReduceMin", "ArgMin", "Min", "min"))
+pack.symbolic("aten::max", since=7)(_max_min("ReduceMax", "ArgMax", "max"))
+pack.symbolic("aten::min", since=7)(_max_min("ReduceMin", "ArgMin", "min"))
 
 
 def _arg_extreme(op_type: str, name: str):
@@ -334,7 +317,8 @@ def cumprod(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
     size = sh._squeeze_helper(g, g.op("Gather", g.op("Shape", x), g.constant(
         torch.tensor([axis], dtype=torch.int64)), axis_i=0), [0])
     steps = g.op("Range", g.constant(torch.tensor(0)), size, g.constant(torch.tensor(1)))
-    later = g.op("Greater", sh._unsqueeze_helper(g, steps, [0]), sh._unsqueeze_helper(g, steps, [1]))
+    later = g.op("Greater", sh._unsqueeze_helper(g, steps, [0]),
+                 sh._unsqueeze_helper(g, steps, [1]))
     keep = g.op("Not", later)  # keep[i, j] = j <= i
     if rank - 1 - axis:
         keep = sh._unsqueeze_helper(g, keep, list(range(2, rank + 1 - axis)))
@@ -401,7 +385,8 @@ def topk(g, self: Value, k: Value, dim: int, largest: bool, sorted: bool) -> tup
 def _sort_args(args: Sequence[Value]) -> tuple[int, bool]:
     """``(dim, descending)`` or ``(stable, dim, descending)``."""
     dim, descending = args[-2:]
-    return _static(dim, "i", "aten::sort", "dim"), _static(descending, "b", "aten::sort", "descending")
+    return (_static(dim, "i", "aten::sort", "dim"),
+            _static(descending, "b", "aten::sort", "descending"))
 
 
 def sort(g, self: Value, *args: Value) -> tuple[Value, Value]:
@@ -450,7 +435,8 @@ def median(g, self: Value, *args: Value) -> Value | tuple[Value, Value]:
         x, axis, keepdim = sh._reshape_helper(g, self, [-1]), 0, False
     size = _dim_size(g, x, axis)
     one = g.constant(torch.tensor([1], dtype=torch.int64))
-    k = _long1(g.op("Div", g.op("Add", size, one), g.constant(torch.tensor([2], dtype=torch.int64))))
+    two = g.constant(torch.tensor([2], dtype=torch.int64))
+    k = _long1(g.op("Div", g.op("Add", size, one), two))
     values, indices = _topk(g, x, k, axis, largest=False)
     last = _long1(g.op("Sub", k, one))
     value = _take(g, values, last, axis, keepdim)
@@ -527,14 +513,8 @@ pack.case("aten::max", lambda x: x.max(), _X, name="all")
 pack.case("aten::max", lambda x: x.max(1), _X, name="dim")
 pack.case("aten::max", lambda x: x.max(-1, keepdim=True), _ints(3, 4, dtype=torch.int64),
           name="dim_int")
-pack.case("aten::max", lambda x, y: torch.max(x, y), _X, (3, 4), name="other", min_opset=8)
-pack.case("aten::max", lambda x, y: torch.max(x, y), _ints(3, 4), _ints(3, 4, dtype=torch.int64),
-          name="other_int", min_opset=9)
-pack.case("aten::max", torch.max, _ints(3, 4), (3, 4), name="other_promote")
-pack.case("aten::max", torch.max, _bools(3, 4), _bools(3, 4), name="other_bool")
 pack.case("aten::min", lambda x: x.min(), _ints(3, 4, dtype=torch.uint8), name="all_uint8")
 pack.case("aten::min", lambda x: x.min(0), _X, name="dim")
-pack.case("aten::min", lambda x, y: torch.min(x, y), (3, 4), (3, 4), name="other")
 pack.case("aten::argmax", lambda x: x.argmax(), _X, name="all")
 pack.case("aten::argmax", lambda x: x.argmax(keepdim=True), (3, 4), name="all_keepdim")
 pack.case("aten::argmax", lambda x: x.argmax(1, keepdim=True), _ints(3, 4, dtype=torch.int64),
