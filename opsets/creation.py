@@ -446,6 +446,9 @@ pack.case("aten::empty_like", lambda x: torch.empty_like(x).shape[1] * x, _X)
 pack.case("aten::full_like", lambda x: torch.full_like(x, 3.5), _X, name="float")
 pack.case("aten::full_like", lambda x: torch.full_like(x, 4), lambda: torch.arange(6).view(2, 3),
           name="int")
+pack.case("aten::full_like", lambda x: torch.full_like(x, x.sum()), _X, name="tensor_value",
+          min_opset=8)
+pack.case("aten::full_like", lambda x: x.clone().fill_(2.5), _X, name="fill_of_clone")
 pack.case("aten::new_zeros", lambda x: x.new_zeros(2, 3), _X)
 pack.case("aten::new_ones", lambda x: x.new_ones((x.size(0),)), _X, min_opset=9, **_DYN)
 pack.case("aten::new_empty", lambda x: x.new_empty((2,)).shape[0] * x, _X)
@@ -465,6 +468,8 @@ pack.case("aten::arange", lambda x: torch.arange(1, 7, 2, dtype=torch.float64), 
 pack.case("aten::arange", _arange_dynamic, (4, 3), name="dynamic", script=True, min_opset=9, **_DYN)
 pack.case("aten::arange", _arange_float, (4, 3), name="dynamic_float", script=True, min_opset=9,
           **_DYN)
+pack.case("aten::arange", lambda x: torch.arange(x.size(0)) * 2, (4, 3), name="traced_dynamic",
+          min_opset=9, **_DYN)
 pack.case("aten::_dim_arange", lambda x: torch._dim_arange(x, -1), (2, 5), min_opset=9, **_DYN)
 pack.case("aten::linspace", lambda x: x + torch.linspace(0, 1, 3), _X, name="static")
 pack.case("aten::linspace", _linspace_dynamic, (2, 5), name="dynamic", script=True, min_opset=11,
