@@ -335,3 +335,11 @@ pack.case("aten::prelu", torch.nn.PReLU(3, 0.2), (2, 3, 5), name="channels_3d")
 pack.case("aten::prelu", torch.nn.PReLU(4, 0.2), (5, 4), name="channels_2d")
 pack.case("aten::prelu", torch.nn.PReLU(1, 0.3), (6,), name="rank1")
 register_aliases(pack)
+
+
+def _script_gelu_softplus(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh") + F.softplus(x, 2.0, 1.0) * 2
+
+
+pack.case("aten::gelu", _script_gelu_softplus, _wide(3, 4), name="script", script=True,
+          min_opset=9)

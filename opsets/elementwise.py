@@ -587,3 +587,21 @@ for _op, _fn in {"absolute": torch.absolute, "absolute_": lambda x: x.absolute_(
                  "special_round": torch.special.round}.items():
     pack.case(f"aten::{_op}", _fn, _X)
 register_aliases(pack)
+
+
+# Scripted graphs carry no traced dtypes inside: promotion alone decides.
+def _script_int_float(x: torch.Tensor) -> torch.Tensor:
+    return (x + 2.5) * 2 - x / 4
+
+
+def _script_clamp(x: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(x, min=0.1) * 2 + torch.clamp(x, None, 0.2)
+
+
+def _script_int_divisions(x: torch.Tensor) -> torch.Tensor:
+    return (x // 3 + x % 3) * torch.div(x, 4, rounding_mode="trunc")
+
+
+pack.case("aten::add", _script_int_float, _ints(), name="script_int_float", script=True)
+pack.case("aten::clamp", _script_clamp, _X, name="script", script=True)
+pack.case("aten::floor_divide", _script_int_divisions, _ints(), name="script", script=True)

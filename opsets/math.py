@@ -411,3 +411,16 @@ for _alias, _fn in {"arccos": torch.arccos, "arcsin": torch.arcsin, "arctan": to
     pack.case(f"aten::{_alias}", _fn, _uniform(-0.9, 0.9))
 pack.case("aten::arctan2", torch.arctan2, _X, _X)
 register_aliases(pack)
+
+
+# Scripted graphs carry no traced dtypes inside: promotion alone decides.
+def _script_compare(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return ((x > 0.5) & (y <= 2)) | (x == y)
+
+
+def _script_where(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x > 0, x, 0.5) * 2
+
+
+pack.case("aten::gt", _script_compare, _ints(), _ROUNDED, name="script", script=True)
+pack.case("aten::where.ScalarOther", _script_where, _ints(), name="script", script=True)
