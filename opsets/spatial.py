@@ -1,4 +1,4 @@
-"""Spatial rearrangement: padding, upsampling (interpolate), pixel shuffle, im2col/col2im.
+"""Spatial rearrangement: padding, upsampling, pixel shuffle, im2col/col2im, Tensor.unfold.
 
 Sizes that a traced graph computes at run time (``F.pad`` widths or
 ``interpolate(size=...)`` taken from another tensor's shape) stay run-time
@@ -418,6 +418,42 @@ def col2im(g, self, output_size, kernel_size, dilation, padding, stride):
                 dilations_i=dilation, pads_i=padding + padding, strides_i=stride)
 
 
+# -- Tensor.unfold ---------------------------------------------------------------------
+def _unfold(g, input: Value, dimension: int, index: Value) -> Value:
+    """Gather the (windows, size) ``index`` along ``dimension``; window elements go last."""
+    rank = _rank(input, "aten::unfold")
+    axis = dimension % rank
+    windows = g.op("Gather", input, index, axis_i=axis)
+    perm = [*range(axis + 1), *range(axis + 2, rank + 1), axis + 1]
+    return g.op("Transpose", windows, perm_i=perm)
+
+
+@pack.symbolic("aten::unfold", since=7)
+@sh.parse_args("v", "i", "i", "i")
+def unfold(g, input, dimension, size, step):
+    """Sliding windows with constant indices (needs a static size along ``dimension``)."""
+    length = sh._get_tensor_dim_size(input, dimension)
+    if length is None:
+        sh._onnx_opset_unsupported_detailed("aten::unfold", g.opset, 11,
+                                            "a dimension of run-time size")
+    starts = torch.arange(0, length - size + 1, step)
+    index = starts.unsqueeze(1) + torch.arange(size).unsqueeze(0)
+    return _unfold(g, input, dimension, g.constant(index))
+
+
+@pack.symbolic("aten::unfold", since=11)
+@sh.parse_args("v", "i", "i", "i")
+def unfold_11(g, input, dimension, size, step):
+    """Sliding windows with indices computed from the run-time length (Range)."""
+    zero = g.constant(torch.tensor(0))
+    length = g.op("Gather", g.op("Shape", input), g.constant(torch.tensor(dimension)), axis_i=0)
+    last_start = g.op("Sub", length, g.constant(torch.tensor(size - 1)))
+    starts = g.op("Range", zero, last_start, g.constant(torch.tensor(step)))
+    offsets = g.constant(torch.arange(size).unsqueeze(0))
+    index = g.op("Add", sh._unsqueeze_helper(g, starts, [1]), offsets)
+    return _unfold(g, input, dimension, index)
+
+
 # -- cases ----------------------------------------------------------------------------
 nn = torch.nn
 
@@ -521,4 +557,8 @@ pack.case("aten::pixel_unshuffle", nn.PixelUnshuffle(3), (3, 6, 6), name="3d")
 pack.case("aten::im2col", nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
           (2, 3, 5, 6))
 pack.case("aten::im2col", nn.Unfold(2), (3, 4, 4), name="unbatched")
+pack.case("aten::unfold", lambda x: x.unfold(1, 3, 2), (2, 8, 3))
+pack.case("aten::unfold", lambda x: x.unfold(-1, 4, 4), (2, 3, 8), name="last_dim")
+pack.case("aten::unfold", lambda x: x.unfold(1, 2, 1), (1, 5, 2), name="dynamic", min_opset=11,
+          input_names=["x"], dynamic_axes={"x": {1: "len"}})
 pack.case("aten::col2im", nn.Fold((4, 5), (2, 3), padding=(1, 0), stride=(1, 2)), (2, 12, 10))

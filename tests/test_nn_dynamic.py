@@ -59,6 +59,8 @@ CASES = {
                       {"in0": {0: "n", 1: "seq"}}, 17),
     "rms_norm_23": (torch.nn.RMSNorm(6), [(1, 3, 6)], [(2, 5, 6)],
                     {"in0": {0: "n", 1: "seq"}}, 23),
+    "unfold": (lambda x: x.unfold(-1, 3, 2), [(1, 2, 7)], [(2, 2, 10)],
+               {"in0": {0: "n", 2: "len"}}, 11),
     "batch_stats": (torch.nn.BatchNorm1d(3, track_running_stats=False), [(4, 3, 5)],
                     [(2, 3, 7)], {"in0": {0: "n", 2: "len"}}, 7),
 }
