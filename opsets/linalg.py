@@ -97,8 +97,6 @@ def outer(g, self: Value, vec2: Value) -> Value:
     return g.op("Mul", sh._unsqueeze_helper(g, a, [1]), b)
 
 
-pack.alias(outer, "aten::ger", since=7)
-
 
 def _einsum_equation(equation: str) -> str:
     """ONNX Einsum takes lower-case labels only: map upper-case ones onto unused letters."""
@@ -194,8 +192,6 @@ def linalg_det(g, self: Value) -> Value:
     return _det(g, self)
 
 
-pack.alias(linalg_det, "aten::det", since=11)
-
 
 @pack.symbolic("aten::logdet", since=11)
 def logdet(g, self: Value) -> Value:
@@ -237,8 +233,6 @@ def linalg_inv(g, self: Value) -> Value:
     adjugate = g.op("Transpose", cofactors, perm_i=[*batch, b + 1, b])
     return g.op("Div", adjugate, det)
 
-
-pack.alias(linalg_inv, "aten::inverse", since=11)
 
 
 # -- norms -------------------------------------------------------------------------------
@@ -403,7 +397,6 @@ pack.case("aten::addbmm", lambda a, b, c: torch.addbmm(a, b, c, alpha=0.5), (3, 
 pack.case("aten::addmv", lambda a, b, c: torch.addmv(a, b, c, beta=2), (3,), (3, 4), (4,))
 pack.case("aten::outer", torch.outer, (3,), (4,))
 pack.case("aten::outer", torch.outer, _ints(3), (2,), name="promote")
-pack.case("aten::ger", torch.ger, (3,), (4,))
 pack.case("aten::einsum", lambda a, b: torch.einsum("bij,bjk->bik", a, b), (2, 3, 4), (2, 4, 5),
           name="bmm")
 pack.case("aten::einsum", lambda a: torch.einsum("...ii->...i", a), (2, 3, 3), name="diagonal")
@@ -420,14 +413,12 @@ pack.case("aten::cross", _cross_script, (2, 3, 4), (2, 3, 4), script=True)
 pack.case("aten::linalg_det", torch.linalg.det, _well_conditioned(2, 3, 3))
 pack.case("aten::linalg_det", torch.linalg.det, lambda: torch.randn(4, 4).double(),
           name="float64")
-# Traced as the function itself, torch.det and torch.inverse keep their old names.
-pack.case("aten::det", torch.det, (3, 3))
 pack.case("aten::logdet", torch.logdet, _well_conditioned(2, 3, 3))
 pack.case("aten::linalg_slogdet", torch.linalg.slogdet, (2, 4, 4))
 pack.case("aten::slogdet", torch.slogdet, (3, 3))
 pack.case("aten::linalg_inv", torch.linalg.inv, _well_conditioned(2, 4, 4), rtol=1e-3, atol=1e-4)
 pack.case("aten::linalg_inv", torch.linalg.inv, lambda: torch.rand(1, 1) + 1, name="1x1")
-pack.case("aten::inverse", torch.inverse, _well_conditioned(3, 3), atol=1e-4)
+pack.case("aten::linalg_inv", torch.inverse, _well_conditioned(3, 3), name="inverse", atol=1e-4)
 pack.case("aten::linalg_vector_norm", lambda x: torch.linalg.vector_norm(x), (2, 3, 4),
           name="all")
 pack.case("aten::linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 1, dim=1), (2, 3, 4),
