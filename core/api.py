@@ -179,6 +179,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             conversion = Conversion(registry, opset, fallbacks=enabled,
                                     custom_opsets=custom_opsets, training=training_graph)
             conversion.autograd_inlining = autograd_inlining
+            conversion.params_are_inputs = keep_initializers_as_inputs or not export_params
             graph = conversion.run(front)
             timings["convert"] = time.perf_counter() - start
 

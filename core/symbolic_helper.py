@@ -419,3 +419,14 @@ def _traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
         return None
     out_type = node.output().type()
     return out_type.dtype() if isinstance(out_type, torch._C.TensorType) else None
+
+
+def _bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:
+    """The tensor in ``value`` when a symbolic may compute new constants from it at export
+    time (e.g. reordered weights); None for run-time values and for parameters the user
+    feeds at run time (``export_params=False``, ``keep_initializers_as_inputs``)."""
+    if not isinstance(value, Value) or not isinstance(value.const, torch.Tensor):
+        return None
+    if value.is_parameter and g.conversion.params_are_inputs:
+        return None
+    return value.const

@@ -112,6 +112,9 @@ class Conversion:
         self.nodes_done = 0
         #: Whether autograd Functions without a symbolic are inlined (export's autograd_inlining).
         self.autograd_inlining = True
+        #: Whether parameters stay run-time inputs (export_params=False or
+        #: keep_initializers_as_inputs): symbolics must not bake their values into new constants.
+        self.params_are_inputs = False
         #: TorchScript view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
         self.views: dict[int, tuple[torch._C.Value, Any]] = {}
