@@ -163,6 +163,13 @@ def _from_torch_type(t: torch._C.Type) -> Type:
     return Type(kind)
 
 
+def _known_dtype(t: Type) -> torch.dtype | None:
+    """A tensor's dtype, or a list's item dtype."""
+    if t.kind() in ("ListType", "TupleType"):
+        return t._elem.dtype() if t._elem is not None else None
+    return t.dtype()
+
+
 class Value:
     """A value of the graph: a graph input, a node output, or a deferred constant/list."""
 
@@ -412,7 +419,7 @@ class Graph:
             graph = graph.parent
         real = value._materialize(self)
         real = self.materialize(real)
-        if real.type().dtype() is None:
+        if _known_dtype(real.type()) is None:
             real.setType(value.type())
         self._materialized[id(value)] = (value, real)
         return real

@@ -91,7 +91,8 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
         results = _fold_numpy(node, opset) if size <= FOLD_MAX_ELEMENTS else None
         if results is None and size <= REFERENCE_MAX_ELEMENTS:
             results = _fold_reference(node, opset)
-        if results is None or len(results) != len(node._outputs):
+        if results is None or len(results) != len(node._outputs) \
+                or any(isinstance(r, list) for r in results):  # a Sequence is no initializer
             kept.append(node)
             continue
         for value, result in zip(node._outputs, results):

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from oxport import script_passes
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 
 _DEPRECATION_MESSAGES = r".*torch\.jit\.(trace|trace_method|script|script_method).*deprecated.*"
@@ -174,46 +175,89 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
 
 
 def script_front_end(model: Any, args: Any) -> FrontEnd:
-    """Use a ScriptModule or ScriptFunction as given; ``args`` give input types."""
+    """Use a ScriptModule or ScriptFunction as given; ``args`` give the input types.
+
+    Tensors in ``args`` type the graph inputs (dtype and shape); other values (int,
+    float, bool, None) are hard-coded as constants, as tracing does. A ScriptModule is
+    frozen first, so its non-tensor attributes become constants and its submodules'
+    methods are inlined; parameters and buffers stay initializers.
+    """
     positional, kwargs = normalize_args(args)
     if kwargs:
         raise InvalidExportArgumentError(
             "Scripted models take positional args only; drop the trailing dict of named args."
         )
-    if isinstance(model, torch.jit.ScriptFunction):
-        graph = model.graph.copy()
-        torch._C._jit_pass_inline(graph)
-        params: list[tuple[str, torch.Tensor]] = []
-        fn_inputs = list(graph.inputs())
-        names = [v.debugName().split(".")[0] for v in fn_inputs]
-    else:
-        graph = model.forward.graph.copy()
-        torch._C._jit_pass_inline(graph)
-        graph, param_values = torch._C._jit_pass_lower_graph(graph, model._c)
-        params = _name_params(model, param_values)
-        user_count = len(list(graph.inputs())) - len(params)
-        names = [v.debugName().split(".")[0] for v in list(graph.inputs())[:user_count]]
-    flat = [a for a in pytree.tree_leaves(positional)]
-    user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
-    if len(flat) != len(user_inputs):
-        raise InvalidExportArgumentError(
-            f"The scripted model takes {len(user_inputs)} inputs but args has {len(flat)}.")
-    for value, example in zip(user_inputs, flat):
-        if isinstance(example, torch.Tensor):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
+        if isinstance(model, torch.jit.ScriptFunction):
+            graph = model.graph.copy()
+            torch._C._jit_pass_inline(graph)
+            params: list[tuple[str, torch.Tensor]] = []
+        else:
+            frozen = torch._C._freeze_module(model._c, preserveParameters=True)
+            graph = frozen._get_method("forward").graph.copy()
+            torch._C._jit_pass_inline(graph)
+            graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
+            params = _name_params(model, param_values)
+        user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
+        if len(positional) != len(user_inputs):
+            raise InvalidExportArgumentError(
+                f"The scripted model takes {len(user_inputs)} inputs but args has "
+                f"{len(positional)}.")
+        _bind_script_inputs(graph, user_inputs, positional)
+        _general_passes(graph)
+        flat = [a for a in pytree.tree_leaves(positional) if isinstance(a, torch.Tensor)]
+        user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
+        if len(flat) != len(user_inputs):
+            raise InvalidExportArgumentError(
+                f"The scripted model's inputs ({len(user_inputs)} after flattening tuples) do "
+                f"not match the {len(flat)} tensors in args; lists of tensors cannot be inputs "
+                "of a scripted model.")
+        for value, example in zip(user_inputs, flat):
             value.setType(torch._C.TensorType.create_from_tensor(example))
-    _general_passes(graph)
-    notes: list[str] = []
-    outputs = flatten_outputs(model(*positional), notes)
+        names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
+        notes: list[str] = []
+        outputs = flatten_outputs(model(*positional), notes)
     graph_outputs = list(graph.outputs())
     if len(graph_outputs) == len(outputs):
         for value, example in zip(graph_outputs, outputs):
-            value.setType(torch._C.TensorType.create_from_tensor(example))
+            example_type = torch._C.TensorType.create_from_tensor(example)
+            value.setType(example_type.with_sizes([None] * example.dim()))
     return FrontEnd(graph, flat, names, params, [], notes, scripted=True)
+
+
+def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
+                        args: tuple[Any, ...]) -> None:
+    """Type tensor inputs from their examples; hard-code the other arguments."""
+    for value, example in reversed(list(zip(inputs, args))):
+        if isinstance(example, torch.Tensor):
+            value.setType(torch._C.TensorType.create_from_tensor(example))
+        elif isinstance(example, (tuple, list)) and any(
+                isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(example)):
+            continue  # a tuple of tensors: lowering tuples makes its tensors inputs
+        else:
+            with graph.insert_point_guard(_first_node(graph)):
+                constant = graph.insertConstant(example)
+            value.replaceAllUsesWith(constant)
+            graph.eraseInput(value.offset())
+
+
+def _first_node(graph: torch._C.Graph) -> torch._C.Node:
+    for node in graph.nodes():
+        return node
+    return graph.return_node()
+
+
+def _input_name(value: torch._C.Value, index: int) -> str:
+    name = value.debugName().split(".")[0]
+    return name if name and not name[0].isdigit() else f"input_{index}"
 
 
 def _general_passes(graph: torch._C.Graph) -> None:
     torch._C._jit_pass_lower_all_tuples(graph)
     torch._C._jit_pass_remove_mutation(graph)
+    if script_passes.has_control_flow(graph):
+        script_passes.thread_mutations(graph)
     torch._C._jit_pass_dce(graph)
 
 

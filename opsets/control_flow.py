@@ -1,7 +1,385 @@
-"""Control flow: prim::If and prim::Loop as ONNX If and Loop."""
+"""Control flow: ``prim::If`` and ``prim::Loop`` as ONNX ``If`` and ``Loop``.
+
+Each TorchScript block becomes a subgraph through ``g.subgraph()`` and
+``g.convert_block()``; values from outside a block are read directly (ONNX
+subgraphs see their enclosing scope). The front end has already made every
+value a block mutates an explicit block output (loop-carried for loops).
+
+ONNX ``Loop`` takes (max trip count, condition, carried...) and its body
+(iteration number, condition, carried...) returns (condition, carried...,
+scan outputs...). A for-loop has a trip count and a constant true condition; a
+while-loop has no trip count. A list of tensors that a loop body appends to once
+per iteration becomes a scan output (so it needs no Sequence op and works at
+opset 11); other lists of tensors are carried as Sequences (opset 13).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.errors import OnnxExporterError
+from oxport.ir import Type, Value
+from oxport.opsets import sequence as seq
 
 pack = OpPack("oxport.control_flow")
+
+_INT64_MAX = 2**63 - 1
+#: ONNX If and Loop accept Sequence values from opset 13.
+SEQUENCE_CONTROL_FLOW_OPSET = 13
+
+
+# -- helpers a pack writing its own control flow can reuse -----------------------------
+def to_condition(g: Any, value: Value) -> Value:
+    """A 0-d bool tensor for a TorchScript condition (bool, int or one-element tensor)."""
+    const = _const_bool(value)
+    if const is not None:
+        return g.constant(torch.tensor(const))
+    out = sh._cast_to(g, value, torch.bool)
+    if out.type().dim() != 0:
+        out = sh._reshape_helper(g, out, [])
+    return out.setType(Type.tensor(torch.bool, ()))
+
+
+def _const_bool(value: Value) -> bool | None:
+    const = sh._scalar(value)
+    return None if const is None else bool(const)
+
+
+def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None = None,
+                  op: str = "prim::If") -> Value:
+    """What a TorchScript value is at run time in ONNX: a Sequence for a list of tensors,
+    a 1-D tensor for a list of numbers, the materialized value otherwise."""
+    if ts_type.kind() == "ListType":
+        kind = ts_type.getElementType().kind()
+        if kind == "TensorType":
+            if g.opset < SEQUENCE_CONTROL_FLOW_OPSET:
+                sh._onnx_opset_unsupported_detailed(
+                    op, g.opset, SEQUENCE_CONTROL_FLOW_OPSET,
+                    "a list of tensors passed through If/Loop needs Sequence support in If "
+                    "and Loop")
+            return seq.as_sequence(g, value, dtype, op)
+        return g.graph.materialize(seq.as_number_tensor(g, value, kind))
+    if value.is_const and value.const is None:
+        raise OnnxExporterError(
+            f"{op} passes None out of a block; ONNX has no None value. Give the variable a "
+            "tensor value on every path.")
+    return g.graph.materialize(value)
+
+
+def finish_subgraph(sub: Any, outputs: list[Value]) -> list[Value]:
+    """Make ``outputs`` the subgraph's outputs; each one is produced inside it (an
+    Identity stands in for an outer value, an input, or a repeated value)."""
+    graph = sub.graph
+    seen: set[int] = set()
+    final = []
+    for value in outputs:
+        value = graph.materialize(value)
+        if value.graph is not graph or value.producer is None or id(value) in seen:
+            value = _copy(sub, value)
+        seen.add(id(value))
+        final.append(value)
+    graph.outputs = final
+    return final
+
+
+def _copy(g: Any, value: Value) -> Value:
+    """A new value equal to ``value`` (Identity takes Sequences from opset 14 only)."""
+    if value.type().kind() != "ListType" or g.opset >= 14:
+        return g.op("Identity", value).setType(value.type())
+    dtype = _dtype_of(value.type())
+    if dtype is None:
+        raise OnnxExporterError("Internal error: a Sequence of unknown dtype leaves a block.")
+    grown = g.op("SequenceInsert", value, g.constant(torch.zeros((), dtype=dtype)))
+    return g.op("SequenceErase", grown).setType(value.type())
+
+
+def merge_types(types: list[Type], where: str) -> Type:
+    """One type for values that meet (the branches of an If): dtypes must agree; dims that
+    differ become unknown."""
+    dtypes = {d for d in map(_dtype_of, types) if d is not None}
+    if len(dtypes) > 1:
+        names = " vs ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+        raise OnnxExporterError(
+            f"{where} has different dtypes on different paths ({names}); ONNX needs one. "
+            "Cast the value to one dtype on every path.")
+    dtype = dtypes.pop() if dtypes else None
+    first = types[0]
+    if first.kind() == "ListType":
+        return seq.sequence_type(dtype)
+    shapes = [t.shape for t in types]
+    shape = None
+    if all(s is not None for s in shapes) and len({len(s) for s in shapes}) == 1:
+        shape = [dims[0] if len(set(dims)) == 1 else None for dims in zip(*shapes)]
+    return Type.tensor(dtype, shape)
+
+
+def _dtype_of(t: Type) -> torch.dtype | None:
+    if t.kind() == "ListType":
+        return t._elem.dtype() if t._elem is not None else None
+    return t.dtype()
+
+
+def _relaxed(t: Type) -> Type:
+    """A loop-carried tensor's type: the same dtype and rank, any size."""
+    if t.shape is None:
+        return Type.tensor(t.dtype())
+    return Type.tensor(t.dtype(), [None] * len(t.shape))
+
+
+def _raises(block: Any) -> bool:
+    return any(node.kind() == "prim::RaiseException" for node in block.nodes())
+
+
+# -- If --------------------------------------------------------------------------------
+@pack.symbolic("prim::If", since=9)
+def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
+    """ONNX If; a constant condition, or a branch that only raises, keeps just one branch."""
+    node = g.original_node
+    blocks = list(node.blocks())
+    raising = [_raises(block) for block in blocks]
+    if all(raising):
+        raise OnnxExporterError(
+            f"Both branches of this `if` raise an exception (at {g.source or 'unknown'}); "
+            "the model cannot run past it.")
+    const = _const_bool(condition)
+    chosen = None
+    if any(raising):  # the raising branch is the error path: keep the other one
+        chosen = blocks[1] if raising[0] else blocks[0]
+    elif const is not None:
+        chosen = blocks[0] if const else blocks[1]
+    if chosen is not None:
+        outs = g.convert_block(chosen, [])
+        return tuple(outs) if len(outs) != 1 else outs[0]
+    ts_outputs = list(node.outputs())
+    if not ts_outputs:
+        return None
+    cond = to_condition(g, condition)
+    branches = []
+    for name, block in zip(("then_branch", "else_branch"), blocks):
+        sub = g.subgraph(name)
+        branches.append((sub, sub.convert_block(block, [])))
+    hints = [_list_dtype_hint([outs[k] for _, outs in branches]) for k in range(len(ts_outputs))]
+    finals = []
+    for sub, outs in branches:
+        values = [runtime_value(sub, v, ts.type(), hint) for v, ts, hint
+                  in zip(outs, ts_outputs, hints)]
+        finals.append(finish_subgraph(sub, values))
+    types = [merge_types([f[k].type() for f in finals], f"Output {k} of the `if` at "
+                         f"{g.source or 'unknown'}") for k in range(len(ts_outputs))]
+    result = g.op("If", cond, then_branch_g=branches[0][0].graph,
+                  else_branch_g=branches[1][0].graph, outputs=len(ts_outputs))
+    results = [result] if len(ts_outputs) == 1 else list(result)
+    for value, t in zip(results, types):
+        value.setType(t)
+    return tuple(results) if len(results) != 1 else results[0]
+
+
+def _list_dtype_hint(values: list[Value]) -> torch.dtype | None:
+    """The item dtype of the lists of tensors meeting at an If output (one may be empty)."""
+    return next((d for d in (seq.elem_dtype(v) for v in values) if d is not None), None)
+
+
+# -- Loop ------------------------------------------------------------------------------
+@pack.symbolic("prim::Loop", since=9)
+def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
+              ) -> Value | tuple[Value, ...] | None:
+    """ONNX Loop: for-loops get a trip count, while-loops a condition; carried values,
+    outer values read in the body, and lists appended to once per iteration (scan outputs)."""
+    node = g.original_node
+    body = next(node.blocks())
+    ts_carried = list(node.inputs())[2:]
+    scans = {k for k in range(len(initial)) if _is_scan_slot(g, body, k, initial[k])}
+    sub = g.subgraph("loop_body")
+    iteration = sub.graph.add_input(sub.graph.fresh_name("iter"), Type.tensor(torch.int64, ()))
+    sub.graph.add_input(sub.graph.fresh_name("cond"), Type.tensor(torch.bool, ()))
+    block_inputs: list[Value] = [iteration]
+    inner: dict[int, Value] = {}
+    for k, (init, ts_value) in enumerate(zip(initial, ts_carried)):
+        if k in scans:
+            block_inputs.append(seq.scan_accumulator(sub.graph, Type.of(ts_value.type())))
+            continue
+        t = _carried_type(g, init, ts_value)
+        inner[k] = sub.graph.add_input(sub.graph.fresh_name(_hint(ts_value)), t)
+        block_inputs.append(inner[k])
+    outs = sub.convert_block(body, block_inputs)
+    body_values = [to_condition(sub, outs[0])]
+    scan_items = []
+    for k, ts_value in enumerate(ts_carried):
+        out = outs[1 + k]
+        if k in scans:
+            item = seq.scanned_item(out)
+            if item is None:
+                raise OnnxExporterError(
+                    f"Internal error: the loop at {g.source or 'unknown'} lost the item "
+                    "appended to its list.")
+            scan_items.append(sub.graph.materialize(item))
+            continue
+        dtype = seq.elem_dtype(out) if ts_value.type().kind() == "ListType" else None
+        value = runtime_value(sub, out, ts_value.type(), dtype or _elem_dtype(inner[k]),
+                              "prim::Loop")
+        _refine(inner[k], value)
+        body_values.append(value)
+    finish_subgraph(sub, [*body_values, *scan_items])
+    loop_inputs = [_trip_count(g, max_trip), to_condition(g, condition)]
+    for k, (init, ts_value) in enumerate(zip(initial, ts_carried)):
+        if k not in scans:
+            loop_inputs.append(runtime_value(g, init, ts_value.type(), _elem_dtype(inner[k]),
+                                             "prim::Loop"))
+    count = len(initial)
+    if count == 0:
+        return None
+    result = g.op("Loop", *loop_inputs, body_g=sub.graph, outputs=count)
+    results = [result] if count == 1 else list(result)
+    carried_out = iter(results[:count - len(scans)])
+    scan_out = iter(results[count - len(scans):])
+    mapped = []
+    for k, ts_value in enumerate(ts_carried):
+        if k in scans:
+            stacked = next(scan_out)
+            item = scan_items[len([m for m in range(k) if m in scans])]
+            shape = item.type().shape
+            stacked.setType(Type.tensor(item.type().dtype(),
+                                        None if shape is None else [None, *shape]))
+            mapped.append(seq.stacked_list(g, stacked, Type.of(ts_value.type())))
+        else:
+            value = next(carried_out)
+            value.setType(inner[k].type())
+            mapped.append(value)
+    return tuple(mapped) if count != 1 else mapped[0]
+
+
+def _hint(ts_value: Any) -> str:
+    return ts_value.debugName().split(".")[0] if not ts_value.debugName()[0].isdigit() \
+        else "carried"
+
+
+def _carried_type(g: Any, init: Value, ts_value: Any) -> Type:
+    ts_type = ts_value.type()
+    if ts_type.kind() == "ListType":
+        kind = ts_type.getElementType().kind()
+        if kind == "TensorType":
+            if g.opset < SEQUENCE_CONTROL_FLOW_OPSET:
+                sh._onnx_opset_unsupported_detailed(
+                    "prim::Loop", g.opset, SEQUENCE_CONTROL_FLOW_OPSET,
+                    "a list of tensors carried through a loop (other than one appended to "
+                    "once per iteration) needs Sequence support in Loop")
+            return seq.sequence_type(seq.elem_dtype(init))
+        return Type.tensor(seq.number_dtype(kind), [None])
+    t = init.type()
+    if t.kind() in ("IntType", "FloatType", "BoolType", "NumberType"):
+        return Type.tensor(t.dtype(), ())
+    return _relaxed(t)
+
+
+def _elem_dtype(value: Value) -> torch.dtype | None:
+    return seq.elem_dtype(value) if value.type().kind() == "ListType" else None
+
+
+def _refine(inner: Value, out: Value) -> None:
+    """Give a body input the dtype its body output shows (an empty list's, say)."""
+    t, o = inner.type(), out.type()
+    if t.kind() == "ListType" and t._elem is not None and t._elem.dtype() is None:
+        inner.setType(seq.sequence_type(seq.elem_dtype(out)))
+    elif t.kind() == "TensorType" and t.dtype() is None and o.dtype() is not None:
+        inner.setType(t.with_dtype(o.dtype()))
+
+
+def _trip_count(g: Any, max_trip: Value) -> Value | None:
+    """The trip count as a 0-d int64 (none for a while-loop's unbounded maximum)."""
+    const = sh._scalar(max_trip)
+    if const is not None and const >= _INT64_MAX:
+        return None
+    if const is not None:
+        return g.constant(torch.tensor(int(const), dtype=torch.int64))
+    trip = sh._cast_to(g, max_trip, torch.int64)
+    if trip.type().dim() != 0:
+        trip = sh._reshape_helper(g, trip, []).setType(Type.tensor(torch.int64, ()))
+    return trip
+
+
+def _is_scan_slot(g: Any, body: Any, k: int, init: Value) -> bool:
+    """Below opset 13, a list of tensors starting empty that the body appends to exactly
+    once per iteration (and reads nowhere else) becomes a scan output."""
+    if g.opset >= SEQUENCE_CONTROL_FLOW_OPSET or not sh._is_packed_list(init) \
+            or sh._unpack_list(init):
+        return False
+    block_input = list(body.inputs())[1 + k]
+    if seq.elem_kind(block_input) != "TensorType":
+        return False
+    returned = list(body.outputs())[1 + k]
+    uses = [u.user for u in block_input.uses() if u.user != body.returnNode()]
+    if len(uses) != 1:
+        return False
+    user = uses[0]
+    return (user.kind() == "aten::append" and user.owningBlock() == body
+            and user.inputsAt(0) == block_input and returned in (block_input, user.output())
+            and all(u.user == body.returnNode() for u in user.output().uses()))
+
+
+# -- cases -------------------------------------------------------------------------------
+def _if_sign(x: torch.Tensor) -> torch.Tensor:
+    if bool(x.sum() > 0):
+        y = x * 2
+    else:
+        y = x - 1
+    return y
+
+
+def _if_raises(x: torch.Tensor) -> torch.Tensor:
+    if x.dim() != 2:
+        raise ValueError("expected a matrix")
+    return x + 1
+
+
+def _if_list(x: torch.Tensor) -> torch.Tensor:
+    parts = [x]
+    if bool(x.sum() > 0):
+        parts.append(x * 2)
+    return torch.cat(parts, 0)
+
+
+def _for_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    for i in range(int(n)):
+        x = x + i
+    return x
+
+
+def _while_loop(x: torch.Tensor) -> torch.Tensor:
+    steps = 0
+    while bool(x.sum() < 20.0) and steps < 100:
+        x = x + 1.5
+        steps += 1
+    return x * steps
+
+
+def _scan_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    rows: list[torch.Tensor] = []
+    for i in range(int(n)):
+        rows.append(x * i)
+    return torch.stack(rows)
+
+
+def _sequence_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    rows = [x]
+    for i in range(int(n)):
+        rows.append(rows[-1] + i)
+    return torch.cat(rows, 0)
+
+
+def _count(value: int):
+    return lambda: torch.tensor(value)
+
+
+pack.case("prim::If", _if_sign, (2, 3), script=True)
+pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True)
+pack.case("prim::If", _if_list, (2, 3), name="list_output", script=True, min_opset=13)
+pack.case("prim::Loop", _for_loop, lambda: torch.ones(2, 3, dtype=torch.long), _count(5),
+          script=True)
+pack.case("prim::Loop", _while_loop, (2, 3), name="while", script=True)
+pack.case("prim::Loop", _scan_loop, (2, 3), _count(4), name="scan", script=True, min_opset=11)
+pack.case("prim::Loop", _sequence_loop, (2, 3), _count(3), name="sequence", script=True,
+          min_opset=13)

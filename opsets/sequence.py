@@ -1,7 +1,460 @@
-"""Lists of tensors as ONNX Sequences (opset 11+)."""
+"""TorchScript's list ops: lists of tensors as ONNX Sequences (opset 11+), lists of
+numbers as 1-D tensors.
+
+A list whose items are known (``prim::ListConstruct``, or appends to such a list
+outside loops) stays a packed list: consumers see its items and no Sequence op is
+needed. A list that grows at run time (appended to in a loop) is an ONNX Sequence
+for tensors and a 1-D tensor for ints, floats and bools. Ops that change a list
+(``append``, ``insert``, ``pop``, ``l[i] = v``) make later uses of it read the new
+list.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.errors import OnnxExporterError
+from oxport.ir import Graph, Node, Type, Value
+from oxport.types import JitScalarType
 
 pack = OpPack("oxport.sequence")
+
+#: ONNX Sequences arrived in opset 11.
+SEQUENCE_OPSET = 11
+_NUMBER_DTYPES = {"IntType": torch.int64, "FloatType": torch.float32, "BoolType": torch.bool}
+
+
+# -- what a list value is ----------------------------------------------------------------
+def elem_kind(ts_value: Any) -> str:
+    """The TorchScript element kind of a list value (``TensorType``, ``IntType``...)."""
+    t = ts_value.type()
+    return t.getElementType().kind() if t.kind() == "ListType" else ""
+
+
+def number_dtype(kind: str) -> torch.dtype:
+    return _NUMBER_DTYPES.get(kind, torch.int64)
+
+
+def sequence_type(dtype: torch.dtype | None) -> Type:
+    return Type("ListType", elem=Type.tensor(dtype))
+
+
+def elem_dtype(value: Value) -> torch.dtype | None:
+    """The dtype of a tensor list's items, when known."""
+    if sh._is_packed_list(value):
+        return next((i.type().dtype() for i in sh._unpack_list(value) if i.type().dtype()), None)
+    t = value.type()
+    if t.kind() in ("ListType", "TupleType") and t._elem is not None:
+        return t._elem.dtype()
+    return None
+
+
+def require_sequences(g: Any, op: str) -> None:
+    """Decline below opset 11 (no ONNX Sequences there), naming the opset needed."""
+    if g.opset < SEQUENCE_OPSET:
+        sh._onnx_opset_unsupported_detailed(
+            op, g.opset, SEQUENCE_OPSET, "a list of tensors that changes at run time needs "
+            "ONNX Sequences")
+
+
+def packed_list(g: Any, items: list[Value], list_type: Type) -> Value:
+    """A list known item by item; it becomes a Sequence or a 1-D tensor only when used whole."""
+    kind = list_type.getElementType().kind() if list_type.kind() == "ListType" else ""
+    const = [i.const for i in items] if all(i.is_const for i in items) else None
+
+    def materialize(graph: Graph) -> Value:
+        ctx = g.on(graph)
+        if kind == "TensorType":
+            return _construct(ctx, items, None, "a list of tensors")
+        return number_tensor(ctx, items, kind)
+
+    if kind == "TensorType" or const is None:
+        result = g.graph.deferred(list_type, materialize)
+    else:
+        result = g.graph.deferred(list_type, materialize, const=const)
+    result.producer = Node("prim", "ListConstruct", list(items), [result])
+    return result
+
+
+def number_tensor(g: Any, items: list[Value], kind: str) -> Value:
+    """A list of numbers as a 1-D tensor."""
+    dtype = number_dtype(kind)
+    if all(i.is_const for i in items):
+        return g.constant(torch.tensor([sh._item(i) for i in items], dtype=dtype))
+    parts = [sh._unsqueeze_helper(g, sh._cast_to(g, i, dtype), [0]) for i in items]
+    out = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis_i=0)
+    return out.setType(Type.tensor(dtype, [len(items)]))
+
+
+def as_sequence(g: Any, value: Value, dtype: torch.dtype | None = None,
+                op: str = "a list of tensors") -> Value:
+    """An ONNX Sequence holding a list of tensors. A packed list becomes one where it was
+    built (once); ``dtype`` types an empty one."""
+    if value.meta and "stacked" in value.meta:
+        return value.graph.materialize(value)
+    if not sh._is_packed_list(value):
+        return value
+    require_sequences(g, op)
+    items = sh._unpack_list(value)
+    if items and value.is_deferred:
+        real = value.graph.materialize(value)
+        if elem_dtype(real) is None:
+            real.setType(sequence_type(sh.result_dtype(*items)))
+        return real
+    return _construct(g, items, dtype or elem_dtype(value), op)
+
+
+def _construct(g: Any, items: list[Value], dtype: torch.dtype | None, op: str) -> Value:
+    require_sequences(g, op)
+    if not items:
+        if dtype is None:
+            raise OnnxExporterError(
+                f"{op}: the dtype of an empty list of tensors is unknown here; append to it "
+                "before using it, or build it with at least one tensor.")
+        return g.op("SequenceEmpty", dtype_i=JitScalarType.from_dtype(dtype).onnx_type()
+                    ).setType(sequence_type(dtype))
+    common = sh.result_dtype(*items)
+    items = [sh._cast_to(g, i, common) for i in items] if common is not None else items
+    return g.op("SequenceConstruct", *items).setType(sequence_type(common))
+
+
+def as_number_tensor(g: Any, value: Value, kind: str) -> Value:
+    """A list of numbers as a 1-D tensor (it may already be one)."""
+    if sh._is_packed_list(value):
+        return number_tensor(g, sh._unpack_list(value), kind)
+    if value.is_const:
+        return g.constant(torch.tensor(value.const, dtype=number_dtype(kind)))
+    return value
+
+
+def _remap(g: Any, ts_list: Any, new: Value) -> None:
+    """Later uses of the TorchScript list ``ts_list`` read ``new`` (it was mutated)."""
+    g.conversion.env[ts_list.unique()] = new
+
+
+def _const_index(index: Value) -> int | None:
+    value = sh._maybe_get_const(index, "i")
+    return None if isinstance(value, Value) else value
+
+
+def _index(g: Any, index: Value) -> Value:
+    return sh._cast_to(g, index, torch.int64)
+
+
+# -- scan accumulators (lists appended to once per loop iteration) -----------------------
+def scan_accumulator(graph: Graph, list_type: Type) -> Value:
+    """A stand-in for a loop's list that each iteration appends exactly one tensor to."""
+    marker = Value(graph, graph.fresh_name("scan"), list_type)
+    marker.meta = {"scan_accumulator": True}
+    return marker
+
+
+def scanned_item(value: Value) -> Value | None:
+    """The tensor appended to a scan accumulator in this iteration, if any."""
+    return value.meta.get("scan_item") if value.meta else None
+
+
+def stacked_list(g: Any, stacked: Value, list_type: Type) -> Value:
+    """The list whose items are the rows of ``stacked`` (a loop's scan output)."""
+    def materialize(graph: Graph) -> Value:
+        ctx = g.on(graph)
+        require_sequences(ctx, "a list appended to in a loop")
+        return ctx.op("SplitToSequence", stacked, axis_i=0, keepdims_i=0).setType(
+            sequence_type(stacked.type().dtype()))
+
+    result = g.graph.deferred(list_type, materialize)
+    result.meta = {"stacked": stacked}
+    return result
+
+
+# -- symbolics ---------------------------------------------------------------------------
+@pack.symbolic("aten::append.t", since=7)
+def append(g, self: Value, el: Value) -> Value:
+    """``l.append(x)``: a longer packed list, SequenceInsert, or Concat for numbers."""
+    ts_list = g.original_node.inputsAt(0)
+    kind = elem_kind(ts_list)
+    if self.meta and self.meta.get("scan_accumulator"):
+        new = Value(self.graph, self.graph.fresh_name("scan"), self.type())
+        new.meta = {"scan_accumulator": True, "scan_item": el}
+    elif sh._is_packed_list(self):
+        new = packed_list(g, [*sh._unpack_list(self), el], Type.of(ts_list.type()))
+    elif kind == "TensorType":
+        require_sequences(g, "aten::append")
+        new = g.op("SequenceInsert", as_sequence(g, self, el.type().dtype()), el)
+        new.setType(sequence_type(el.type().dtype()))
+    else:
+        dtype = number_dtype(kind)
+        item = sh._unsqueeze_helper(g, sh._cast_to(g, el, dtype), [0])
+        new = g.op("Concat", self, item, axis_i=0).setType(Type.tensor(dtype, [None]))
+    _remap(g, ts_list, new)
+    return new
+
+
+@pack.symbolic("aten::__getitem__.t", since=7)
+def getitem(g, self: Value, index: Value) -> Value:
+    """``l[i]``: the item of a packed list, SequenceAt, or Gather for numbers."""
+    ts_list = g.original_node.inputsAt(0)
+    position = _const_index(index)
+    if sh._is_packed_list(self) and position is not None:
+        items = sh._unpack_list(self)
+        if -len(items) <= position < len(items):
+            return items[position]
+    if self.is_const and position is not None:
+        return g.python_constant(self.const[position])
+    kind = elem_kind(ts_list)
+    if kind == "TensorType":
+        require_sequences(g, "aten::__getitem__")
+        seq = as_sequence(g, self)
+        return g.op("SequenceAt", seq, _index(g, index)).setType(Type.tensor(elem_dtype(seq)))
+    values = as_number_tensor(g, self, kind)
+    return g.op("Gather", values, _index(g, index), axis_i=0).setType(
+        Type.tensor(values.type().dtype(), ()))
+
+
+@pack.symbolic("aten::len.t", since=7)
+def length(g, self: Value) -> Value:
+    """``len(l)`` (a constant for a packed list) or ``len(tensor)``."""
+    ts_value = g.original_node.inputsAt(0)
+    if sh._is_packed_list(self):
+        return g.python_constant(len(sh._unpack_list(self)))
+    if self.is_const and isinstance(self.const, (list, tuple)):
+        return g.python_constant(len(self.const))
+    if ts_value.type().kind() == "ListType" and elem_kind(ts_value) == "TensorType":
+        require_sequences(g, "aten::len")
+        return g.op("SequenceLength", as_sequence(g, self)).setType(Type.tensor(torch.int64, ()))
+    if ts_value.type().kind() == "ListType":
+        return g.op("Size", self).setType(Type.tensor(torch.int64, ()))
+    first = sh._slice_helper(g, g.op("Shape", self), [0], [0], [1])
+    return sh._squeeze_helper(g, first, [0]).setType(Type.tensor(torch.int64, ()))
+
+
+pack.alias(length, "aten::len.Tensor", since=7)
+
+
+@pack.symbolic("aten::_set_item.t", since=7)
+def set_item(g, self: Value, index: Value, el: Value) -> Value:
+    """``l[i] = x`` on a list."""
+    ts_list = g.original_node.inputsAt(0)
+    kind = elem_kind(ts_list)
+    position = _const_index(index)
+    if sh._is_packed_list(self) and position is not None:
+        items = list(sh._unpack_list(self))
+        items[position] = el
+        new = packed_list(g, items, Type.of(ts_list.type()))
+    elif kind == "TensorType":
+        require_sequences(g, "aten::_set_item")
+        seq = as_sequence(g, self, el.type().dtype())
+        at = _normalized(g, index, g.op("SequenceLength", seq))
+        new = g.op("SequenceInsert", g.op("SequenceErase", seq, at), el, at)
+        new.setType(seq.type())
+    else:
+        values = as_number_tensor(g, self, kind)
+        at = sh._reshape_helper(g, _normalized(g, index, g.op("Size", values)), [1, 1])
+        item = sh._reshape_helper(g, sh._cast_to(g, el, values.type().dtype()), [1])
+        new = g.op("ScatterND", values, at, item).setType(values.type())
+    _remap(g, ts_list, new)
+    return new
+
+
+def _normalized(g: Any, index: Value, size: Value) -> Value:
+    """A non-negative position for ``index`` in a list of ``size`` items."""
+    position = _const_index(index)
+    if position is not None and position >= 0:
+        return g.constant(torch.tensor(position, dtype=torch.int64))
+    index = _index(g, index)
+    negative = g.op("Less", index, g.constant(torch.tensor(0)))
+    shifted = g.op("Add", index, size)
+    return g.op("Where", negative, shifted, index).setType(Type.tensor(torch.int64, ()))
+
+
+@pack.symbolic("aten::insert.t", since=7)
+def insert(g, self: Value, index: Value, el: Value) -> None:
+    """``l.insert(i, x)``."""
+    ts_list = g.original_node.inputsAt(0)
+    kind = elem_kind(ts_list)
+    position = _const_index(index)
+    if sh._is_packed_list(self) and position is not None:
+        items = list(sh._unpack_list(self))
+        items.insert(position, el)
+        new = packed_list(g, items, Type.of(ts_list.type()))
+    elif kind == "TensorType":
+        require_sequences(g, "aten::insert")
+        seq = as_sequence(g, self, el.type().dtype())
+        new = g.op("SequenceInsert", seq, el, _normalized(g, index, g.op("SequenceLength", seq)))
+        new.setType(sequence_type(el.type().dtype()))
+    else:
+        values = as_number_tensor(g, self, kind)
+        at = _normalized(g, index, g.op("Size", values))
+        item = sh._unsqueeze_helper(g, sh._cast_to(g, el, values.type().dtype()), [0])
+        head = sh._slice_helper(g, values, [0], [0], [at])
+        tail = sh._slice_helper(g, values, [0], [at], [2**62])
+        new = g.op("Concat", head, item, tail, axis_i=0).setType(values.type())
+    _remap(g, ts_list, new)
+
+
+@pack.symbolic("aten::pop.t", since=7)
+def pop(g, self: Value, index: Value | None = None) -> Value:
+    """``l.pop(i)``: the item, and the list without it."""
+    ts_list = g.original_node.inputsAt(0)
+    kind = elem_kind(ts_list)
+    index = index if index is not None else g.python_constant(-1)
+    position = _const_index(index)
+    if sh._is_packed_list(self) and position is not None:
+        items = list(sh._unpack_list(self))
+        item = items.pop(position)
+        _remap(g, ts_list, packed_list(g, items, Type.of(ts_list.type())))
+        return item
+    if kind == "TensorType":
+        require_sequences(g, "aten::pop")
+        seq = as_sequence(g, self)
+        at = _index(g, index)
+        item = g.op("SequenceAt", seq, at).setType(Type.tensor(elem_dtype(seq)))
+        _remap(g, ts_list, g.op("SequenceErase", seq, at).setType(seq.type()))
+        return item
+    values = as_number_tensor(g, self, kind)
+    at = _normalized(g, index, g.op("Size", values))
+    item = g.op("Gather", values, at, axis_i=0).setType(Type.tensor(values.type().dtype(), ()))
+    after = g.op("Add", at, g.constant(torch.tensor(1)))
+    head = sh._slice_helper(g, values, [0], [0], [at])
+    tail = sh._slice_helper(g, values, [0], [after], [2**62])
+    _remap(g, ts_list, g.op("Concat", head, tail, axis_i=0).setType(values.type()))
+    return item
+
+
+@pack.symbolic("aten::add.t", since=7)
+def list_concat(g, self: Value, other: Value) -> Value:
+    """``a + b`` for lists."""
+    list_type = Type.of(g.original_node.output().type())
+    kind = elem_kind(g.original_node.output())
+    if sh._is_packed_list(self) and sh._is_packed_list(other):
+        return packed_list(g, [*sh._unpack_list(self), *sh._unpack_list(other)], list_type)
+    if kind == "TensorType":
+        sh._unimplemented("aten::add.t", "concatenating lists of tensors built at run time")
+    parts = [as_number_tensor(g, v, kind) for v in (self, other)]
+    return g.op("Concat", *parts, axis_i=0).setType(Type.tensor(number_dtype(kind), [None]))
+
+
+@pack.symbolic("aten::slice.t", since=7)
+def list_slice(g, self: Value, start: Value | None = None, end: Value | None = None,
+               step: Value | None = None) -> Value:
+    """``l[a:b:c]`` for lists."""
+    list_type = Type.of(g.original_node.output().type())
+    kind = elem_kind(g.original_node.output())
+    bounds = [None if v is None or sh._is_none(v) else sh._maybe_get_const(v, "i")
+              for v in (start, end, step)]
+    static = not any(isinstance(b, Value) for b in bounds)
+    if sh._is_packed_list(self) and static:
+        return packed_list(g, sh._unpack_list(self)[slice(*bounds)], list_type)
+    if kind == "TensorType":
+        sh._unimplemented("aten::slice.t", "slicing a list of tensors built at run time")
+    values = as_number_tensor(g, self, kind)
+    begin = 0 if bounds[0] is None else bounds[0]
+    stop = 2**62 if bounds[1] is None else bounds[1]
+    stride = 1 if bounds[2] is None else bounds[2]
+    if isinstance(stride, Value):
+        sh._unimplemented("aten::slice.t", "a step computed at run time")
+    out = sh._slice_helper(g, values, [0], [begin], [stop], [stride] if stride != 1 else None)
+    return out.setType(Type.tensor(values.type().dtype(), [None]))
+
+
+@pack.symbolic("aten::list.t", since=7)
+def list_copy(g, self: Value) -> Value:
+    """``list(l)``: a copy, which is the same value in a functional graph."""
+    return self
+
+
+# -- cases -------------------------------------------------------------------------------
+# (TorchScript's own passes turn appends to a fresh list in straight-line code into one
+# bigger list, so these cases mutate lists inside loops or branches.)
+def _append(x: torch.Tensor) -> torch.Tensor:
+    rows = [x]
+    for i in range(x.size(0)):
+        rows.append(rows[i] + 1)
+    return torch.cat(rows, 0)
+
+
+def _append_numbers(x: torch.Tensor) -> torch.Tensor:
+    sizes: list[int] = []
+    for d in x.size():
+        sizes.append(d * 2)
+    return x.new_zeros(sizes) + x.sum()
+
+
+def _append_branch(x: torch.Tensor) -> torch.Tensor:
+    rows = [x]
+    if x.size(0) > 1:
+        rows.append(x * 2)
+    return torch.stack(rows)
+
+
+def _getitem(x: torch.Tensor) -> torch.Tensor:
+    rows = [x, x * 2, x * 3]
+    return rows[1] + rows[x.size(0) - 3]
+
+
+def _len(x: torch.Tensor) -> torch.Tensor:
+    return x * len(x.split(1, 1))
+
+
+def _len_tensor(x: torch.Tensor) -> torch.Tensor:
+    return x * len(x)
+
+
+def _set_item(x: torch.Tensor) -> torch.Tensor:
+    rows = [x, x]
+    rows[x.size(0) - 2] = x * 3
+    return rows[0] - rows[1]
+
+
+def _insert(x: torch.Tensor) -> torch.Tensor:
+    rows = [x]
+    for i in range(x.size(0)):
+        rows.insert(0, x + i)
+    return torch.stack(rows)
+
+
+def _insert_numbers(x: torch.Tensor) -> torch.Tensor:
+    dims: list[int] = []
+    for d in x.size():
+        dims.insert(0, d)
+    return x.reshape(dims) * 2
+
+
+def _pop(x: torch.Tensor) -> torch.Tensor:
+    rows = [x, x * 2, x * 3]
+    last = rows.pop()
+    return last + torch.stack(rows).sum(0)
+
+
+def _list_concat(x: torch.Tensor) -> torch.Tensor:
+    return torch.stack([x] + [x * 2])
+
+
+def _list_slice(x: torch.Tensor) -> torch.Tensor:
+    rows = [x, x * 2, x * 3]
+    return torch.stack(rows[1:])
+
+
+def _list_copy(x: torch.Tensor) -> torch.Tensor:
+    rows = list([x, x + 1])
+    return torch.stack(rows)
+
+
+pack.case("aten::append.t", _append, (2, 3), script=True, min_opset=13)
+pack.case("aten::append.t", _append_numbers, (2, 3), name="numbers", script=True, min_opset=9)
+pack.case("aten::append.t", _append_branch, (2, 3), name="branch", script=True, min_opset=13)
+pack.case("aten::__getitem__.t", _getitem, (3, 2), script=True, min_opset=11)
+pack.case("aten::len.t", _len, (2, 3), script=True)
+pack.case("aten::len.Tensor", _len_tensor, (2, 3), script=True)
+pack.case("aten::_set_item.t", _set_item, (2, 3), script=True, min_opset=11)
+pack.case("aten::insert.t", _insert, (2, 3), script=True, min_opset=13)
+pack.case("aten::insert.t", _insert_numbers, (2, 3, 4), name="numbers", script=True,
+          min_opset=9)
+pack.case("aten::pop.t", _pop, (2, 3), script=True)
+pack.case("aten::add.t", _list_concat, (2, 3), script=True)
+pack.case("aten::slice.t", _list_slice, (2, 3), script=True)
+pack.case("aten::list.t", _list_copy, (2, 3), script=True)

@@ -1,0 +1,213 @@
+"""TorchScript passes for graphs with control flow (scripted code, or traced code
+calling scripted functions). General graph surgery only; nothing ONNX-specific.
+
+TorchScript lets a loop body or an ``if`` branch mutate a tensor or a list
+defined outside it (``res.append(x)``, ``y[i] = v``, ``acc += x``) without the
+block saying so. ONNX subgraphs are functional, so :func:`thread_mutations`
+makes every such value explicit: a loop carries it (an extra input, block input,
+block output and output of ``prim::Loop``), an ``if`` returns it from both
+branches (an extra output of ``prim::If``), and later uses read the new value.
+Inside a block the walker then tracks the mutation like straight-line code.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import torch
+
+_CONTROL_FLOW = ("prim::Loop", "prim::If")
+
+
+def thread_mutations(graph: torch._C.Graph) -> None:
+    """Make values mutated inside ``prim::Loop``/``prim::If`` blocks explicit block
+    outputs (loop-carried for loops); views of them are recomputed from their base."""
+    _thread_block(graph, graph.block())
+
+
+def has_control_flow(graph: torch._C.Graph) -> bool:
+    """Whether the graph has a ``prim::Loop`` or ``prim::If`` anywhere."""
+    return any(graph.findAllNodes(kind) for kind in _CONTROL_FLOW)
+
+
+def _thread_block(graph: torch._C.Graph, block: torch._C.Block) -> None:
+    for node in list(block.nodes()):
+        if node.kind() not in _CONTROL_FLOW:
+            continue
+        bases: dict[int, torch._C.Value] = {}
+        views: dict[int, torch._C.Value] = {}
+        for inner in _nested_nodes(node):
+            for target in mutated_inputs(inner):
+                chain = _view_chain(target)
+                for value in reversed(chain):  # base first, then views of it outwards
+                    if _inside(value.node(), node):
+                        continue
+                    if value is chain[-1] or not is_view(value.node()):
+                        bases.setdefault(value.unique(), value)
+                    else:
+                        views.setdefault(value.unique(), value)
+        # Per block of ``node`` (and for after it): outer value -> the value standing for it.
+        scopes: list[dict[int, torch._C.Value]] = [{} for _ in node.blocks()]
+        after: dict[int, torch._C.Value] = {}
+        for base in bases.values():
+            threaded = _carry(node, base) if node.kind() == "prim::Loop" \
+                else _return_from_branches(node, base)
+            for scope, inner in zip(scopes, threaded[0]):
+                scope[base.unique()] = inner
+            after[base.unique()] = threaded[1]
+        cursors: list[torch._C.Node | None] = [None for _ in node.blocks()] + [node]
+        for view in views.values():
+            _recompute_view(graph, node, view, scopes, after, cursors)
+        for inner_block in node.blocks():
+            _thread_block(graph, inner_block)
+
+
+def _nested_nodes(node: torch._C.Node) -> Iterator[torch._C.Node]:
+    for block in node.blocks():
+        for inner in block.nodes():
+            yield inner
+            yield from _nested_nodes(inner)
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_info(schema: str) -> tuple[tuple[int, ...], bool]:
+    """(indices of written arguments, whether output 0 is a view of argument 0)."""
+    if schema == "(no schema)":
+        return (), False
+    parsed = torch._C.parse_schema(schema)
+    written = tuple(i for i, arg in enumerate(parsed.arguments)
+                    if arg.alias_info is not None and arg.alias_info.is_write)
+    view = False
+    if parsed.returns and parsed.arguments:
+        out, first = parsed.returns[0].alias_info, parsed.arguments[0].alias_info
+        view = (out is not None and first is not None and not out.is_write
+                and bool(set(out.before_set) & set(first.before_set))
+                and "*" not in out.before_set)
+    return written, view
+
+
+def _schema(node: torch._C.Node) -> str:
+    return node.schema() if node.kind().startswith("aten::") else "(no schema)"
+
+
+def mutated_inputs(node: torch._C.Node) -> list[torch._C.Value]:
+    """The inputs an op writes to (``self`` of ``add_``, the list of ``append``...)."""
+    written, _ = _schema_info(_schema(node))
+    inputs = list(node.inputs())
+    return [inputs[i] for i in written if i < len(inputs)]
+
+
+def is_view(node: torch._C.Node) -> bool:
+    """Whether the node's first output aliases its first input (select, slice, view...)."""
+    return _schema_info(_schema(node))[1]
+
+
+def _view_chain(value: torch._C.Value) -> list[torch._C.Value]:
+    """``value``, then the value it views, and so on up to its base."""
+    chain = [value]
+    while is_view(chain[-1].node()) and chain[-1].node().outputsAt(0) == chain[-1]:
+        chain.append(chain[-1].node().inputsAt(0))
+    return chain
+
+
+def _inside(node: torch._C.Node, container: torch._C.Node) -> bool:
+    """Whether ``node`` is nested in one of ``container``'s blocks."""
+    block = node.owningBlock()
+    while block is not None:
+        owner = block.owningNode()
+        if owner is None:
+            return False
+        if owner == container:
+            return True
+        block = owner.owningBlock()
+    return False
+
+
+def _anchor(node: torch._C.Node, block: torch._C.Block) -> torch._C.Node | None:
+    """The node of ``block`` that is ``node`` or contains it (None if not in ``block``)."""
+    while node.owningBlock() != block:
+        owner = node.owningBlock().owningNode()
+        if owner is None:
+            return None
+        node = owner
+    return node
+
+
+def _replace_after(value: torch._C.Value, node: torch._C.Node, new: torch._C.Value) -> None:
+    """Uses of ``value`` after ``node`` (in ``node``'s block and deeper) read ``new``."""
+    block = node.owningBlock()
+    for use in list(value.uses()):
+        user = use.user
+        if user == node or _inside(user, node):
+            continue
+        anchor = _anchor(user, block)
+        if anchor is not None and anchor.isAfter(node):
+            user.replaceInput(use.offset, new)
+
+
+def _carry(loop: torch._C.Node, value: torch._C.Value
+           ) -> tuple[list[torch._C.Value], torch._C.Value]:
+    body = next(loop.blocks())
+    inner = body.addInputToBlock()
+    inner.setType(value.type())
+    for use in list(value.uses()):
+        if _inside(use.user, loop):
+            use.user.replaceInput(use.offset, inner)
+    body.registerOutput(inner)
+    loop.addInput(value)
+    out = loop.addOutput()
+    out.setType(value.type())
+    _replace_after(value, loop, out)
+    return [inner], out
+
+
+def _return_from_branches(if_node: torch._C.Node, value: torch._C.Value
+                          ) -> tuple[list[torch._C.Value], torch._C.Value]:
+    for block in if_node.blocks():
+        block.registerOutput(value)
+    out = if_node.addOutput()
+    out.setType(value.type())
+    _replace_after(value, if_node, out)
+    return [value for _ in if_node.blocks()], out
+
+
+def _recompute_view(graph: torch._C.Graph, node: torch._C.Node, view: torch._C.Value,
+                    scopes: list[dict[int, torch._C.Value]],
+                    after: dict[int, torch._C.Value],
+                    cursors: list[torch._C.Node | None]) -> None:
+    """Inside ``node``'s blocks and after it, ``view`` is taken again from its (threaded)
+    base, so writes through it reach the base and reads see the base's new content."""
+    producer = view.node()
+    parent = producer.inputsAt(0)
+    for index, (block, scope) in enumerate(zip(node.blocks(), scopes)):
+        uses = [u for u in view.uses() if _anchor(u.user, block) is not None]
+        clone = _clone(graph, producer, scope.get(parent.unique(), parent))
+        if cursors[index] is None:
+            clone.insertBefore(_first(block))
+        else:
+            clone.insertAfter(cursors[index])
+        cursors[index] = clone
+        scope[view.unique()] = clone.outputsAt(0)
+        for use in uses:
+            use.user.replaceInput(use.offset, clone.outputsAt(0))
+    clone = _clone(graph, producer, after.get(parent.unique(), parent))
+    clone.insertAfter(cursors[-1])
+    cursors[-1] = clone
+    after[view.unique()] = clone.outputsAt(0)
+    _replace_after(view, node, clone.outputsAt(0))
+
+
+def _first(block: torch._C.Block) -> torch._C.Node:
+    for node in block.nodes():
+        return node
+    return block.returnNode()
+
+
+def _clone(graph: torch._C.Graph, producer: torch._C.Node,
+           source: torch._C.Value) -> torch._C.Node:
+    clone = graph.createClone(producer, lambda v: v)
+    clone.replaceInput(0, source)
+    for old, new in zip(producer.outputs(), clone.outputs()):
+        new.setType(old.type())
+    return clone

@@ -1,0 +1,423 @@
+"""TorchScript numbers and type queries in scripted code.
+
+Scripted graphs compute with Python ``int``/``float``/``bool`` values (``n + 1``,
+``x.dim() == 4``, ``min(a, b)``) and ask tensors about themselves
+(``x.dtype``, ``x.device``, ``x is None``). Constants fold at conversion time, so an
+``if`` on a known condition keeps one branch; run-time numbers are 0-d tensors
+(int64, float32, bool).
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Callable
+from typing import Any, Optional
+
+import torch
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+from oxport.types import JitScalarType
+
+pack = OpPack("oxport.scalars")
+
+_OVERLOADS = ("int", "float", "int_float", "float_int")
+
+
+def _const(value: Value) -> Any:
+    """The Python number a value holds, or None."""
+    const = sh._scalar(value)
+    return const if isinstance(const, (bool, int, float)) else None
+
+
+def _number(g: Any, value: Value, dtype: torch.dtype) -> Value:
+    return sh._cast_to(g, value, dtype)
+
+
+def _result_dtype(a: Value, b: Value) -> torch.dtype:
+    dtypes = {v.type().dtype() for v in (a, b)}
+    if any(isinstance(_const(v), float) for v in (a, b)) or any(
+            d is not None and d.is_floating_point for d in dtypes):
+        return torch.float32
+    return torch.int64
+
+
+def _typed(value: Value, dtype: torch.dtype) -> Value:
+    return value.setType(Type.tensor(dtype, ()))
+
+
+# -- comparisons -----------------------------------------------------------------------
+def _comparison(name: str, op_type: str, py: Callable[[Any, Any], bool]):
+    def symbolic(g, a: Value, b: Value) -> Value:
+        ca, cb = _const(a), _const(b)
+        if ca is not None and cb is not None:
+            return g.python_constant(bool(py(ca, cb)))
+        dtype = _result_dtype(a, b)
+        if op_type != "Equal" and op_type != "NotEqual" and g.opset < 9:
+            dtype = torch.float64  # Less and Greater take integers from opset 9
+        x, y = _number(g, a, dtype), _number(g, b, dtype)
+        if op_type == "LessOrEqual" and g.opset < 12:
+            return _typed(g.op("Not", g.op("Greater", x, y)), torch.bool)
+        if op_type == "GreaterOrEqual" and g.opset < 12:
+            return _typed(g.op("Not", g.op("Less", x, y)), torch.bool)
+        if op_type == "NotEqual":
+            return _typed(g.op("Not", g.op("Equal", x, y)), torch.bool)
+        return _typed(g.op(op_type, x, y), torch.bool)
+    symbolic.__name__ = f"{name}_number"
+    symbolic.__doc__ = f"``aten::{name}`` on TorchScript numbers (folded when constant)."
+    return symbolic
+
+
+_COMPARISONS = {"eq": ("Equal", operator.eq), "ne": ("NotEqual", operator.ne),
+                "lt": ("Less", operator.lt), "gt": ("Greater", operator.gt),
+                "le": ("LessOrEqual", operator.le), "ge": ("GreaterOrEqual", operator.ge)}
+for _name, (_op, _py) in _COMPARISONS.items():
+    _fn = _comparison(_name, _op, _py)
+    pack.symbolic(f"aten::{_name}.int", since=7)(_fn)
+    pack.alias(_fn, *(f"aten::{_name}.{o}" for o in _OVERLOADS[1:]), since=7)
+
+
+# -- arithmetic ------------------------------------------------------------------------
+def _arithmetic(name: str, op_type: str, py: Callable[[Any, Any], Any]):
+    def symbolic(g, a: Value, b: Value) -> Value:
+        ca, cb = _const(a), _const(b)
+        if ca is not None and cb is not None:
+            return g.python_constant(py(ca, cb))
+        dtype = _result_dtype(a, b)
+        return _typed(g.op(op_type, _number(g, a, dtype), _number(g, b, dtype)), dtype)
+    symbolic.__name__ = f"{name}_number"
+    symbolic.__doc__ = f"``aten::{name}`` on TorchScript numbers (folded when constant)."
+    return symbolic
+
+
+for _name, (_op, _py) in {"add": ("Add", operator.add), "sub": ("Sub", operator.sub),
+                          "mul": ("Mul", operator.mul)}.items():
+    _fn = _arithmetic(_name, _op, _py)
+    pack.symbolic(f"aten::{_name}.int", since=7)(_fn)
+    pack.alias(_fn, *(f"aten::{_name}.{o}" for o in _OVERLOADS[1:]), since=7)
+
+
+@pack.symbolic("aten::div.int", since=7)
+def div_number(g, a: Value, b: Value) -> Value:
+    """``a / b`` on numbers: always a float."""
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None and cb != 0:
+        return g.python_constant(ca / cb)
+    f = torch.float32
+    return _typed(g.op("Div", _number(g, a, f), _number(g, b, f)), f)
+
+
+pack.alias(div_number, *(f"aten::div.{o}" for o in _OVERLOADS[1:]), since=7)
+
+
+@pack.symbolic("aten::floordiv.int", since=7)
+def floordiv_number(g, a: Value, b: Value) -> Value:
+    """``a // b`` on numbers, rounding toward minus infinity as Python does."""
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None and cb != 0:
+        return g.python_constant(ca // cb)
+    dtype = _result_dtype(a, b)
+    quotient = g.op("Div", _number(g, a, torch.float64), _number(g, b, torch.float64))
+    return _typed(sh._cast_to(g, g.op("Floor", quotient), dtype), dtype)
+
+
+pack.alias(floordiv_number, "aten::floordiv.float", since=7)
+
+
+@pack.symbolic("aten::remainder.int", since=10)
+def remainder_number(g, a: Value, b: Value) -> Value:
+    """``a % b`` on numbers (the sign of ``b``, as Python)."""
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None and cb != 0:
+        return g.python_constant(ca % cb)
+    dtype = _result_dtype(a, b)
+    x, y = _number(g, a, dtype), _number(g, b, dtype)
+    if dtype == torch.int64:
+        return _typed(g.op("Mod", x, y, fmod_i=0), dtype)
+    floor = g.op("Floor", g.op("Div", x, y))
+    return _typed(g.op("Sub", x, g.op("Mul", floor, y)), dtype)
+
+
+@pack.symbolic("aten::neg.int", since=7)
+def neg_number(g, a: Value) -> Value:
+    const = _const(a)
+    if const is not None:
+        return g.python_constant(-const)
+    return _typed(g.op("Neg", a), a.type().dtype() or torch.int64)
+
+
+pack.alias(neg_number, "aten::neg.float", since=7)
+
+
+def _min_max(op_type: str, py: Callable[..., Any]):
+    def symbolic(g, *args: Value) -> Value:
+        if len(args) == 1:  # min(list)
+            items = sh._unpack_list(args[0]) if sh._is_packed_list(args[0]) else None
+            if items is None:
+                values = args[0]
+                reduced = sh._reduce_helper(g, f"Reduce{op_type}", values, [0], keepdims_i=0)
+                return _typed(reduced, values.type().dtype() or torch.int64)
+            args = tuple(items)
+        consts = [_const(a) for a in args]
+        if all(c is not None for c in consts):
+            return g.python_constant(py(consts))
+        dtype = max((_result_dtype(a, a) for a in args), key=lambda d: d.is_floating_point)
+        compute = torch.float32 if g.opset < 12 and dtype == torch.int64 else dtype
+        out = g.op(op_type, *(_number(g, a, compute) for a in args))  # ints from opset 12
+        return _typed(sh._cast_to(g, out, dtype), dtype)
+    symbolic.__name__ = f"prim_{op_type.lower()}"
+    symbolic.__doc__ = f"``{op_type.lower()}(a, b)`` or ``{op_type.lower()}(list)`` on numbers."
+    return symbolic
+
+
+pack.symbolic("prim::min", since=7)(_min_max("Min", min))
+pack.symbolic("prim::max", since=7)(_min_max("Max", max))
+
+
+# -- bools -------------------------------------------------------------------------------
+@pack.symbolic("aten::Bool", since=7)
+def to_bool(g, value: Value) -> Value:
+    """``bool(x)`` for a one-element tensor or a number: a 0-d bool."""
+    const = _const(value)
+    if const is not None:
+        return g.python_constant(bool(const))
+    out = sh._cast_to(g, value, torch.bool)
+    if out.type().dim() != 0:
+        out = sh._reshape_helper(g, out, [])
+    return _typed(out, torch.bool)
+
+
+@pack.symbolic("aten::__not__", since=7)
+def not_(g, value: Value) -> Value:
+    const = _const(value)
+    if const is not None:
+        return g.python_constant(not const)
+    return _typed(g.op("Not", sh._cast_to(g, value, torch.bool)), torch.bool)
+
+
+def _logical(op_type: str, py: Callable[[bool, bool], bool]):
+    def symbolic(g, a: Value, b: Value) -> Value:
+        ca, cb = _const(a), _const(b)
+        if ca is not None and cb is not None:
+            return g.python_constant(py(bool(ca), bool(cb)))
+        return _typed(g.op(op_type, sh._cast_to(g, a, torch.bool),
+                           sh._cast_to(g, b, torch.bool)), torch.bool)
+    symbolic.__name__ = f"{op_type.lower()}_bool"
+    symbolic.__doc__ = f"``a {op_type.lower()} b`` on bools."
+    return symbolic
+
+
+pack.symbolic("aten::__and__.bool", since=7)(_logical("And", operator.and_))
+pack.symbolic("aten::__or__.bool", since=7)(_logical("Or", operator.or_))
+
+
+# -- conversions and type queries --------------------------------------------------------
+@pack.symbolic("aten::ScalarImplicit", since=7)
+def scalar_implicit(g, value: Value) -> Value:
+    """A one-element tensor used where a number is expected."""
+    return value
+
+
+@pack.symbolic("aten::item", since=7)
+def item(g, value: Value) -> Value:
+    """``x.item()`` in scripted code: the one element as a 0-d tensor."""
+    if value.type().dim() == 0:
+        return value
+    return sh._reshape_helper(g, value, []).setType(Type.tensor(value.type().dtype(), ()))
+
+
+@pack.symbolic("prim::unchecked_cast", since=7)
+def unchecked_cast(g, value: Value) -> Value:
+    """A refinement of an Optional type: the value itself."""
+    return value
+
+
+@pack.symbolic("prim::dtype", since=7)
+def dtype_of(g, value: Value) -> Value:
+    """``x.dtype`` as the ScalarType number TorchScript uses (known at export)."""
+    dtype = value.type().dtype()
+    if dtype is None:
+        sh._unimplemented("prim::dtype", "a tensor whose dtype is unknown at export")
+    return g.python_constant(int(JitScalarType.from_dtype(dtype)))
+
+
+@pack.symbolic("prim::device", since=7)
+def device_of(g, value: Value) -> Value:
+    """``x.device``: an ONNX model has no device; the export runs on the CPU."""
+    return g.python_constant(torch.device("cpu"))
+
+
+@pack.symbolic("aten::dim", since=7)
+def dim(g, value: Value) -> Value:
+    """``x.dim()``: a constant when the rank is known, else the length of the shape."""
+    rank = value.type().dim()
+    if rank is not None:
+        return g.python_constant(rank)
+    return _typed(g.op("Size", g.op("Shape", value)), torch.int64)
+
+
+def _is_none(value: Value) -> bool | None:
+    """Whether a value is None (None when that is unknown at export)."""
+    if sh._is_none(value):
+        return True
+    if value.type().kind() == "OptionalType":
+        return None
+    return False
+
+
+@pack.symbolic("aten::__is__", since=7)
+def is_(g, a: Value, b: Value) -> Value:
+    """``a is b``: known at export for ``x is None`` checks."""
+    none_a, none_b = _is_none(a), _is_none(b)
+    if none_a is None or none_b is None or not (none_a or none_b):
+        sh._unimplemented("aten::__is__", "an identity test other than `x is None`")
+    return g.python_constant(bool(none_a and none_b))
+
+
+@pack.symbolic("aten::__isnot__", since=7)
+def is_not(g, a: Value, b: Value) -> Value:
+    """``a is not b``: known at export for ``x is not None`` checks."""
+    none_a, none_b = _is_none(a), _is_none(b)
+    if none_a is None or none_b is None or not (none_a or none_b):
+        sh._unimplemented("aten::__isnot__", "an identity test other than `x is not None`")
+    return g.python_constant(not (none_a and none_b))
+
+
+@pack.symbolic("aten::warn", since=7)
+def warn(g, *args: Value, **attrs: Any) -> None:
+    """``warnings.warn(...)`` in scripted code: no effect on the exported model."""
+    return None
+
+
+# -- cases (sizes are run-time numbers in scripted code; constants fold) -----------------
+def _eq(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.size(0) == 2)
+
+
+def _ne(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.size(0) != 2)
+
+
+def _lt(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.size(0) < x.size(1))
+
+
+def _gt(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.size(0) > x.size(1))
+
+
+def _le(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.size(0) <= 2)
+
+
+def _ge(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.size(1) >= 4)
+
+
+def _add(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.size(1) + 3, -1)
+
+
+def _sub(x: torch.Tensor) -> torch.Tensor:
+    return x * (x.size(1) - x.size(0))
+
+
+def _mul(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.size(0) * x.size(1))
+
+
+def _div(x: torch.Tensor) -> torch.Tensor:
+    return x * (x.size(1) / x.size(0))
+
+
+def _floordiv(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.size(1) // 2, -1)
+
+
+def _remainder(x: torch.Tensor) -> torch.Tensor:
+    return x * (x.size(1) % x.size(0))
+
+
+def _neg(x: torch.Tensor) -> torch.Tensor:
+    return x * -x.size(0)
+
+
+def _min(x: torch.Tensor) -> torch.Tensor:
+    return x * min(x.size(0), x.size(1))
+
+
+def _max(x: torch.Tensor) -> torch.Tensor:
+    return x * max(x.size(0), x.size(1))
+
+
+def _bool(x: torch.Tensor) -> torch.Tensor:
+    if bool(x.sum() > 0):
+        return x + 1
+    return x - 1
+
+
+def _not_and_or(x: torch.Tensor) -> torch.Tensor:
+    big = x.size(0) > 1
+    wide = x.size(1) > 5
+    return x * int((big & (not wide)) | wide)
+
+
+def _scalar_implicit(x: torch.Tensor) -> torch.Tensor:
+    return torch.full([2], x.sum())
+
+
+def _item(x: torch.Tensor) -> torch.Tensor:
+    return x * x.sum().item()
+
+
+def _unchecked_cast(x: torch.Tensor, y: Optional[torch.Tensor]) -> torch.Tensor:
+    if y is not None:
+        return x + y
+    return x
+
+
+def _none_check(x: torch.Tensor, y: Optional[torch.Tensor]) -> torch.Tensor:
+    if y is None:
+        return x
+    return x - y
+
+
+def _dtype_device(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(3, dtype=x.dtype, device=x.device) + x.dim()
+
+
+def _warn(x: torch.Tensor) -> torch.Tensor:
+    warnings.warn("scripted code may warn")
+    return x * 2
+
+
+pack.case("aten::eq.int", _eq, (2, 3), script=True)
+pack.case("aten::ne.int", _ne, (2, 3), script=True)
+pack.case("aten::lt.int", _lt, (2, 3), script=True)
+pack.case("aten::gt.int", _gt, (2, 3), script=True)
+pack.case("aten::le.int", _le, (2, 3), script=True)
+pack.case("aten::ge.int", _ge, (2, 3), script=True)
+pack.case("aten::add.int", _add, (2, 3), script=True)
+pack.case("aten::sub.int", _sub, (2, 3), script=True)
+pack.case("aten::mul.int", _mul, (2, 3), script=True)
+pack.case("aten::div.int", _div, (2, 3), script=True)
+pack.case("aten::floordiv.int", _floordiv, (2, 4), script=True)
+pack.case("aten::remainder.int", _remainder, (2, 3), script=True)
+pack.case("aten::neg.int", _neg, (2, 3), script=True)
+pack.case("prim::min", _min, (2, 3), script=True)
+pack.case("prim::max", _max, (2, 3), script=True)
+pack.case("aten::Bool", _bool, (2, 3), script=True, min_opset=9)
+pack.case("aten::__not__", _not_and_or, (2, 3), script=True, min_opset=9)
+pack.case("aten::__and__.bool", _not_and_or, (2, 3), script=True, min_opset=9)
+pack.case("aten::__or__.bool", _not_and_or, (2, 3), script=True, min_opset=9)
+pack.case("aten::ScalarImplicit", _scalar_implicit, (2, 3), script=True, min_opset=8)
+pack.case("aten::item", _item, (2, 3), script=True)
+pack.case("prim::unchecked_cast", _unchecked_cast, (2, 3), (2, 3), script=True, min_opset=9)
+pack.case("aten::__isnot__", _unchecked_cast, (2, 3), (2, 3), script=True, min_opset=9)
+pack.case("aten::__is__", _none_check, (2, 3), (2, 3), script=True, min_opset=9)
+pack.case("prim::dtype", _dtype_device, (3,), script=True)
+pack.case("prim::device", _dtype_device, (3,), script=True)
+pack.case("aten::dim", _dtype_device, (3,), script=True)
+pack.case("aten::warn", _warn, (2, 3), script=True)
