@@ -15,6 +15,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -339,7 +340,7 @@ class Conversion:
             warnings.warn(
                 f"oxport: {kind} ({len(sources)} use{'s' if len(sources) != 1 else ''}) was "
                 f"exported by the {fallback!r} fallback, not by a symbolic; at {where}",
-                FallbackWarning, stacklevel=2)
+                FallbackWarning, stacklevel=_user_stacklevel())
 
     def raise_if_unconvertible(self) -> None:
         if not self.unconvertible:
@@ -380,6 +381,14 @@ def scope_of(node: torch._C.Node) -> str:
     last = scope.rsplit("/", 1)[-1]
     path = last.removeprefix("__module.model").removeprefix("__module").lstrip(".")
     return path
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first caller outside oxport."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_OXPORT_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def python_op_arguments(node: torch._C.Node, inputs: Sequence[Value]) -> list[Any]:

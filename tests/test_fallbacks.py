@@ -57,6 +57,11 @@ def imports(model: onnx.ModelProto) -> dict[str, int]:
     return {o.domain: o.version for o in model.opset_import}
 
 
+class _Mul(torch.nn.Module):
+    def forward(self, x):
+        return x * 3
+
+
 class ExpDiv(torch.nn.Module):
     """The seeds' ONNX / ONNX_ATEN example: ``exp`` then ``div``."""
 
@@ -190,11 +195,6 @@ def test_fallthrough_aten_op_without_symbolic():
                           fallbacks=["fallthrough"])
     (node,) = [n for n in model.graph.node if n.op_type != "Constant"]
     assert (node.domain, node.op_type) == (ATEN, "mul")
-
-
-class _Mul(torch.nn.Module):
-    def forward(self, x):
-        return x * 3
 
 
 def test_fallbacks_in_order_and_unknown_names():

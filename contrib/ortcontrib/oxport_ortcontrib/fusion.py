@@ -13,7 +13,8 @@ DOMAIN = "com.microsoft"
 def fuse_bias_gelu(graph: Graph, conversion: Any = None) -> int:
     """Fuse every ``Gelu(Add(x, b))`` whose ``b`` is a constant 1-D bias over the last axis
     and whose sum has no other use; returns how many were fused."""
-    uses = collections.Counter(id(v) for node in graph.walk() for v in node._inputs if v is not None)
+    uses = collections.Counter(id(v) for node in graph.walk() for v in node._inputs
+                               if v is not None)
     uses.update(id(v) for v in graph.outputs)
     producers = {id(out): node for node in graph.nodes for out in node._outputs}
     fused: set[int] = set()
