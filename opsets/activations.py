@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
-from oxport.opsets.elementwise import clamp_values, float_input, register_aliases, scalar
+from oxport.opsets.elementwise import clamp_values, float_input, scalar
 
 pack = OpPack("oxport.activations")
 
@@ -283,7 +283,6 @@ pack.case("aten::relu", torch.relu, _half(3, 4), name="fp16", **_HALF)
 pack.case("aten::sigmoid", torch.sigmoid, _X)
 pack.case("aten::sigmoid", torch.sigmoid, lambda: torch.randint(-5, 5, (3, 4)), name="int")
 pack.case("aten::sigmoid", torch.sigmoid, _half(3, 4), name="fp16", **_HALF)
-pack.case("aten::special_expit", torch.special.expit, _X)
 pack.case("aten::tanh", torch.tanh, _X)
 for _name in ("relu_", "sigmoid_", "tanh_"):
     pack.case(f"aten::{_name}", lambda x, n=_name: getattr(x, n)(), _X)
@@ -334,7 +333,6 @@ pack.case("aten::prelu", torch.nn.PReLU(3, 0.1), (2, 3, 4, 5), name="channels_4d
 pack.case("aten::prelu", torch.nn.PReLU(3, 0.2), (2, 3, 5), name="channels_3d")
 pack.case("aten::prelu", torch.nn.PReLU(4, 0.2), (5, 4), name="channels_2d")
 pack.case("aten::prelu", torch.nn.PReLU(1, 0.3), (6,), name="rank1")
-register_aliases(pack)
 
 
 def _script_gelu_softplus(x: torch.Tensor) -> torch.Tensor:

@@ -21,33 +21,6 @@ from oxport.types import onnx_dtype
 
 pack = OpPack("oxport.elementwise")
 
-#: Alias names that traced submodules keep (TorchScript normalizes only the top graph).
-ALIASES: dict[str, tuple[str, ...]] = {
-    "aten::abs": ("aten::absolute",), "aten::abs_": ("aten::absolute_",),
-    "aten::clamp": ("aten::clip",), "aten::clamp_": ("aten::clip_",),
-    "aten::div": ("aten::divide", "aten::true_divide"), "aten::mul": ("aten::multiply",),
-    "aten::sub": ("aten::subtract",), "aten::neg": ("aten::negative",),
-    "aten::trunc": ("aten::fix",), "aten::round": ("aten::special_round",),
-    "aten::sign": ("aten::sgn",),
-    "aten::acos": ("aten::arccos",), "aten::asin": ("aten::arcsin",),
-    "aten::atan": ("aten::arctan",), "aten::atan2": ("aten::arctan2",),
-    "aten::acosh": ("aten::arccosh",), "aten::asinh": ("aten::arcsinh",),
-    "aten::atanh": ("aten::arctanh",), "aten::erf": ("aten::special_erf",),
-    "aten::erfc": ("aten::special_erfc",), "aten::expm1": ("aten::special_expm1",),
-    "aten::exp2": ("aten::special_exp2",), "aten::log1p": ("aten::special_log1p",),
-    "aten::gt": ("aten::greater",), "aten::ge": ("aten::greater_equal",),
-    "aten::lt": ("aten::less",), "aten::le": ("aten::less_equal",),
-    "aten::ne": ("aten::not_equal",), "aten::sigmoid": ("aten::special_expit",),
-}
-
-
-def register_aliases(op_pack: OpPack) -> None:
-    """Register each symbolic of ``op_pack`` under its ALIASES names too."""
-    for name, fn, since, _ in op_pack.symbolics():
-        for alias in ALIASES.get(name, ()):
-            op_pack.symbolic(alias, since)(fn)
-
-
 # -- helpers shared with the math and activations packs ------------------------------
 def scalar(g, value: Any, dtype: torch.dtype | None) -> Value:
     """A 0-d constant of ``dtype`` (float32 when unknown)."""
@@ -61,7 +34,7 @@ def is_int(dtype: torch.dtype | None) -> bool:
 
 def promote(g, op: str, *operands: Any) -> tuple[list[Value], torch.dtype | None]:
     """``operands`` cast to the dtype the ``op`` node computes in, and that dtype."""
-    dtype = sh._traced_dtype(g, op, *ALIASES.get(op, ())) or sh.result_dtype(*operands)
+    dtype = sh._traced_dtype(g, op) or sh.result_dtype(*operands)
     values = sh.promote(g, *operands) if dtype is None else [
         sh._cast_to(g, v, dtype) if isinstance(v, Value) else scalar(g, v, dtype)
         for v in operands]
@@ -70,7 +43,7 @@ def promote(g, op: str, *operands: Any) -> tuple[list[Value], torch.dtype | None
 
 def float_input(g, op: str, x: Value) -> Value:
     """``x`` in the floating dtype of the ``op`` node's output (ints become float32)."""
-    dtype = sh._traced_dtype(g, op, *ALIASES.get(op, ()))
+    dtype = sh._traced_dtype(g, op)
     if dtype is None or not dtype.is_floating_point:
         dtype = x.type().dtype()
         if dtype is None or dtype.is_floating_point:
@@ -487,7 +460,7 @@ pack.case("aten::sub", lambda x, y: torch.sub(x, y, alpha=2) - 1.5, _X, _X)
 pack.case("aten::sub", lambda x: x - 1.5, _ints(), name="int_float_scalar")
 pack.case("aten::sub_", lambda x, y: x.sub_(y), _X, _X)
 pack.case("aten::rsub", lambda x: 1 - x, _X, name="scalar")
-pack.case("aten::rsub", lambda x, y: torch.rsub(x, y, alpha=2), _X, _X, name="alpha")
+pack.case("aten::rsub", lambda x: torch.rsub(x, 3, alpha=2), _X, name="alpha")
 pack.case("aten::mul", lambda x, y: x * y * 3, _X, (3, 4))
 pack.case("aten::mul", lambda x: x * 2.5, _ints(), name="int_float_scalar")
 pack.case("aten::mul", lambda x, y: x * y, _bools(3, 4), _bools(3, 4), name="bool")
@@ -579,14 +552,6 @@ pack.case("aten::nan_to_num", torch.nan_to_num,
 pack.case("aten::nan_to_num", lambda x: torch.nan_to_num(x, 1.0, 9.0, -9.0),
           lambda: torch.tensor([1.0, float("nan"), float("inf"), -float("inf")]).half(),
           name="fp16_values", **_HALF)
-for _op, _fn in {"absolute": torch.absolute, "absolute_": lambda x: x.absolute_(),
-                 "clip": lambda x: torch.clip(x, -0.5, 0.5), "clip_": lambda x: x.clip_(-0.5, 0.5),
-                 "divide": lambda x: torch.divide(x, 2), "true_divide": lambda x: x.true_divide(2),
-                 "multiply": lambda x: torch.multiply(x, 2), "subtract": lambda x: x.subtract(1),
-                 "negative": torch.negative, "fix": torch.fix, "sgn": torch.sgn,
-                 "special_round": torch.special.round}.items():
-    pack.case(f"aten::{_op}", _fn, _X)
-register_aliases(pack)
 
 
 # Scripted graphs carry no traced dtypes inside: promotion alone decides.

@@ -18,7 +18,6 @@ from oxport.opsets.elementwise import (
     float_input,
     is_int,
     promote,
-    register_aliases,
     scalar,
 )
 from oxport.opsets.elementwise import is_inf as _is_inf
@@ -359,10 +358,6 @@ for _name, _fn in _CMP.items():
               name="uint8_int8")
 pack.case("aten::eq", torch.eq, _specials(), _specials(), name="nan", min_opset=9)
 pack.case("aten::ge", torch.ge, _specials(), _specials(), name="nan", min_opset=9)
-for _name, _fn in {"greater": torch.greater, "greater_equal": torch.greater_equal,
-                   "less": torch.less, "less_equal": torch.less_equal,
-                   "not_equal": torch.not_equal}.items():
-    pack.case(f"aten::{_name}", _fn, _ROUNDED, _ROUNDED)
 
 for _name in ("and", "or", "xor"):
     _fn = getattr(torch, f"logical_{_name}")
@@ -402,15 +397,6 @@ pack.case("aten::where.ScalarOther", lambda x: torch.where(x > 0, x, 0.5),
 pack.case("aten::where.ScalarSelf", lambda x: torch.where(x > 0, 2, x), _ints())
 pack.case("aten::where.Scalar", lambda x: torch.where(x > 0, 1.0, 0.0), (3, 4))
 
-for _alias, _fn in {"arccos": torch.arccos, "arcsin": torch.arcsin, "arctan": torch.arctan,
-                    "arccosh": lambda x: torch.arccosh(x + 2), "arcsinh": torch.arcsinh,
-                    "arctanh": lambda x: torch.arctanh(x * 0.5), "special_erf": torch.special.erf,
-                    "special_erfc": torch.special.erfc, "special_expm1": torch.special.expm1,
-                    "special_exp2": torch.special.exp2,
-                    "special_log1p": lambda x: torch.special.log1p(x + 1)}.items():
-    pack.case(f"aten::{_alias}", _fn, _uniform(-0.9, 0.9))
-pack.case("aten::arctan2", torch.arctan2, _X, _X)
-register_aliases(pack)
 
 
 # Scripted graphs carry no traced dtypes inside: promotion alone decides.
