@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
-from oxport.ir import Type, Value
+from oxport.ir import Value
 
 pack = OpPack("oxport.spatial")
 
@@ -142,7 +142,7 @@ def _circular(g, input: Value, pad: list[int | Value], op: str) -> Value:
 
 
 def _register_pad(name: str, mode: str | None, ladder=((7, _pad_attr), (11, _pad_input))):
-    """``aten::name`` (a fixed ``mode``, or aten::pad's own argument) at each opset of ``ladder``."""
+    """``aten::name`` (a fixed ``mode``, or aten::pad's own) at each opset of ``ladder``."""
     op = f"aten::{name}"
 
     def build(pad_fn):
