@@ -81,7 +81,8 @@ def elu(g, self: Value, alpha: float = 1.0, scale: float = 1.0,
     if scale == 1.0 and input_scale == 1.0:
         return g.op("Elu", self, alpha_f=alpha)
     if g.opset < 9:
-        sh._onnx_opset_unsupported("elu with scale or input_scale", g.opset, 9)
+        sh._onnx_opset_unsupported_detailed("aten::elu", g.opset, 9,
+                                            "scale or input_scale other than 1 needs Where")
     dtype = _dtype(self)
     negative = g.op("Mul", g.op("Sub", g.op("Exp", g.op("Mul", self, scalar(g, input_scale,
                                                                             dtype))),
@@ -133,7 +134,8 @@ def softplus(g, self: Value, beta: float = 1.0, threshold: float = 20.0) -> Valu
     if threshold >= 20.0:
         return out
     if g.opset < 9:
-        sh._onnx_opset_unsupported("softplus with a threshold below 20", g.opset, 9)
+        sh._onnx_opset_unsupported_detailed("aten::softplus", g.opset, 9,
+                                            "a threshold below 20 needs Where")
     linear = g.op("Greater", scaled, scalar(g, threshold, dtype))
     return g.op("Where", linear, self, out)
 
@@ -208,7 +210,8 @@ def gelu(g, self: Value, approximate: str = "none") -> Value:
         curve = g.op("Tanh", g.op("Mul", inner, scalar(g, math.sqrt(2 / math.pi), dtype)))
     else:
         if g.opset < 9:
-            sh._onnx_opset_unsupported("exact gelu (Erf)", g.opset, 9)
+            sh._onnx_opset_unsupported_detailed("aten::gelu", g.opset, 9,
+                                                "exact gelu needs Erf")
         curve = g.op("Erf", g.op("Mul", self, scalar(g, 1 / math.sqrt(2), dtype)))
     half = g.op("Mul", self, scalar(g, 0.5, dtype))
     return g.op("Mul", half, g.op("Add", curve, scalar(g, 1.0, dtype)))

@@ -113,7 +113,8 @@ pack.alias(mul, "aten::mul_", since=7)
 def _trunc(g, x: Value, dtype: torch.dtype | None) -> Value:
     """Round toward zero (floats; needs opset 9 for Where)."""
     if g.opset < 9:
-        sh._onnx_opset_unsupported("rounding toward zero", g.opset, 9)
+        sh._onnx_opset_unsupported_detailed("trunc", g.opset, 9,
+                                            "rounding toward zero needs Where")
     negative = g.op("Less", x, scalar(g, 0, dtype))
     return g.op("Where", negative, g.op("Ceil", x), g.op("Floor", x))
 
@@ -341,7 +342,8 @@ def clamp_values(g, op: str, self: Value, low: Any, high: Any) -> Value:
         if (not integer and g.opset >= 11) or (integer and g.opset >= 12):
             return g.op("Clip", x, lo, hi)
     if g.opset < 8:
-        sh._onnx_opset_unsupported(f"{op} with tensor or integer bounds", g.opset, 8)
+        sh._onnx_opset_unsupported_detailed(
+            op, g.opset, 8, "tensor or integer bounds need Max/Min with broadcasting")
 
     def limit(v: Value, lo: Value | None, hi: Value | None) -> Value:
         if lo is not None:
@@ -356,7 +358,8 @@ def clamp_values(g, op: str, self: Value, low: Any, high: Any) -> Value:
 
 
 @pack.symbolic("aten::clamp", since=7)
-def clamp(g, self: Value, min: Value | None = None, max: Value | None = None) -> Value:  # noqa: A002
+def clamp(g, self: Value, min: Value | None = None,  # noqa: A002 - the aten names
+          max: Value | None = None) -> Value:  # noqa: A002
     """Clip for number bounds (attributes before 11, inputs after); Max/Min for tensors."""
     return clamp_values(g, "aten::clamp", self, min, max)
 

@@ -235,7 +235,8 @@ def bitwise_not(g, self: Value) -> Value:
     if dtype == torch.bool:
         return g.op("Not", self)
     if dtype not in (torch.int32, torch.int64):
-        sh._onnx_opset_unsupported(f"bitwise_not on {dtype}", g.opset, 18)
+        sh._onnx_opset_unsupported_detailed("aten::bitwise_not", g.opset, 18,
+                                            f"bitwise_not on {dtype} needs BitwiseNot")
     return g.op("Sub", g.op("Neg", self), scalar(g, 1, dtype))
 
 
@@ -252,7 +253,8 @@ def _bitwise(logical: str, bitwise: str, name: str, since: int):
         if dtype == torch.bool:
             return g.op(logical, a, b)
         if since < 18:
-            sh._onnx_opset_unsupported(f"{kind} on integers", g.opset, 18)
+            sh._onnx_opset_unsupported_detailed(kind, g.opset, 18,
+                                                f"{kind} on integers needs {bitwise}")
         return g.op(bitwise, a, b)
     symbolic.__name__ = name.strip("_") + ("" if since == 7 else f"_{since}")
     symbolic.__doc__ = f"``{logical}`` for bools, ``{bitwise}`` for integers (opset 18)."
