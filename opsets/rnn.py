@@ -1,7 +1,339 @@
-"""Recurrent layers: LSTM, GRU and RNN."""
+"""Recurrent layers: LSTM, GRU and RNN (tanh, relu), whole layers and single cells.
+
+Each PyTorch layer becomes one ONNX LSTM/GRU/RNN node per layer, both directions in one
+node. PyTorch and ONNX order the gates differently (LSTM i,f,g,o vs i,o,f,c; GRU r,z,n vs
+z,r,h), so the weights are reordered and stacked per direction: on the tensors at export
+time when the weights are constants, with Split/Concat nodes when they are run-time values
+(weights passed as inputs, ``export_params=False``, ``keep_initializers_as_inputs``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
+import torch
+
 from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Value
 
 pack = OpPack("oxport.rnn")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """One recurrent operator: its ONNX op, PyTorch's gate chunks in ONNX order, and for
+    RNN its activation."""
+
+    op: str
+    order: tuple[int, ...]
+    activation: str | None = None
+
+    @property
+    def gates(self) -> int:
+        return len(self.order)
+
+    @property
+    def outputs(self) -> int:
+        return 3 if self.op == "LSTM" else 2
+
+
+_LSTM = _Kind("LSTM", (0, 3, 1, 2))
+_GRU = _Kind("GRU", (1, 0, 2))
+_RNN_TANH = _Kind("RNN", (0,), "Tanh")
+_RNN_RELU = _Kind("RNN", (0,), "Relu")
+
+
+# -- weights ------------------------------------------------------------------------------
+def _stack_weights(g, kind: _Kind, directions: list[list[Value | None]]
+                   ) -> tuple[Value, Value, Value | None]:
+    """ONNX W, R and B (None without biases) from ``[w_ih, w_hh, b_ih, b_hh]`` per direction."""
+    has_bias = any(not sh._is_none(b) for d in directions for b in d[2:])
+    tensors = [[sh._bakeable_tensor(g, v) for v in d[:4 if has_bias else 2]] for d in directions]
+    if all(t is not None for d in tensors for t in d):
+        w = torch.stack([_reorder(d[0], kind) for d in tensors])
+        r = torch.stack([_reorder(d[1], kind) for d in tensors])
+        if not has_bias:
+            return g.constant(w), g.constant(r), None
+        b = torch.stack([torch.cat([_reorder(d[2], kind), _reorder(d[3], kind)])
+                         for d in tensors])
+        return g.constant(w), g.constant(r), g.constant(b)
+    w = _stack(g, [_reorder_op(g, d[0], kind) for d in directions])
+    r = _stack(g, [_reorder_op(g, d[1], kind) for d in directions])
+    if not has_bias:
+        return w, r, None
+    b = _stack(g, [g.op("Concat", _reorder_op(g, d[2], kind), _reorder_op(g, d[3], kind),
+                        axis_i=0) for d in directions])
+    return w, r, b
+
+
+def _reorder(tensor: torch.Tensor, kind: _Kind) -> torch.Tensor:
+    if kind.gates == 1:
+        return tensor
+    chunks = tensor.chunk(kind.gates)
+    return torch.cat([chunks[i] for i in kind.order])
+
+
+def _reorder_op(g, value: Value, kind: _Kind) -> Value:
+    if kind.gates == 1:
+        return value
+    if g.opset >= 18:
+        chunks = g.op("Split", value, axis_i=0, num_outputs_i=kind.gates, outputs=kind.gates)
+    else:
+        chunks = g.op("Split", value, axis_i=0, outputs=kind.gates)
+    return g.op("Concat", *[chunks[i] for i in kind.order], axis_i=0)
+
+
+def _stack(g, values: list[Value]) -> Value:
+    parts = [sh._unsqueeze_helper(g, v, [0]) for v in values]
+    return parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis_i=0)
+
+
+def _fill_bias(g, directions: list[list[Value | None]], kind: _Kind, hidden: int,
+               dtype: torch.dtype) -> list[list[Value | None]]:
+    """Give a lone bias (b_ih without b_hh or the reverse) a zero partner."""
+    zeros = g.constant(torch.zeros(kind.gates * hidden, dtype=dtype))
+    filled = []
+    for d in directions:
+        biases = d[2:]
+        if any(not sh._is_none(b) for b in biases):
+            biases = [zeros if sh._is_none(b) else b for b in biases]
+        filled.append([*d[:2], *biases])
+    return filled
+
+
+def _hidden_size(op: str, w_hh: Value) -> int:
+    size = sh._get_tensor_dim_size(w_hh, 1)
+    if size is None:
+        sh._unimplemented(op, "the hidden size is unknown (w_hh has no static shape)")
+    return size
+
+
+# -- layers ---------------------------------------------------------------------------------
+def _layer(g, kind: _Kind, x: Value, weights: tuple[Value, Value, Value | None],
+           states: list[Value | None], hidden: int, bidirectional: bool) -> tuple[Value, ...]:
+    """One ONNX recurrent node: (Y [seq, dirs, batch, hidden], Y_h[, Y_c]); ``states`` are
+    the initial [h0] or [h0, c0] (None: zeros)."""
+    inputs = [x, *weights, None, *states]
+    while inputs[-1] is None:
+        inputs.pop()
+    attrs = {}
+    if kind.op == "GRU":  # PyTorch applies the reset gate after the recurrent product
+        attrs["linear_before_reset_i"] = 1
+    if kind.activation:
+        attrs["activations_s"] = [kind.activation] * (2 if bidirectional else 1)
+    return g.op(kind.op, *inputs, hidden_size_i=hidden, outputs=kind.outputs,
+                direction_s="bidirectional" if bidirectional else "forward", **attrs)
+
+
+def _merge_directions(g, y: Value, num_directions: int) -> Value:
+    """[seq, dirs, batch, hidden] -> [seq, batch, dirs * hidden]."""
+    if num_directions == 1:
+        return sh._squeeze_helper(g, y, [1])
+    y = g.op("Transpose", y, perm_i=[0, 2, 1, 3])
+    return sh._reshape_helper(g, y, g.constant(torch.tensor([0, 0, -1])))
+
+
+def _is_zeros(ts_value) -> bool:
+    """Whether the TorchScript value is a fresh zeros tensor (PyTorch's default state)."""
+    return ts_value.node().kind() in ("aten::zeros", "aten::zeros_like", "aten::new_zeros")
+
+
+def _initial_states(g, kind: _Kind, hx: Value) -> list[Value | None]:
+    """[h0] or [h0, c0]; None stands for zeros (ONNX's default initial state)."""
+    ts_hx = g.original_node.inputsAt(1)
+    if kind.op == "LSTM":
+        states, ts_states = sh._unpack_list(hx), list(ts_hx.node().inputs())
+    else:
+        states, ts_states = [hx], [ts_hx]
+    return [None if _is_zeros(ts) else v for v, ts in zip(states, ts_states)]
+
+
+def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: bool,
+         num_layers: int, dropout: float, train: bool, bidirectional: bool,
+         batch_first: bool) -> tuple[Value, ...]:
+    """A whole (multi-layer, maybe bidirectional) recurrent layer; returns
+    (output, h_n[, c_n]) as PyTorch does."""
+    op = g.original_node.kind()
+    if not sh._is_packed_list(params):
+        sh._unimplemented(op, "the weights are not a list of tensors (packed sequence input "
+                              "from pack_padded_sequence is not supported)")
+    params = sh._unpack_list(params)
+    num_directions = 2 if bidirectional else 1
+    stride = 4 if has_biases else 2
+    if len(params) != num_layers * num_directions * stride:
+        if kind.op == "LSTM" and len(params) == num_layers * num_directions * (stride + 1):
+            sh._unimplemented(op, "LSTM with proj_size > 0: ONNX LSTM has no projection")
+        sh._unimplemented(op, f"{len(params)} weights do not match {num_layers} layers, "
+                              f"{num_directions} directions and has_biases={has_biases}")
+    training_dropout = train and dropout > 0 and num_layers > 1
+    if training_dropout and g.opset < 12:
+        sh._onnx_opset_unsupported(f"{op} with dropout in training mode", g.opset, 12)
+    states = _initial_states(g, kind, hx)
+    hidden = _hidden_size(op, params[1])
+    x = g.op("Transpose", input, perm_i=[1, 0, 2]) if batch_first else input
+    finals: list[list[Value]] = [[] for _ in range(kind.outputs - 1)]
+    for layer in range(num_layers):
+        start = layer * num_directions
+        directions = [params[(start + d) * stride:(start + d + 1) * stride] + [None] * (4 - stride)
+                      for d in range(num_directions)]
+        weights = _stack_weights(g, kind, directions)
+        layer_states = [s if s is None or num_layers == 1 else
+                        sh._slice_helper(g, s, [0], [start], [start + num_directions])
+                        for s in states]
+        y, *last = _layer(g, kind, x, weights, layer_states, hidden, bidirectional)
+        x = _merge_directions(g, y, num_directions)
+        if training_dropout and layer < num_layers - 1:
+            x, _mask = g.op("Dropout", x, g.constant(torch.tensor(dropout, dtype=torch.float32)),
+                            g.constant(torch.tensor(True)), outputs=2)
+        for final, state in zip(finals, last):
+            final.append(state)
+    output = g.op("Transpose", x, perm_i=[1, 0, 2]) if batch_first else x
+    return (output, *[f[0] if len(f) == 1 else g.op("Concat", *f, axis_i=0) for f in finals])
+
+
+def _rnn_symbolic(kind: _Kind, name: str):
+    @sh.parse_args("v", "v", "v", "b", "i", "f", "b", "b", "b")
+    def symbolic(g, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                 batch_first):
+        return _rnn(g, kind, input, hx, params, has_biases, num_layers, dropout, train,
+                    bidirectional, batch_first)
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` as one ONNX {kind.op} per layer."
+    return symbolic
+
+
+pack.symbolic("aten::lstm", since=7)(_rnn_symbolic(_LSTM, "lstm"))
+pack.symbolic("aten::gru", since=7)(_rnn_symbolic(_GRU, "gru"))
+pack.symbolic("aten::rnn_tanh", since=7)(_rnn_symbolic(_RNN_TANH, "rnn_tanh"))
+pack.symbolic("aten::rnn_relu", since=7)(_rnn_symbolic(_RNN_RELU, "rnn_relu"))
+
+
+# -- cells ----------------------------------------------------------------------------------
+def _cell(g, kind: _Kind, input: Value, states: list[Value], w_ih: Value, w_hh: Value,
+          b_ih: Value | None, b_hh: Value | None) -> tuple[Value, ...]:
+    """One time step: an ONNX node over a sequence of length 1; returns the new states."""
+    hidden = _hidden_size(g.original_node.kind(), w_hh)
+    directions = _fill_bias(g, [[w_ih, w_hh, b_ih, b_hh]], kind, hidden,
+                            w_hh.type().dtype() or torch.float32)
+    weights = _stack_weights(g, kind, directions)
+    x = sh._unsqueeze_helper(g, input, [0])
+    initial = [sh._unsqueeze_helper(g, s, [0]) for s in states]
+    _y, *last = _layer(g, kind, x, weights, initial, hidden, bidirectional=False)
+    return tuple(sh._squeeze_helper(g, s, [0]) for s in last)
+
+
+@pack.symbolic("aten::lstm_cell", since=7)
+def lstm_cell(g, input: Value, hx: Value, w_ih: Value, w_hh: Value, b_ih: Value | None = None,
+              b_hh: Value | None = None) -> tuple[Value, Value]:
+    """``(h, c)`` after one LSTM step."""
+    return _cell(g, _LSTM, input, sh._unpack_list(hx), w_ih, w_hh, b_ih, b_hh)
+
+
+def _single_state_cell(kind: _Kind, name: str):
+    def symbolic(g, input: Value, hx: Value, w_ih: Value, w_hh: Value,
+                 b_ih: Value | None = None, b_hh: Value | None = None) -> Value:
+        (h,) = _cell(g, kind, input, [hx], w_ih, w_hh, b_ih, b_hh)
+        return h
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"The hidden state after one ``{name}`` step (ONNX {kind.op})."
+    return symbolic
+
+
+pack.symbolic("aten::gru_cell", since=7)(_single_state_cell(_GRU, "gru_cell"))
+pack.symbolic("aten::rnn_tanh_cell", since=7)(_single_state_cell(_RNN_TANH, "rnn_tanh_cell"))
+pack.symbolic("aten::rnn_relu_cell", since=7)(_single_state_cell(_RNN_RELU, "rnn_relu_cell"))
+
+
+# -- cases ----------------------------------------------------------------------------------
+class _WithStates(torch.nn.Module):
+    """Calls a recurrent layer with flat initial states: (x, h0) or (x, h0, c0)."""
+
+    def __init__(self, rnn: torch.nn.RNNBase) -> None:
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x: torch.Tensor, *states: torch.Tensor):
+        return self.rnn(x, tuple(states) if len(states) == 2 else states[0])
+
+
+class _CellOnParameters(torch.nn.Module):
+    """A cell op on an nn cell's parameters: constant weights in a scripted graph (scripting
+    the nn cells themselves adds their input checks and unbatched-input branches)."""
+
+    def __init__(self, cell: torch.nn.RNNCellBase) -> None:
+        super().__init__()
+        self.cell = cell
+
+
+class _LSTMCell(_CellOnParameters):
+    def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
+        cell = self.cell
+        return torch.lstm_cell(x, [h, c], cell.weight_ih, cell.weight_hh, cell.bias_ih,
+                               cell.bias_hh)
+
+
+class _GRUCell(_CellOnParameters):
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        cell = self.cell
+        return torch.gru_cell(x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+
+
+class _TanhCell(_CellOnParameters):
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        cell = self.cell
+        return torch.rnn_tanh_cell(x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih,
+                                   cell.bias_hh)
+
+
+def _lstm_cell(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w_ih: torch.Tensor,
+               w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor):
+    return torch.lstm_cell(x, [h, c], w_ih, w_hh, b_ih, b_hh)
+
+
+def _gru_cell_one_bias(x: torch.Tensor, h: torch.Tensor, w_ih: torch.Tensor,
+                       w_hh: torch.Tensor, b_ih: torch.Tensor) -> torch.Tensor:
+    return torch.gru_cell(x, h, w_ih, w_hh, b_ih)
+
+
+def _rnn_relu_cell(x: torch.Tensor, h: torch.Tensor, w_ih: torch.Tensor,
+                   w_hh: torch.Tensor) -> torch.Tensor:
+    return torch.rnn_relu_cell(x, h, w_ih, w_hh)
+
+
+# Cases without initial states start from aten::zeros of a run-time batch size, which
+# needs ConstantOfShape (opset 9).
+pack.case("aten::lstm", _WithStates(torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True)),
+          (5, 2, 3), (4, 2, 4), (4, 2, 4), name="states_2layers_bidirectional")
+pack.case("aten::lstm", torch.nn.LSTM(3, 4, bias=False, batch_first=True), (2, 5, 3),
+          name="batch_first_no_bias_no_states", min_opset=9)
+pack.case("aten::lstm", _WithStates(torch.nn.LSTM(3, 4, num_layers=2)), (5, 2, 3), (2, 2, 4),
+          (2, 2, 4), name="weights_as_inputs", min_opset=9,
+          export_kwargs={"keep_initializers_as_inputs": True})
+pack.case("aten::lstm", torch.nn.LSTM(3, 4, num_layers=2, dropout=0.5), (5, 2, 3),
+          name="training_dropout", training=True, check="shape", min_opset=12)
+pack.case("aten::gru", _WithStates(torch.nn.GRU(3, 4, num_layers=2, bidirectional=True)),
+          (5, 2, 3), (4, 2, 4), name="states_2layers_bidirectional")
+pack.case("aten::gru", torch.nn.GRU(3, 4, bias=False, batch_first=True), (2, 5, 3),
+          name="batch_first_no_bias_no_states", min_opset=9)
+pack.case("aten::rnn_tanh", _WithStates(torch.nn.RNN(3, 4, num_layers=2)), (5, 2, 3),
+          (2, 2, 4), name="states_2layers")
+pack.case("aten::rnn_tanh", torch.nn.RNN(3, 4, bidirectional=True, batch_first=True),
+          (2, 5, 3), name="batch_first_bidirectional_no_states", min_opset=9)
+pack.case("aten::rnn_relu", _WithStates(torch.nn.RNN(3, 4, nonlinearity="relu", bias=False,
+                                                     bidirectional=True)),
+          (5, 2, 3), (2, 2, 4), name="states_bidirectional_no_bias")
+pack.case("aten::rnn_relu", torch.nn.RNN(3, 4, num_layers=2, nonlinearity="relu"), (5, 2, 3),
+          name="2layers_no_states", min_opset=9)
+pack.case("aten::lstm_cell", _lstm_cell, (2, 3), (2, 4), (2, 4), (16, 3), (16, 4), (16,), (16,),
+          script=True, name="weights_as_inputs")
+pack.case("aten::lstm_cell", _LSTMCell(torch.nn.LSTMCell(3, 4)), (2, 3), (2, 4), (2, 4),
+          script=True, name="parameters")
+pack.case("aten::gru_cell", _GRUCell(torch.nn.GRUCell(3, 4)), (2, 3), (2, 4), script=True,
+          name="parameters")
+pack.case("aten::gru_cell", _gru_cell_one_bias, (2, 3), (2, 4), (12, 3), (12, 4), (12,),
+          script=True, name="one_bias")
+pack.case("aten::rnn_tanh_cell", _TanhCell(torch.nn.RNNCell(3, 4)), (2, 3), (2, 4),
+          script=True, name="parameters")
+pack.case("aten::rnn_relu_cell", _rnn_relu_cell, (2, 3), (2, 4), (4, 3), (4, 4), script=True,
+          name="no_bias")
