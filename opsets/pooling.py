@@ -205,15 +205,40 @@ def _adaptive_window(op: str, input: Value, output_size: list[int]) -> _Window |
     return _Window(op, input, kernel, stride, [0], None, False)
 
 
+def _pooled_size(g, op: str, input: Value, output_size: list[int]) -> list[int]:
+    """``output_size`` with 1 where a spatial size of 1 grows: every window there is that
+    one element, so pooling to 1 and then broadcasting (:func:`_grow`) equals it."""
+    sizes = sh._get_tensor_sizes(input)
+    spatial = sizes[-len(output_size):] if sizes is not None else [None] * len(output_size)
+    pooled = [1 if size == 1 else out for size, out in zip(spatial, output_size)]
+    if pooled != output_size and g.opset < 8:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 8, "a spatial size of 1 grown by "
+                                                            "adaptive pooling (Expand)")
+    return pooled
+
+
+def _grow(g, out: Value, input: Value, pooled_size: list[int], output_size: list[int]) -> Value:
+    """Broadcast the pooled size-1 dims to ``output_size`` (Expand)."""
+    if pooled_size == output_size:
+        return out
+    leading = [1] * (sh._get_tensor_rank(input) - len(output_size))
+    return g.op("Expand", out, g.op("Constant", value_t=torch.tensor(leading + output_size)))
+
+
 def _adaptive_avg_pool_nd(rank: int):
     name = f"adaptive_avg_pool{rank}d"
 
     @sh.parse_args("v", "is")
     def adaptive_avg_pool(g, input, output_size):
-        window = _adaptive_window(f"aten::{name}", input, _expand(output_size, rank))
+        op = f"aten::{name}"
+        output_size = _expand(output_size, rank)
+        pooled_size = _pooled_size(g, op, input, output_size)
+        window = _adaptive_window(op, input, pooled_size)
         if window is None:
-            return g.op("GlobalAveragePool", input)
-        return _avg_pool(g, input, window, False)
+            out = g.op("GlobalAveragePool", input)
+        else:
+            out = _avg_pool(g, input, window, False)
+        return _grow(g, out, input, pooled_size, output_size)
     adaptive_avg_pool.__name__ = name
     adaptive_avg_pool.__doc__ = (f"``aten::{name}``: GlobalAveragePool, or AveragePool when "
                                  "the adaptive windows are uniform.")
@@ -229,10 +254,12 @@ def _adaptive_max_pool_nd(rank: int):
         output_size = _expand(output_size, rank)
         ts_outputs = list(g.original_node.outputs()) if g.original_node is not None else []
         wants_indices = len(ts_outputs) > 1 and bool(ts_outputs[1].uses())
-        window = _adaptive_window(op, input, output_size)
         if not wants_indices:
+            pooled_size = _pooled_size(g, op, input, output_size)
+            window = _adaptive_window(op, input, pooled_size)
             out = g.op("GlobalMaxPool", input) if window is None else _max_pool(g, input, window)
-            return out, None
+            return _grow(g, out, input, pooled_size, output_size), None
+        window = _adaptive_window(op, input, output_size)
         if window is None:
             sizes = sh._get_tensor_sizes(input)
             spatial = sizes[-rank:] if sizes is not None else None
@@ -303,6 +330,10 @@ pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((2, 3)), (1, 2, 6, 6
 pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d(1), (2, 3, 5, 5),
           name="global_dynamic", **_DYNAMIC)
 pack.case("aten::adaptive_avg_pool3d", nn.AdaptiveAvgPool3d((1, 2, 2)), (1, 2, 3, 4, 6))
+pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((7, 7)), (1, 2, 1, 1),
+          name="grow_single", min_opset=8)  # VGG's 7x7 pool after a 32x32 image
+pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((3, 2)), (2, 2, 1, 4),
+          name="grow_single_row", min_opset=8)
 pack.case("aten::adaptive_max_pool1d", nn.AdaptiveMaxPool1d(3), (2, 3, 6))
 pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(1), (2, 3, 5, 4), name="global")
 pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d((2, 2)), (1, 2, 6, 4), name="even")
@@ -311,3 +342,5 @@ pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(2, return_indices=Tr
 pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(1, return_indices=True),
           (1, 2, 3, 5), name="global_indices", min_opset=8)
 pack.case("aten::adaptive_max_pool3d", nn.AdaptiveMaxPool3d(1), (1, 2, 3, 4, 5))
+pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d((2, 4)), (1, 2, 1, 1),
+          name="grow_single", min_opset=8)
