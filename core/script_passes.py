@@ -211,3 +211,68 @@ def _clone(graph: torch._C.Graph, producer: torch._C.Node,
     for old, new in zip(producer.outputs(), clone.outputs()):
         new.setType(old.type())
     return clone
+
+
+# -- constructs ONNX cannot express ----------------------------------------------------
+#: TorchScript value types an ONNX graph has no counterpart for, by what users call them.
+_CONSTRUCTS = {
+    "DictType": ("a dict", "ONNX has no dict type; use tensors, or a tuple of tensors"),
+    "StringType": ("a string computed at run time",
+                   "ONNX graphs compute on tensors; keep strings constant (module attributes "
+                   "or hard-coded arguments)"),
+    "ClassType": ("an instance of a scripted class", "inline the class's tensors into the "
+                  "module (or its methods into forward)"),
+    "FutureType": ("torch.jit.fork/wait", "call the function directly"),
+}
+
+
+def unsupported_constructs(graph: torch._C.Graph) -> list[str]:
+    """One line per construct ONNX cannot express (dicts, run-time strings, objects,
+    futures), naming it and its source line; error paths (``raise``) are skipped."""
+    found: list[str] = []
+    _scan(graph.block(), found)
+    return found
+
+
+def _scan(block: torch._C.Block, found: list[str]) -> None:
+    for node in block.nodes():
+        if node.kind() == "prim::If" and _raising_branches(node):
+            for inner in node.blocks():
+                if not any(n.kind() == "prim::RaiseException" for n in inner.nodes()):
+                    _scan(inner, found)
+            continue
+        if node.kind() != "prim::Constant":
+            for value in node.outputs():
+                what = _CONSTRUCTS.get(value.type().kind())
+                if what is not None:
+                    line = f"  - {what[0]} ({node.kind()}) at {_source(node)}: {what[1]}"
+                    if line not in found:
+                        found.append(line)
+                    break
+        for inner in node.blocks():
+            _scan(inner, found)
+
+
+def _raising_branches(node: torch._C.Node) -> bool:
+    return any(n.kind() == "prim::RaiseException" for b in node.blocks() for n in b.nodes())
+
+
+def _source(node: torch._C.Node) -> str:
+    """The user's line for ``node`` (or for the first node that uses its output)."""
+    candidates = [node] + [use.user for value in node.outputs() for use in value.uses()]
+    for candidate in candidates:
+        text = candidate.sourceRange()
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[0]
+    return "an unknown line"
+
+
+def tuple_lowering_problem(graph: torch._C.Graph) -> str:
+    """Why tuples could not be flattened: the first op that takes or holds a tuple."""
+    for node in graph.findAllNodes("aten::append") + graph.findAllNodes("prim::ListConstruct"):
+        types = [v.type() for v in node.inputs()] + [v.type() for v in node.outputs()]
+        if any("Tuple" in str(t) for t in types):
+            return (f"a list of tuples ({node.kind()} at {_source(node)}): ONNX Sequences hold "
+                    "tensors only; keep one list per tuple element instead")
+    return "a tuple that cannot be flattened into separate values"

@@ -17,7 +17,11 @@ import torch
 from torch.utils import _pytree as pytree
 
 from oxport import script_passes
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.errors import (
+    InvalidExportArgumentError,
+    OnnxExporterError,
+    UnsupportedOperatorError,
+)
 
 _DEPRECATION_MESSAGES = r".*torch\.jit\.(trace|trace_method|script|script_method).*deprecated.*"
 
@@ -200,12 +204,13 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
-        if len(positional) != len(user_inputs):
-            raise InvalidExportArgumentError(
-                f"The scripted model takes {len(user_inputs)} inputs but args has "
-                f"{len(positional)}.")
-        _bind_script_inputs(graph, user_inputs, positional)
+        bound = _with_defaults(model, positional, len(user_inputs))
+        _bind_script_inputs(graph, user_inputs, bound)
         _general_passes(graph)
+        problems = script_passes.unsupported_constructs(graph)
+        if problems:
+            raise UnsupportedOperatorError(
+                "The scripted model uses constructs ONNX cannot express:\n" + "\n".join(problems))
         flat = [a for a in pytree.tree_leaves(positional) if isinstance(a, torch.Tensor)]
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
         if len(flat) != len(user_inputs):
@@ -217,13 +222,31 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
             value.setType(torch._C.TensorType.create_from_tensor(example))
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
         notes: list[str] = []
-        outputs = flatten_outputs(model(*positional), notes)
+        try:
+            example = model(*positional)
+        except Exception as exc:  # noqa: BLE001 - the user's model failed: say so, chained
+            raise OnnxExporterError(
+                f"Running the scripted model on args failed: {type(exc).__name__}: {exc}") from exc
+        outputs = flatten_outputs(example, notes)
     graph_outputs = list(graph.outputs())
     if len(graph_outputs) == len(outputs):
         for value, example in zip(graph_outputs, outputs):
             example_type = torch._C.TensorType.create_from_tensor(example)
             value.setType(example_type.with_sizes([None] * example.dim()))
     return FrontEnd(graph, flat, names, params, [], notes, scripted=True)
+
+
+def _with_defaults(model: Any, args: tuple[Any, ...], count: int) -> tuple[Any, ...]:
+    """``args`` completed with the scripted signature's defaults."""
+    schema = model.schema if isinstance(model, torch.jit.ScriptFunction) \
+        else model.forward.schema
+    params = [a for a in schema.arguments if a.name != "self"]
+    if len(args) > count or any(not p.has_default_value() for p in params[len(args):count]):
+        names = ", ".join(p.name for p in params)
+        raise InvalidExportArgumentError(
+            f"The scripted model takes ({names}) but args has {len(args)} value"
+            f"{'s' if len(args) != 1 else ''}; pass one per parameter without a default.")
+    return (*args, *(p.default_value for p in params[len(args):count]))
 
 
 def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
@@ -254,7 +277,11 @@ def _input_name(value: torch._C.Value, index: int) -> str:
 
 
 def _general_passes(graph: torch._C.Graph) -> None:
-    torch._C._jit_pass_lower_all_tuples(graph)
+    try:
+        torch._C._jit_pass_lower_all_tuples(graph)
+    except RuntimeError as exc:  # TorchScript's "Couldn't lower all tuples."
+        raise UnsupportedOperatorError(
+            f"Cannot export {script_passes.tuple_lowering_problem(graph)}.") from exc
     torch._C._jit_pass_remove_mutation(graph)
     if script_passes.has_control_flow(graph):
         script_passes.thread_mutations(graph)

@@ -23,9 +23,6 @@ from oxport.types import JitScalarType
 
 pack = OpPack("oxport.scalars")
 
-_OVERLOADS = ("int", "float", "int_float", "float_int")
-
-
 def _const(value: Value) -> Any:
     """The Python number a value holds, or None."""
     const = sh._scalar(value)
@@ -76,7 +73,20 @@ _COMPARISONS = {"eq": ("Equal", operator.eq), "ne": ("NotEqual", operator.ne),
 for _name, (_op, _py) in _COMPARISONS.items():
     _fn = _comparison(_name, _op, _py)
     pack.symbolic(f"aten::{_name}.int", since=7)(_fn)
-    pack.alias(_fn, *(f"aten::{_name}.{o}" for o in _OVERLOADS[1:]), since=7)
+
+
+def _string_comparison(name: str, py: Callable[[Any, Any], bool]):
+    def symbolic(g, a: Value, b: Value) -> Value:
+        if not (a.is_const and b.is_const):
+            sh._unimplemented(f"aten::{name}.str", "comparing strings computed at run time")
+        return g.python_constant(bool(py(a.const, b.const)))
+    symbolic.__name__ = f"{name}_str"
+    symbolic.__doc__ = f"``aten::{name}`` on constant strings (``if mode == 'x':``), folded."
+    return symbolic
+
+
+pack.symbolic("aten::eq.str", since=7)(_string_comparison("eq", operator.eq))
+pack.symbolic("aten::ne.str", since=7)(_string_comparison("ne", operator.ne))
 
 
 # -- arithmetic ------------------------------------------------------------------------
@@ -96,7 +106,6 @@ for _name, (_op, _py) in {"add": ("Add", operator.add), "sub": ("Sub", operator.
                           "mul": ("Mul", operator.mul)}.items():
     _fn = _arithmetic(_name, _op, _py)
     pack.symbolic(f"aten::{_name}.int", since=7)(_fn)
-    pack.alias(_fn, *(f"aten::{_name}.{o}" for o in _OVERLOADS[1:]), since=7)
 
 
 @pack.symbolic("aten::div.int", since=7)
@@ -109,9 +118,6 @@ def div_number(g, a: Value, b: Value) -> Value:
     return _typed(g.op("Div", _number(g, a, f), _number(g, b, f)), f)
 
 
-pack.alias(div_number, *(f"aten::div.{o}" for o in _OVERLOADS[1:]), since=7)
-
-
 @pack.symbolic("aten::floordiv.int", since=7)
 def floordiv_number(g, a: Value, b: Value) -> Value:
     """``a // b`` on numbers, rounding toward minus infinity as Python does."""
@@ -121,9 +127,6 @@ def floordiv_number(g, a: Value, b: Value) -> Value:
     dtype = _result_dtype(a, b)
     quotient = g.op("Div", _number(g, a, torch.float64), _number(g, b, torch.float64))
     return _typed(sh._cast_to(g, g.op("Floor", quotient), dtype), dtype)
-
-
-pack.alias(floordiv_number, "aten::floordiv.float", since=7)
 
 
 @pack.symbolic("aten::remainder.int", since=10)
@@ -146,9 +149,6 @@ def neg_number(g, a: Value) -> Value:
     if const is not None:
         return g.python_constant(-const)
     return _typed(g.op("Neg", a), a.type().dtype() or torch.int64)
-
-
-pack.alias(neg_number, "aten::neg.float", since=7)
 
 
 def _min_max(op_type: str, py: Callable[..., Any]):
@@ -388,6 +388,14 @@ def _dtype_device(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros(3, dtype=x.dtype, device=x.device) + x.dim()
 
 
+def _mode(x: torch.Tensor, mode: str = "double") -> torch.Tensor:
+    double = mode == "double"
+    other = mode != "half"
+    if double and other:
+        return x * 2
+    return x / 2
+
+
 def _warn(x: torch.Tensor) -> torch.Tensor:
     warnings.warn("scripted code may warn")
     return x * 2
@@ -421,3 +429,5 @@ pack.case("prim::dtype", _dtype_device, (3,), script=True)
 pack.case("prim::device", _dtype_device, (3,), script=True)
 pack.case("aten::dim", _dtype_device, (3,), script=True)
 pack.case("aten::warn", _warn, (2, 3), script=True)
+pack.case("aten::eq.str", _mode, (2, 3), script=True, min_opset=9)
+pack.case("aten::ne.str", _mode, (2, 3), script=True, min_opset=9)

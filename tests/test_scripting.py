@@ -1,0 +1,245 @@
+"""Scripted models: ScriptModules, ScriptFunctions and traced modules calling scripted code;
+the seed's FAQ examples; in-place writes in scripted code; unsupported constructs."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import oxport
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
+from tests.test_control_flow import export_and_run, op_types
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated
+
+    class ImplicitCastType(torch.jit.ScriptModule):
+        @torch.jit.script_method
+        def forward(self, x):
+            y = x + 2
+            return y + 3
+
+    @torch.jit.script
+    def pair(x):
+        return x + 1, x * 2
+
+    @torch.jit.script
+    def fill_rows(x, n: int):
+        out = torch.zeros(n, x.size(0))
+        for i in range(n):
+            out[i] = x * i
+        return out
+
+    @torch.jit.script
+    def write_windows(x, n: torch.Tensor):
+        buffer = torch.zeros(10, 3)
+        for i in range(int(n)):
+            buffer[i:i + 2] = x + i
+        return buffer
+
+    @torch.jit.script
+    def clamp_in_loop(x, n: torch.Tensor):
+        y = x.clone()
+        for i in range(int(n)):
+            y.masked_fill_(y > i, float(i))
+            y[:, 0] += 1
+        return y
+
+    @torch.jit.script
+    def accumulate(x, index, n: torch.Tensor):
+        y = torch.zeros(5, 3)
+        for i in range(int(n)):
+            y.index_put_((index,), x + i, accumulate=True)
+        return y
+
+    @torch.jit.script
+    def write_in_branch(x):
+        y = x.clone()
+        if bool(x.sum() > 0):
+            y.add_(1)
+        else:
+            y[0] = 5.0
+        return y
+
+    @torch.jit.script
+    def view_written_in_loop(x, n: torch.Tensor):
+        y = x.clone()
+        row = y[0]
+        for _ in range(int(n)):
+            row.mul_(2)
+        return y, row
+
+    @torch.jit.script
+    def with_dict(x):
+        table = {"a": x}
+        return table["a"] * 2
+
+    @torch.jit.script
+    def list_of_tuples(x):
+        pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for i in range(x.size(0)):
+            pairs.append((x[i], x[i] * 2))
+        return pairs[0][0] + pairs[-1][1]
+
+    @torch.jit.script
+    def optional_bias(x, bias: Optional[torch.Tensor] = None, scale: float = 2.0):
+        if bias is not None:
+            x = x + bias
+        return x * scale
+
+
+class ListLoopModel(torch.nn.Module):
+    def forward(self, x):
+        res = []
+        res1 = []
+        arr = x.split(2, 0)
+        res2 = torch.zeros(3, 4, dtype=torch.long)
+        for i in range(len(arr)):
+            res.append(arr[i].sum(0, False))
+            res1.append(arr[-1 - i].sum(0, False))
+            res2 += 1
+        return torch.stack(res), torch.stack(res1), res2
+
+
+class InPlaceIndexedAssignment(torch.nn.Module):
+    def forward(self, data, new_data):
+        data[1] = new_data
+        return data
+
+
+class CallsPair(torch.nn.Module):
+    def forward(self, x):
+        a, b = pair(x)
+        return a - b
+
+
+class Stateful(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.repeats = 2
+
+    def forward(self, x, steps: int):
+        for _ in range(steps):
+            x = torch.relu(self.norm(self.linear(x))) @ self.linear.weight
+        return x * self.repeats
+
+
+def script(module):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(module)
+
+
+def test_implicit_cast_type_gives_float32():
+    x = torch.tensor([1.0], dtype=torch.float32)
+    proto = export_and_run(ImplicitCastType(), (x,))
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    out, = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    assert out.dtype == np.float32 and out.tolist() == [6.0]
+
+
+@pytest.mark.parametrize("opset", [11, 13, 20])
+def test_list_loop_model_matches_eager(opset):
+    torch.manual_seed(0)
+    model = script(ListLoopModel())
+    proto = export_and_run(model, (torch.randn(16),), (torch.randn(16),), opset=opset)
+    assert "Loop" in op_types(proto)
+
+
+@pytest.mark.parametrize("scripted", [False, True])
+def test_in_place_indexed_assignment(scripted):
+    model = script(InPlaceIndexedAssignment()) if scripted else InPlaceIndexedAssignment()
+    data, new_data = torch.zeros(3, 4), torch.arange(4).to(torch.float32)
+    export_and_run(model, (data, new_data), (torch.ones(3, 4), new_data * 2), opset=11)
+
+
+def test_scripted_function_returning_a_tuple():
+    export_and_run(pair, (torch.ones(2),))
+    export_and_run(CallsPair(), (torch.randn(4),))
+
+
+def test_script_module_freezes_attributes_and_keeps_state_names():
+    torch.manual_seed(0)
+    model = script(Stateful()).eval()
+    proto = export_and_run(model, (torch.randn(5, 3), 2))
+    names = {init.name for init in proto.graph.initializer}
+    assert {"linear.weight", "linear.bias", "norm.running_mean"} <= names
+    assert [i.name for i in proto.graph.input] == ["x"]  # the int argument is hard-coded
+
+
+def test_default_arguments_of_a_scripted_function():
+    export_and_run(optional_bias, (torch.ones(2),))
+    export_and_run(optional_bias, (torch.ones(2), torch.tensor([1.0, 2.0])))
+
+
+def test_row_writes_in_a_loop():
+    export_and_run(fill_rows, (torch.ones(3), 4))
+
+
+def test_slice_writes_in_a_loop():
+    export_and_run(write_windows, (torch.ones(2, 3), torch.tensor(3)),
+                   (torch.ones(2, 3), torch.tensor(7)), opset=11)
+
+
+def test_masked_fill_and_column_update_in_a_loop():
+    torch.manual_seed(0)
+    export_and_run(clamp_in_loop, (torch.randn(3, 4) * 5, torch.tensor(3)),
+                   (torch.randn(3, 4) * 5, torch.tensor(6)), opset=11)
+
+
+def test_index_put_accumulating_in_a_loop():
+    torch.manual_seed(0)
+    export_and_run(accumulate, (torch.randn(2, 3), torch.tensor([1, 3]), torch.tensor(3)),
+                   (torch.randn(2, 3), torch.tensor([0, 4]), torch.tensor(1)), opset=16)
+
+
+def test_writes_in_branches():
+    export_and_run(write_in_branch, (torch.ones(3),), (-torch.ones(3),), opset=11)
+
+
+def test_view_of_an_outer_tensor_written_in_a_loop():
+    export_and_run(view_written_in_loop, (torch.ones(2, 3), torch.tensor(3)),
+                   (torch.ones(2, 3), torch.tensor(0)), opset=11)
+
+
+def test_dict_is_reported_with_its_source_line():
+    with pytest.raises(UnsupportedOperatorError) as info:
+        oxport.convert(with_dict, (torch.ones(2),))
+    message = str(info.value)
+    assert "a dict" in message and "test_scripting.py" in message and "line" in message
+
+
+def test_list_of_tuples_is_reported_with_its_source_line():
+    with pytest.raises(UnsupportedOperatorError, match=r"list of tuples.*test_scripting\.py"):
+        oxport.convert(list_of_tuples, (torch.ones(3, 2),))
+
+
+def test_bad_args_for_a_scripted_model():
+    with pytest.raises(InvalidExportArgumentError, match="pass one per parameter"):
+        oxport.convert(pair, (torch.ones(2), torch.ones(2)))
+    with pytest.raises(OnnxExporterError, match="Running the scripted model"):
+        oxport.convert(fill_rows, (torch.ones(3), -1))
+
+
+def test_exporting_scripted_models_raises_no_deprecation_warning():
+    model = script(ListLoopModel())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        oxport.convert(model, (torch.randn(16),), opset_version=13)
+        oxport.convert(CallsPair(), (torch.randn(4),))
+    assert not [w for w in caught if issubclass(w.category, DeprecationWarning)]
+
+
+def test_onnx_checker_accepts_nested_subgraphs():
+    proto = oxport.convert(script(ListLoopModel()), (torch.randn(16),),
+                           opset_version=13).model_proto()
+    onnx.checker.check_model(proto, full_check=True)
