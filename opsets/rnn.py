@@ -155,9 +155,6 @@ def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: boo
     """A whole (multi-layer, maybe bidirectional) recurrent layer; returns
     (output, h_n[, c_n]) as PyTorch does."""
     op = g.original_node.kind()
-    if not sh._is_packed_list(params):
-        sh._unimplemented(op, "the weights are not a list of tensors (packed sequence input "
-                              "from pack_padded_sequence is not supported)")
     params = sh._unpack_list(params)
     num_directions = 2 if bidirectional else 1
     stride = 4 if has_biases else 2
@@ -175,8 +172,8 @@ def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: boo
     finals: list[list[Value]] = [[] for _ in range(kind.outputs - 1)]
     for layer in range(num_layers):
         start = layer * num_directions
-        directions = [params[(start + d) * stride:(start + d + 1) * stride] + [None] * (4 - stride)
-                      for d in range(num_directions)]
+        directions = [params[i * stride:(i + 1) * stride] + [None] * (4 - stride)
+                      for i in range(start, start + num_directions)]
         weights = _stack_weights(g, kind, directions)
         layer_states = [s if s is None or num_layers == 1 else
                         sh._slice_helper(g, s, [0], [start], [start + num_directions])
@@ -194,10 +191,19 @@ def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: boo
 
 def _rnn_symbolic(kind: _Kind, name: str):
     @sh.parse_args("v", "v", "v", "b", "i", "f", "b", "b", "b")
-    def symbolic(g, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                 batch_first):
+    def padded(g, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+               batch_first):
         return _rnn(g, kind, input, hx, params, has_biases, num_layers, dropout, train,
                     bidirectional, batch_first)
+    padded.__name__ = name
+
+    def symbolic(g, *args: Value) -> tuple[Value, ...]:
+        # The ``.data`` overload (data, batch_sizes, hx, params, ...) has the weights where
+        # the ``.input`` overload has has_biases.
+        if len(args) > 3 and sh._is_packed_list(args[3]):
+            sh._unimplemented(f"aten::{name}", "packed sequences (pack_padded_sequence) are "
+                                               "not supported; pass the padded batch")
+        return padded(g, *args)
     symbolic.__name__ = name
     symbolic.__doc__ = f"``aten::{name}`` as one ONNX {kind.op} per layer."
     return symbolic
