@@ -25,7 +25,6 @@ REFERENCE_MAX_ELEMENTS = 1 << 12
 def eliminate_dead_code(graph: Graph) -> int:
     """Remove nodes whose outputs nothing uses; returns how many were removed."""
     used: set[int] = {id(v) for v in graph.outputs}
-    _mark_subgraph_uses(graph, used)
     kept: list[Node] = []
     removed = 0
     for node in reversed(graph.nodes):
