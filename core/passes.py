@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import onnx
 from onnx import TensorProto, helper
 
 from oxport.ir import Graph, Node, Type, Value
@@ -133,8 +134,15 @@ def _fold_reference(node: Node, opset: int) -> list[Any] | None:
         else:
             proto.attribute.append(helper.make_attribute(name, value))
     feeds = {n: _to_numpy(v.const) for n, v in zip(names, node._inputs) if v is not None}
+    # A one-node model, so the evaluator picks the operator version of ``opset``.
+    graph = helper.make_graph(
+        [proto], "fold",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in feeds.items()],
+        [helper.make_value_info(o, onnx.TypeProto()) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     try:
-        return list(ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds))
+        return list(ReferenceEvaluator(model).run(None, feeds))
     except Exception as exc:  # noqa: BLE001 - the reference runtime lacks some ops: keep the node
         log.debug("not folding %s: %s", node.op_type, exc)
         return None

@@ -319,8 +319,8 @@ def _value_info(name: str, type_: Type, axes: dict[str, dict[int, str]],
         for axis, dim in enumerate(shape):
             if axis in named:
                 dims.append(named[axis])
-            elif dynamic and name not in axes:
-                dims.append(None)  # shapes of outputs follow dynamic inputs: leave them open
+            elif dynamic:
+                dims.append(None)  # outputs follow dynamic inputs: open, then inferred
             else:
                 dims.append(dim if isinstance(dim, int) else None)
         shape = dims

@@ -1,16 +1,20 @@
 """The front end: a model and its example args become a flat TorchScript graph.
 
-Tracing goes through ``torch.jit.trace``; ScriptModules and ScriptFunctions are
-used as given. Only general TorchScript passes run here (inlining, lowering
-the module to a graph of inputs and parameters, lowering tuples, removing
-mutation, dead code), never anything from ``torch.onnx``.
+Tracing goes through the TorchScript tracer (``torch.jit``'s, the one
+``torch.jit.trace`` uses), with the model's state passed in as graph inputs;
+ScriptModules and ScriptFunctions are used as given. Only general TorchScript
+passes run here (inlining, lowering the module to a graph of inputs and
+parameters, lowering tuples, removing mutation, dead code), never anything
+from ``torch.onnx``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -146,7 +150,13 @@ def _leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[
 
 
 def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
-    """Trace an ``nn.Module`` into a flat graph of user inputs and parameters."""
+    """Trace an ``nn.Module`` into a flat graph of user inputs and parameters.
+
+    The tracer records one run of ``model`` on ``args``; the model's ``state_dict``
+    tensors are passed in as extra graph inputs, so every use of a parameter or buffer
+    becomes a use of that input (no ScriptModule is built, which keeps tracing linear and
+    cheap in the number of submodules). Node scopes name the submodule path.
+    """
     positional, kwargs = normalize_args(args)
     _check_signature(model.forward, positional, kwargs)
     leaves, spec = pytree.tree_flatten((positional, kwargs))
@@ -155,11 +165,18 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
     tensors = tuple(leaves[i] for i in tensor_slots)
     notes: list[str] = []
     wrapper = _Flattened(model, spec, leaves, tensor_slots, notes)
-    with warnings.catch_warnings(record=True) as caught:
+    params = state_tensors(model)
+
+    def run(*flat: torch.Tensor) -> Any:
+        outputs = wrapper(*flat[:len(tensors)])
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    with warnings.catch_warnings(record=True) as caught, _module_scopes(model):
         warnings.simplefilter("always")
         warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
         try:
-            traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
+            graph, _ = torch._C._create_graph_by_tracing(
+                run, [*tensors, *(t for _, t in params)], lambda value: "", False, False)
         except OnnxExporterError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's forward failed: say so, chained
@@ -169,13 +186,34 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
                 f"{_signature(model.forward)} and that the model runs eagerly on them."
             ) from exc
     _reemit(caught)
-    graph = traced.graph.copy()
-    torch._C._jit_pass_inline(graph)
-    graph, param_values = torch._C._jit_pass_lower_graph(graph, traced._c)
+    torch._C._jit_pass_inline(graph)  # calls into scripted submodules
     _general_passes(graph)
-    params = _name_params(wrapper, param_values)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
                     list(caught), notes)
+
+
+def state_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """``model.state_dict()`` entries, each tensor once (the first name of a tied weight)."""
+    seen: set[int] = set()
+    state = []
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if isinstance(tensor, torch.Tensor) and id(tensor) not in seen:
+            seen.add(id(tensor))
+            state.append((name, tensor))
+    return state
+
+
+@contextlib.contextmanager
+def _module_scopes(model: torch.nn.Module) -> Iterator[None]:
+    """Let the tracer record each submodule call as a scope (``__module.model.features.0``)."""
+    previous = torch.jit._trace._trace_module_map
+    torch.jit._trace._trace_module_map = {
+        module: f"__module.model.{path}" if path else "__module.model"
+        for path, module in model.named_modules()}
+    try:
+        yield
+    finally:
+        torch.jit._trace._trace_module_map = previous
 
 
 def script_front_end(model: Any, args: Any) -> FrontEnd:

@@ -93,6 +93,16 @@ def test_named_output_axes_win_over_inference(tmp_path):
     assert _dims(onnx.load(f).graph.output[0]) == ["rows", 4]
 
 
+def test_unnamed_dims_of_a_named_output_are_inferred_too(tmp_path):
+    """``y`` names only axis 0, but its axis 1 follows the input's dynamic axis 1."""
+    f = str(tmp_path / "m.onnx")
+    oxport.export(Shapes(), torch.randn(2, 3, 4), f, input_names=["x"],
+                  output_names=["scaled", "flat"],
+                  dynamic_axes={"x": {0: "batch", 2: "width"}, "scaled": {0: "rows"}})
+    dims = _dims(onnx.load(f).graph.output[0])
+    assert dims[0] == "rows" and dims[1] != 12
+
+
 def test_output_shapes_use_one_shape_inference_on_a_weightless_model(monkeypatch):
     calls = []
     original = onnx.shape_inference.infer_shapes
