@@ -98,15 +98,15 @@ def flatten_outputs(out: Any, notes: list[str]) -> tuple[torch.Tensor, ...]:
         if isinstance(obj, torch.Tensor):
             flat.append(obj)
         elif isinstance(obj, dict):
-            _note(notes, f"the dict output {where or 'returned'} was replaced by its values "
-                         f"{list(obj)} in that order (ONNX has no dict outputs)")
+            _note(notes, f"the dict output{' ' + where if where else ''} was replaced by its "
+                         f"values, keys {list(obj)} dropped (ONNX has no dict outputs)")
             for key, item in obj.items():
                 visit(item, f"{where}[{key!r}]")
         elif isinstance(obj, (list, tuple)):
             for i, item in enumerate(obj):
                 visit(item, f"{where}[{i}]")
         elif isinstance(obj, str):
-            _note(notes, f"the str output {where or 'returned'} ({obj!r}) was dropped "
+            _note(notes, f"the str output{' ' + where if where else ''} ({obj!r}) was dropped "
                          "(ONNX has no string outputs)")
         elif obj is None:
             return
