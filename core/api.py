@@ -7,7 +7,6 @@ import dataclasses
 import io
 import logging
 import os
-import time
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import IO, Any

@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 import os
+import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -31,6 +33,8 @@ PROTOBUF_LIMIT = 2**31 - 1
 #: Leave room for the graph itself below the protobuf limit.
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**26
 EXTERNAL_ALIGNMENT = 64
+#: ``progress(bytes_written, total_bytes)``, called by :func:`write` after each weight.
+Progress = Callable[[int, int], None]
 
 
 @dataclasses.dataclass
@@ -56,6 +60,8 @@ class Serialized:
     value_names: dict[int, str]
     #: The IR type of every named value (for the readable printout).
     types: dict[str, Type] = dataclasses.field(default_factory=dict)
+    #: ONNX node name -> the IR node it was written from (its source line and plugin).
+    nodes: dict[str, Node] = dataclasses.field(default_factory=dict)
 
     @property
     def weight_bytes(self) -> int:
@@ -196,12 +202,46 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
                               producer_version=_version(), doc_string=doc_string)
     model.functions.extend(graph.functions)
     model.ir_version = ir_version(model)
+    nodes = _node_index(model.graph, graph, namer)
+    if verbose:
+        metadata = {**(metadata or {}), "oxport.plugins": _plugins_metadata(nodes.values())}
     for key, value in {**graph.metadata, **(metadata or {})}.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     if axes:
         _infer_output_shapes(model, weights)
-    return Serialized(model, weights, namer.names, types)
+    return Serialized(model, weights, namer.names, types, nodes)
+
+
+def _node_index(proto: onnx.GraphProto, graph: Graph, namer: _Namer) -> dict[str, Node]:
+    """ONNX node name -> IR node, matched by first output name (subgraphs included)."""
+    by_output = {namer.names.get(id(node._outputs[0])): node
+                 for node in graph.walk() if node._outputs}
+    index: dict[str, Node] = {}
+    pending = [proto]
+    while pending:
+        for node_proto in pending.pop().node:
+            ir_node = by_output.get(node_proto.output[0]) if node_proto.output else None
+            if node_proto.name and ir_node is not None:
+                index[node_proto.name] = ir_node
+            pending.extend(attr.g for attr in node_proto.attribute if attr.HasField("g"))
+            pending.extend(g for attr in node_proto.attribute for g in attr.graphs)
+    return index
+
+
+def plugin_of(node: Node) -> str:
+    """The plugin (and distribution) whose symbolic emitted ``node``, or ``""``."""
+    provenance = getattr(node.provenance, "provenance", None)
+    return str(provenance) if provenance is not None else ""
+
+
+def _plugins_metadata(nodes: Any) -> str:
+    """``{"plugin (dist version)": node count}`` as JSON, for the model's metadata."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        key = plugin_of(node) or "unknown"
+        counts[key] = counts.get(key, 0) + 1
+    return json.dumps(counts, sort_keys=True)
 
 
 def _infer_output_shapes(model: onnx.ModelProto, weights: Sequence[Weight]) -> None:
@@ -374,8 +414,10 @@ def _node_proto(node: Node, namer: _Namer, verbose: bool, add_node_names: bool,
         proto.name = node.name or f"/{node.op_type}_{index}"
     if verbose:
         scope = scope_text(node.scope, module_types)
+        plugin = plugin_of(node)
         proto.doc_string = " # ".join(filter(None, [f"scope: {scope}" if scope else "",
-                                                    node.source]))
+                                                    node.source,
+                                                    f"plugin: {plugin}" if plugin else ""]))
     for name, (kind, value) in sorted(node.attrs.items()):
         proto.attribute.append(_attribute_proto(name, kind, value, namer, verbose, add_node_names,
                                                 types, module_types))
@@ -454,15 +496,39 @@ def check(serialized: Serialized, full_check: bool = True) -> None:
     try:
         onnx.checker.check_model(model, full_check=full_check)
     except onnx.checker.ValidationError as exc:
-        raise CheckerError(f"The exported model is not valid ONNX: {exc}") from exc
+        raise CheckerError(f"The exported model is not valid ONNX: {exc}"
+                           f"{blame(serialized, str(exc))}") from exc
     except onnx.shape_inference.InferenceError as exc:
-        raise CheckerError(f"ONNX shape inference rejects the exported model: {exc}") from exc
+        raise CheckerError(f"ONNX shape inference rejects the exported model: {exc}"
+                           f"{blame(serialized, str(exc))}") from exc
+
+
+_NODE_NAME = re.compile(r"(?:Name: ?'?|node name: )([^\s')]+)")
+
+
+def blame(serialized: Serialized, message: str) -> str:
+    """For an error message that names an ONNX node (checker, ONNX Runtime): a new line
+    saying where that node came from, e.g. ``(node /Relu_0 was made for aten::relu at
+    m.py(5): forward by the symbolic from my-pack (my-dist 1.0))``; ``""`` when the message
+    names no node of the model."""
+    for name in _NODE_NAME.findall(message):
+        node = serialized.nodes.get(name)
+        if node is not None:
+            where = f" at {node.source}" if node.source else ""
+            plugin = plugin_of(node)
+            by = f" by the symbolic from {plugin}" if plugin else ""
+            return f"\n(node {name} was made for {node.origin or 'an unknown op'}{where}{by})"
+    return ""
 
 
 # -- writing -------------------------------------------------------------------------
 def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
-          external_data: bool | None = None, location: str | None = None) -> None:
-    """Write the model to a path (atomically) or a binary file object."""
+          external_data: bool | None = None, location: str | None = None,
+          progress: Progress | None = None) -> None:
+    """Write the model to a path (atomically) or a binary file object.
+
+    ``progress(bytes_written, total_bytes)`` is called after each weight.
+    """
     use_external = (serialized.weight_bytes > EXTERNAL_DATA_THRESHOLD
                     if external_data is None else external_data)
     if not use_external and serialized.weight_bytes + serialized.model.ByteSize() > PROTOBUF_LIMIT:
@@ -471,7 +537,7 @@ def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
             "ONNX protobuf can carry (2 GiB): export to a file path with external_data=None "
             "(automatic) or True.")
     if isinstance(f, (str, os.PathLike)):
-        _write_path(serialized, os.fspath(f), use_external, location)
+        _write_path(serialized, os.fspath(f), use_external, location, progress)
         return
     if not hasattr(f, "write"):
         raise InvalidExportArgumentError(
@@ -480,11 +546,11 @@ def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
         raise InvalidExportArgumentError(
             "This model needs external data (its weights pass 2 GB): export to a file path, "
             "not a file object.")
-    _stream(serialized, f)
+    _stream(serialized, f, progress)
 
 
 def _write_path(serialized: Serialized, path: str, use_external: bool,
-                location: str | None) -> None:
+                location: str | None, progress: Progress | None = None) -> None:
     """Write to temporary files beside ``path``, then rename them into place.
 
     On any failure the temporary files are removed and ``path`` (and its data file) are
@@ -499,7 +565,7 @@ def _write_path(serialized: Serialized, path: str, use_external: bool,
             data_tmp = _temp(directory, location)
             temps.append(data_tmp)
             with open(data_tmp, "wb") as data_file:
-                model = _external(serialized, data_file, location)
+                model = _external(serialized, data_file, location, progress)
             model_tmp = _temp(directory, os.path.basename(path))
             temps.append(model_tmp)
             with open(model_tmp, "wb") as handle:
@@ -510,7 +576,7 @@ def _write_path(serialized: Serialized, path: str, use_external: bool,
             model_tmp = _temp(directory, os.path.basename(path))
             temps.append(model_tmp)
             with open(model_tmp, "wb") as handle:
-                _stream(serialized, handle)
+                _stream(serialized, handle, progress)
         os.replace(model_tmp, path)
         temps.remove(model_tmp)
     except OSError as exc:
@@ -562,9 +628,10 @@ _GRAPH_INITIALIZER_TAG = bytes([(5 << 3) | 2])  # GraphProto.initializer
 _TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])    # TensorProto.raw_data
 
 
-def _stream(serialized: Serialized, handle: IO[bytes]) -> None:
+def _stream(serialized: Serialized, handle: IO[bytes], progress: Progress | None = None) -> None:
     """Write the model, then each weight as a merged ``graph { initializer {...} }``."""
     handle.write(serialized.model.SerializeToString())
+    done, total = 0, serialized.weight_bytes
     for weight in serialized.weights:
         data = raw_bytes(weight.tensor)
         header = tensor_header(weight.name, weight.tensor).SerializeToString()
@@ -574,12 +641,16 @@ def _stream(serialized: Serialized, handle: IO[bytes]) -> None:
                      + _varint(tensor_len) + header + _TENSOR_RAW_DATA_TAG
                      + _varint(len(data)))
         handle.write(data)
+        done += len(data)
+        if progress is not None:
+            progress(done, total)
 
 
-def _external(serialized: Serialized, data_file: IO[bytes], location: str) -> onnx.ModelProto:
+def _external(serialized: Serialized, data_file: IO[bytes], location: str,
+              progress: Progress | None = None) -> onnx.ModelProto:
     model = onnx.ModelProto()
     model.CopyFrom(serialized.model)
-    offset = 0
+    offset, done, total = 0, 0, serialized.weight_bytes
     for weight in serialized.weights:
         data = raw_bytes(weight.tensor)
         pad = (-offset) % EXTERNAL_ALIGNMENT
@@ -595,6 +666,9 @@ def _external(serialized: Serialized, data_file: IO[bytes], location: str) -> on
             entry.key, entry.value = key, value
         model.graph.initializer.append(header)
         offset += len(data)
+        done += len(data)
+        if progress is not None:
+            progress(done, total)
     return model
 
 

@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -111,6 +111,10 @@ class Conversion:
         self.fallback_uses: list[FallbackUse] = []
         self.unconvertible: dict[str, Unconvertible] = {}
         self.nodes_done = 0
+        #: TorchScript nodes to visit (blocks included); set when the walk starts.
+        self.nodes_total = 0
+        #: Called as ``progress(nodes_done, nodes_total)`` after each node starts converting.
+        self.progress: Callable[[int, int], None] | None = None
         #: Whether autograd Functions without a symbolic are inlined (export's autograd_inlining).
         self.autograd_inlining = True
         #: Whether parameters stay run-time inputs (export_params=False or
@@ -143,6 +147,7 @@ class Conversion:
             type_ = Type.of(ts_value.type())
             self.env[ts_value.unique()] = graph.add_initializer(
                 name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
+        self.nodes_total = count_nodes(front.graph)
         for node in front.graph.nodes():
             self.convert_node(node, graph)
         return graph
@@ -199,6 +204,8 @@ class Conversion:
         g.source = source_of(node)
         g.scope = scope_of(node)
         self.nodes_done += 1
+        if self.progress is not None:
+            self.progress(self.nodes_done, max(self.nodes_total, self.nodes_done))
 
         for name, fallback in self.fallbacks:
             if fallback.preempt and fallback.claims(node):
@@ -359,6 +366,11 @@ def _merge(ours: Type, theirs: Type) -> Type:
         return ours if ours.kind() != "TensorType" or ours.dtype() is not None else theirs
     shape = ours.shape if ours.shape is not None else theirs.shape
     return Type("TensorType", theirs.dtype(), shape)
+
+
+def count_nodes(block: Any) -> int:
+    """The nodes of a TorchScript graph or block, those in nested blocks included."""
+    return sum(1 + sum(count_nodes(b) for b in node.blocks()) for node in block.nodes())
 
 
 def source_of(node: torch._C.Node) -> str:
