@@ -12,7 +12,7 @@ import torch
 from onnx import helper
 
 from oxport.errors import OnnxExporterError
-from oxport.ir import Node, Type, Value
+from oxport.ir import Type, Value
 from oxport.types import JitScalarType
 
 #: Constant inputs up to this many elements are passed to ONNX's data propagation.

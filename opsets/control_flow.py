@@ -192,6 +192,8 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
     node = g.original_node
     body = next(node.blocks())
     ts_carried = list(node.inputs())[2:]
+    if not ts_carried:  # the front end made every effect of the body a carried value
+        return None
     scans = {k for k in range(len(initial)) if _is_scan_slot(g, body, k, initial[k])}
     sub = g.subgraph("loop_body")
     iteration = sub.graph.add_input(sub.graph.fresh_name("iter"), Type.tensor(torch.int64, ()))
@@ -222,6 +224,12 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
         value = runtime_value(sub, out, ts_value.type(), dtype or _elem_dtype(inner[k]),
                               "prim::Loop")
         _refine(inner[k], value)
+        before, after = _dtype_of(inner[k].type()), _dtype_of(value.type())
+        if before is not None and after is not None and before != after:
+            raise OnnxExporterError(
+                f"The loop at {g.source or 'unknown'} changes the dtype of "
+                f"{ts_value.debugName()} from {before} to {after}; an ONNX Loop carries one "
+                "dtype. Cast the value to its final dtype before the loop.")
         body_values.append(value)
     finish_subgraph(sub, [*body_values, *scan_items])
     loop_inputs = [_trip_count(g, max_trip), to_condition(g, condition)]
@@ -230,8 +238,6 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
             loop_inputs.append(runtime_value(g, init, ts_value.type(), _elem_dtype(inner[k]),
                                              "prim::Loop"))
     count = len(initial)
-    if count == 0:
-        return None
     result = g.op("Loop", *loop_inputs, body_g=sub.graph, outputs=count)
     results = [result] if count == 1 else list(result)
     carried_out = iter(results[:count - len(scans)])
