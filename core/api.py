@@ -14,7 +14,7 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import passes, serialize, trace
+from oxport import passes, progress, serialize, trace
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph
@@ -59,9 +59,8 @@ class ExportResult:
 
     def save(self, f: str | os.PathLike[str] | IO[bytes], external_data: bool | None = None) -> None:
         """Write the model atomically to a path, or to a binary file object."""
-        start = time.perf_counter()
-        serialize.write(self.serialized, f, external_data=external_data)
-        self.timings["write"] = time.perf_counter() - start
+        with progress.phase("write", self.timings) as advance:
+            serialize.write(self.serialized, f, external_data=external_data, progress=advance)
 
     def to_bytes(self) -> bytes:
         return serialize.to_bytes(self.serialized)
@@ -124,11 +123,8 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
         check=False,
     )
     result.save(f, external_data=external_data)
-    start = time.perf_counter()
-    try:
+    with progress.phase("check", result.timings):
         serialize.check(result.serialized)
-    finally:
-        result.timings["check"] = time.perf_counter() - start
     return result
 
 
@@ -161,52 +157,48 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         keep_initializers_as_inputs = True
 
     timings: dict[str, float] = {}
-    start = time.perf_counter()
-    manager = plugin_loader.load(autoload=autoload_plugins, allow=plugins,
-                                 block=disable_plugins)
-    registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
-    enabled = _resolve_fallbacks(registry, export_type, fallbacks or ())
-    timings["plugins"] = time.perf_counter() - start
+    with progress.phase("plugins", timings):
+        manager = plugin_loader.load(autoload=autoload_plugins, allow=plugins,
+                                     block=disable_plugins)
+        registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
+        enabled = _resolve_fallbacks(registry, export_type, fallbacks or ())
     training_graph = _is_training(model, training)
 
     with _logging(verbose):
         with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
-            start = time.perf_counter()
-            front = _front_end(model, args)
-            timings["trace"] = time.perf_counter() - start
-            start = time.perf_counter()
-            conversion = Conversion(registry, opset, fallbacks=enabled,
-                                    custom_opsets=custom_opsets, training=training_graph)
-            conversion.autograd_inlining = autograd_inlining
-            conversion.params_are_inputs = keep_initializers_as_inputs or not export_params
-            graph = conversion.run(front)
-            timings["convert"] = time.perf_counter() - start
+            with progress.phase("trace", timings):
+                front = _front_end(model, args)
+            with progress.phase("convert", timings) as advance:
+                conversion = Conversion(registry, opset, fallbacks=enabled,
+                                        custom_opsets=custom_opsets, training=training_graph)
+                conversion.autograd_inlining = autograd_inlining
+                conversion.params_are_inputs = keep_initializers_as_inputs or not export_params
+                conversion.progress = advance
+                graph = conversion.run(front)
 
-        start = time.perf_counter()
-        for _name, graph_pass, _provenance in registry.passes:
-            graph_pass(graph, conversion)
-        if do_constant_folding and not training_graph:
-            # Parameters the user feeds at run time must not be folded into constants.
-            frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}
-                      if keep_initializers_as_inputs or not export_params else set())
-            folded = passes.fold_constants(graph, opset, frozen)
-            log.info("constant folding replaced %d nodes", folded)
-        passes.eliminate_dead_code(graph)
-        for domain in list(graph.opset_imports):
-            if domain:
-                graph.opset_imports[domain] = conversion.domain_version(domain)
-        timings["passes"] = time.perf_counter() - start
+        with progress.phase("passes", timings):
+            for _name, graph_pass, _provenance in registry.passes:
+                graph_pass(graph, conversion)
+            if do_constant_folding and not training_graph:
+                # Parameters the user feeds at run time must not be folded into constants.
+                frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}
+                          if keep_initializers_as_inputs or not export_params else set())
+                folded = passes.fold_constants(graph, opset, frozen)
+                log.info("constant folding replaced %d nodes", folded)
+            passes.eliminate_dead_code(graph)
+            for domain in list(graph.opset_imports):
+                if domain:
+                    graph.opset_imports[domain] = conversion.domain_version(domain)
 
-        start = time.perf_counter()
-        serialized = serialize.serialize(
-            graph, input_names=input_names, output_names=output_names,
-            dynamic_axes=dynamic_axes,
-            export_params=export_params,
-            keep_initializers_as_inputs=keep_initializers_as_inputs,
-            param_names=_state_dict_order(model), verbose=verbose,
-            add_node_names=add_node_names, doc_string=_doc_string(model) if verbose else "",
-            module_types=_module_types(model) if verbose else None)
-        timings["serialize"] = time.perf_counter() - start
+        with progress.phase("serialize", timings):
+            serialized = serialize.serialize(
+                graph, input_names=input_names, output_names=output_names,
+                dynamic_axes=dynamic_axes,
+                export_params=export_params,
+                keep_initializers_as_inputs=keep_initializers_as_inputs,
+                param_names=_state_dict_order(model), verbose=verbose,
+                add_node_names=add_node_names, doc_string=_doc_string(model) if verbose else "",
+                module_types=_module_types(model) if verbose else None)
         if verbose:
             print(pretty(serialized))
         result = ExportResult(graph, serialized, opset, dict(conversion.used),
@@ -215,9 +207,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         for note in front.output_notes:
             warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
         if check:
-            start = time.perf_counter()
-            serialize.check(serialized)
-            timings["check"] = time.perf_counter() - start
+            with progress.phase("check", timings):
+                serialize.check(serialized)
         log.info("exported %d nodes at opset %d in %.3f s", len(graph.nodes), opset,
                  sum(timings.values()))
     manager.pm.hook.oxport_model_exported(model=model, result=result)
