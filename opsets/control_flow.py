@@ -65,8 +65,9 @@ def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None 
         return g.graph.materialize(seq.as_number_tensor(g, value, kind))
     if value.is_const and value.const is None:
         raise OnnxExporterError(
-            f"{op} passes None out of a block; ONNX has no None value. Give the variable a "
-            "tensor value on every path.")
+            f"{op} passes None into or out of its block (a variable that is None on some "
+            "path, e.g. `h = None` before a loop); ONNX has no None value. Give the variable "
+            "a tensor value before the loop or branch.")
     return g.graph.materialize(value)
 
 

@@ -151,6 +151,36 @@ def neg_number(g, a: Value) -> Value:
     return _typed(g.op("Neg", a), a.type().dtype() or torch.int64)
 
 
+@pack.symbolic("aten::__range_length", since=7)
+def range_length(g, low: Value, high: Value, step: Value) -> Value:
+    """How many values ``range(low, high, step)`` yields (the step must be a constant)."""
+    lo, hi, st = _const(low), _const(high), _const(step)
+    if st is None or st == 0:
+        sh._unimplemented("aten::__range_length", "a range step computed at run time")
+    if lo is not None and hi is not None:
+        return g.python_constant(len(range(lo, hi, st)))
+    int64 = torch.int64
+    span = g.op("Sub", *((_number(g, high, int64), _number(g, low, int64)) if st > 0
+                         else (_number(g, low, int64), _number(g, high, int64))))
+    zero = g.constant(torch.tensor(0, dtype=int64))
+    compute = torch.float32 if g.opset < 12 else int64  # Max takes integers from opset 12
+    span = sh._cast_to(g, g.op("Max", sh._cast_to(g, span, compute), sh._cast_to(g, zero, compute)),
+                       int64)
+    rounded = g.op("Add", span, g.constant(torch.tensor(abs(st) - 1, dtype=int64)))
+    return _typed(g.op("Div", rounded, g.constant(torch.tensor(abs(st), dtype=int64))), int64)
+
+
+@pack.symbolic("aten::__derive_index", since=7)
+def derive_index(g, index: Value, start: Value, step: Value) -> Value:
+    """The ``index``-th value of ``range(start, ..., step)``: ``start + index * step``."""
+    i, a, st = _const(index), _const(start), _const(step)
+    if i is not None and a is not None and st is not None:
+        return g.python_constant(a + i * st)
+    int64 = torch.int64
+    scaled = g.op("Mul", _number(g, index, int64), _number(g, step, int64))
+    return _typed(g.op("Add", _number(g, start, int64), scaled), int64)
+
+
 def _min_max(op_type: str, py: Callable[..., Any]):
     def symbolic(g, *args: Value) -> Value:
         if len(args) == 1:  # min(list)
@@ -352,6 +382,12 @@ def _max(x: torch.Tensor) -> torch.Tensor:
     return x * max(x.size(0), x.size(1))
 
 
+def _range(x: torch.Tensor) -> torch.Tensor:
+    for i in range(1, x.size(0), 2):
+        x = x * i
+    return x
+
+
 def _bool(x: torch.Tensor) -> torch.Tensor:
     if bool(x.sum() > 0):
         return x + 1
@@ -416,6 +452,8 @@ pack.case("aten::remainder.int", _remainder, (2, 3), script=True)
 pack.case("aten::neg.int", _neg, (2, 3), script=True)
 pack.case("prim::min", _min, (2, 3), script=True)
 pack.case("prim::max", _max, (2, 3), script=True)
+pack.case("aten::__range_length", _range, (6, 2), script=True, min_opset=9)
+pack.case("aten::__derive_index", _range, (6, 2), script=True, min_opset=9)
 pack.case("aten::Bool", _bool, (2, 3), script=True, min_opset=9)
 pack.case("aten::__not__", _not_and_or, (2, 3), script=True, min_opset=9)
 pack.case("aten::__and__.bool", _not_and_or, (2, 3), script=True, min_opset=9)

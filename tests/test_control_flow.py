@@ -4,6 +4,7 @@ against eager PyTorch at inputs that take different branches and trip counts."""
 from __future__ import annotations
 
 import warnings
+from typing import Optional
 
 import numpy as np
 import onnx
@@ -76,6 +77,37 @@ with warnings.catch_warnings():
             scores = best
             tokens.append(index % vocab)
         return scores, torch.stack(tokens, 1)
+
+    @torch.jit.script
+    def find_first(x, n: torch.Tensor):
+        found = -1
+        for i in range(int(n)):
+            if bool(x[i] > 0.5):
+                found = i
+                break
+        return torch.tensor(found)
+
+    @torch.jit.script
+    def skip_odd(x, n: torch.Tensor):
+        for i in range(1, int(n), 2):
+            if i % 3 == 0:
+                continue
+            x = x * i
+        return x
+
+    @torch.jit.script
+    def sum_rows(x):
+        total = torch.zeros(3)
+        for row in x:
+            total = total + row
+        return total
+
+    @torch.jit.script
+    def none_before_loop(x):
+        h: Optional[torch.Tensor] = None
+        for _ in range(3):
+            h = x if h is None else h * 2
+        return h
 
     @torch.jit.script
     def sign_branch(x):
@@ -176,6 +208,27 @@ def test_while_loop_with_break():
                            (torch.full((2,), 40.0),))
     loop_node = next(n for n in proto.graph.node if n.op_type == "Loop")
     assert loop_node.input[0] == ""  # a while-loop: no trip count
+
+
+def test_for_loop_with_break():
+    export_and_run(find_first, (torch.tensor([0.1, 0.7, 0.9]), torch.tensor(3)),
+                   (torch.tensor([0.1, 0.2, 0.3]), torch.tensor(3)), opset=13)
+
+
+def test_range_with_start_step_and_continue():
+    export_and_run(skip_odd, (torch.ones(2), torch.tensor(8)), (torch.ones(2), torch.tensor(1)),
+                   (torch.ones(2), torch.tensor(13)))
+
+
+def test_loop_over_the_rows_of_a_tensor_with_a_dynamic_axis():
+    torch.manual_seed(0)
+    export_and_run(sum_rows, (torch.randn(4, 3),), (torch.randn(2, 3),), (torch.randn(7, 3),),
+                   input_names=["x"], dynamic_axes={"x": [0]})
+
+
+def test_none_carried_into_a_loop_is_reported():
+    with pytest.raises(OnnxExporterError, match="None into or out of its block"):
+        oxport.convert(none_before_loop, (torch.ones(2),))
 
 
 @pytest.mark.parametrize("opset", [11, 13, 20])
