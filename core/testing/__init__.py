@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -132,6 +133,15 @@ def as_module(model: Any) -> Any:
     return _Callable(model)
 
 
+@functools.lru_cache(maxsize=None)
+def _script(model: Any) -> Any:
+    """``torch.jit.script(model)``, once per case model; its DeprecationWarning (torch 2.13)
+    is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".*torch\.jit\.script.*deprecated.*", DeprecationWarning)
+        return torch.jit.script(model)
+
+
 def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager."""
     import onnxruntime as ort
@@ -141,7 +151,7 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     case, entry, opset = case_run.case, case_run.entry, case_run.opset
     model = case.model
     if case.script and not isinstance(model, torch.jit.ScriptModule | torch.jit.ScriptFunction):
-        model = torch.jit.script(model)
+        model = _script(model)
     model = as_module(model)
     inputs = make_inputs(case)
     training = oxport.TrainingMode.TRAINING if case.training else oxport.TrainingMode.EVAL
