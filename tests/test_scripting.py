@@ -76,6 +76,35 @@ with warnings.catch_warnings():
         return y, row
 
     @torch.jit.script
+    def negative_read(data):
+        return data[torch.tensor([[1, 2], [2, -3]]), torch.tensor([-2, 3])]
+
+    @torch.jit.script
+    def rank2_indices_write(data, new_data):
+        data[torch.tensor([[1, 2], [2, 3]]), torch.tensor([2, 3])] = new_data
+        return data
+
+    @torch.jit.script
+    def split_indices_write(data, new_data):
+        data[torch.tensor([2, 3]), :, torch.tensor([1, 2])] = new_data
+        return data
+
+    @torch.jit.script
+    def negative_write_in_loop(data, new_data, n: torch.Tensor):
+        for i in range(int(n)):
+            data[torch.tensor([1, -2]), torch.tensor([-2, 3])] = new_data + i
+        return data
+
+    @torch.jit.script
+    def broadcast_write(data, new_data):
+        data[torch.tensor([[0, 2], [1, 1]]), 1:3] = new_data
+        return data
+
+    @torch.jit.script
+    def reshape_by_item(x, rows):
+        return x.reshape(rows.item(), -1)
+
+    @torch.jit.script
     def with_dict(x):
         table = {"a": x}
         return table["a"] * 2
@@ -209,6 +238,35 @@ def test_writes_in_branches():
 def test_view_of_an_outer_tensor_written_in_a_loop():
     export_and_run(view_written_in_loop, (torch.ones(2, 3), torch.tensor(3)),
                    (torch.ones(2, 3), torch.tensor(0)), opset=11)
+
+
+@pytest.mark.parametrize("model, shapes", [
+    (negative_read, [(4, 5)]),
+    (rank2_indices_write, [(4, 5), (2, 2)]),
+    (split_indices_write, [(4, 3, 5), (2, 3)]),
+    (broadcast_write, [(3, 4, 5), (5,)]),
+], ids=["negative_read", "rank2_write", "split_write", "broadcast_write"])
+def test_seed_indexing_patterns_in_scripted_code(model, shapes):
+    torch.manual_seed(0)
+    export_and_run(model, tuple(torch.randn(*s) for s in shapes), opset=13)
+
+
+def test_negative_index_write_in_a_loop():
+    torch.manual_seed(0)
+    export_and_run(negative_write_in_loop, (torch.randn(4, 5), torch.randn(2), torch.tensor(2)),
+                   (torch.randn(4, 5), torch.randn(2), torch.tensor(0)), opset=13)
+
+
+class TracedItem(torch.nn.Module):
+    def forward(self, x, rows):
+        return x.reshape(rows.item(), -1)
+
+
+def test_item_warns_when_traced_and_stays_dynamic_when_scripted():
+    with pytest.warns(torch.jit.TracerWarning, match="Python number"):
+        oxport.convert(TracedItem(), (torch.randn(2, 6), torch.tensor(3)))
+    export_and_run(reshape_by_item, (torch.randn(2, 6), torch.tensor(3)),
+                   (torch.randn(2, 6), torch.tensor(4)))
 
 
 def test_dict_is_reported_with_its_source_line():
