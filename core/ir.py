@@ -147,12 +147,17 @@ _SCALAR_TYPES = {"IntType": torch.int64, "FloatType": torch.float32, "BoolType":
                  "NumberType": None}
 
 
+#: A quantized tensor is exported as the float output of a DequantizeLinear (QDQ form).
+_QUANTIZED = {torch.quint8, torch.qint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+
+
 def _from_torch_type(t: torch._C.Type) -> Type:
     kind = t.kind()
     if kind == "TensorType":
         sizes = t.varyingSizes() if t.dim() is not None else None
         req = bool(t.requires_grad()) if t.requires_grad() is not None else False
-        return Type("TensorType", t.dtype(), sizes, requires_grad=req)
+        dtype = torch.float32 if t.dtype() in _QUANTIZED else t.dtype()
+        return Type("TensorType", dtype, sizes, requires_grad=req)
     if kind in _SCALAR_TYPES:
         return Type(kind, _SCALAR_TYPES[kind], ())
     if kind in ("ListType", "OptionalType"):

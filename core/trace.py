@@ -166,6 +166,7 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
     notes: list[str] = []
     wrapper = _Flattened(model, spec, leaves, tensor_slots, notes)
     params = state_tensors(model)
+    holder = _object_holder(model)
 
     def run(*flat: torch.Tensor) -> Any:
         outputs = wrapper(*flat[:len(tensors)])
@@ -176,7 +177,8 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
         warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
         try:
             graph, _ = torch._C._create_graph_by_tracing(
-                run, [*tensors, *(t for _, t in params)], lambda value: "", False, False)
+                run, [*tensors, *(t for _, t in params)], lambda value: "", False, False,
+                holder)
         except OnnxExporterError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's forward failed: say so, chained
@@ -187,6 +189,8 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
             ) from exc
     _reemit(caught)
     torch._C._jit_pass_inline(graph)  # calls into scripted submodules
+    if holder is not None:
+        _objects_as_constants(graph, holder)
     _general_passes(graph)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
                     list(caught), notes)
@@ -201,6 +205,49 @@ def state_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
             seen.add(id(tensor))
             state.append((name, tensor))
     return state
+
+
+def _object_holder(model: torch.nn.Module) -> torch._C.ScriptModule | None:
+    """A TorchScript module tree mirroring ``model`` (``holder.model`` is the model) that
+    holds its TorchScript objects, such as quantized packed weights, so that the tracer
+    can follow them; None when the model has none (the common, cheaper case)."""
+    if not any(isinstance(value, torch.ScriptObject)
+               for module in model.modules() for value in vars(module).values()):
+        return None
+    unit = torch._C.CompilationUnit()
+
+    def mirror(module: torch.nn.Module) -> torch._C.ScriptModule:
+        holder = torch._C.ScriptModule("__torch__.oxport.Holder", unit, True)
+        for name, value in vars(module).items():
+            if isinstance(value, torch.ScriptObject):
+                holder._register_attribute(name, value._type(), value)
+        for name, child in module.named_children():
+            sub = mirror(child)
+            holder._register_attribute(name, sub._type(), sub)
+        return holder
+
+    root = torch._C.ScriptModule("__torch__.oxport.Holder", unit, True)
+    top = mirror(model)
+    root._register_attribute("model", top._type(), top)
+    return root
+
+
+def _objects_as_constants(graph: torch._C.Graph, holder: torch._C.ScriptModule) -> None:
+    """Replace the traced attribute reads on ``holder`` (its graph input 0) by constants
+    holding the objects they reach, and drop that input."""
+    def resolve(value: torch._C.Value, owner: torch._C.ScriptModule) -> None:
+        for use in list(value.uses()):
+            node = use.user
+            attr = owner.getattr(node.s("name"))
+            if isinstance(attr, torch._C.ScriptModule):
+                resolve(node.output(), attr)
+            else:
+                with graph.insert_point_guard(node):
+                    node.output().replaceAllUsesWith(graph.insertConstant(attr))
+            node.destroy()
+
+    resolve(next(graph.inputs()), holder)
+    graph.eraseInput(0)
 
 
 @contextlib.contextmanager
