@@ -17,6 +17,9 @@ log = logging.getLogger("oxport.passes")
 #: Ops whose result is not a function of their inputs.
 _NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                      "Multinomial", "Bernoulli", "Dropout"}
+#: Ops never folded: a DequantizeLinear of a constant keeps a quantized weight stored as
+#: integers (folding would store it as float).
+_KEEP = {"DequantizeLinear"}
 #: Fold a node only when its inputs hold at most this many elements in all.
 FOLD_MAX_ELEMENTS = 1 << 24
 #: ... and through ``onnx.reference`` (ops without a numpy fast path) at most this many.
@@ -76,7 +79,8 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
             node._inputs = [replace.get(id(v), v) if v is not None else None
                             for v in node._inputs]
         inputs = node._inputs
-        if (node.domain or node.op_type in _NONDETERMINISTIC or not node._outputs
+        if (node.domain or node.op_type in _NONDETERMINISTIC or node.op_type in _KEEP
+                or not node._outputs
                 or node.op_type == "Constant"
                 or any(kind in ("g", "gs") for kind, _ in node.attrs.values())
                 or not all(_foldable(v, frozen) for v in inputs if v is not None)):
