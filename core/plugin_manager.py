@@ -30,8 +30,10 @@ from oxport import hookspecs
 from oxport.errors import PluginError, RegistryError
 from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry
 
+from importlib import metadata as stdlib_metadata
+
 if sys.version_info >= (3, 12):
-    from importlib import metadata as importlib_metadata
+    importlib_metadata = stdlib_metadata
 else:
     import importlib_metadata
 
@@ -129,12 +131,13 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.registry = SymbolicRegistry()
         self.plugins: list[PluginInfo] = []
+        self.entry_points: list[Any] = []
 
     # -- loading ----------------------------------------------------------
     def load(self) -> SymbolicRegistry:
         """Load every selected plugin, register it, and check hook names."""
         # Built-in packs first, so an installed pack's shadowing is seen and reported.
-        available = sorted(_entry_points(), key=lambda e: (
+        available = self.entry_points = sorted(_entry_points(), key=lambda e: (
             _distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
         if self.selection.autoload or self.selection.allow:
             _check_duplicates(available)
@@ -315,7 +318,12 @@ def _entry_points() -> list[Any]:
 
 # -- the session's registries ------------------------------------------------
 _lock = threading.Lock()
-_cache: dict[PluginSelection, PluginManager] = {}
+_cache: dict[PluginSelection, PluginManager] = {}  # the manager each selection uses now
+# Every manager loaded, by selection and the installed entry points it saw: after a
+# reset() that changed nothing (or an install then uninstall), a selection gets its
+# earlier manager back, so registry entries keep their identity.
+_loaded: dict[tuple[PluginSelection, tuple[Any, ...]], PluginManager] = {}
+_installed: tuple[Any, ...] | None = None
 _runtime = SymbolicRegistry()  # register_custom_op_symbolic lands here
 
 
@@ -328,21 +336,39 @@ def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
          block: Iterable[str] | str | None = None, strict: bool | None = None,
          extra: Sequence[Any] = ()) -> PluginManager:
     """The plugin manager for a selection, loaded once and cached (see :func:`reset`)."""
+    global _installed
     selection = PluginSelection.resolve(autoload, allow, block, strict, extra)
     with _lock:
         manager = _cache.get(selection)
         if manager is None:
-            manager = PluginManager(selection)
-            manager.load()
+            if _installed is None:
+                _installed = _fingerprint(_entry_points())
+            key = (selection, _installed)
+            manager = _loaded.get(key)
+            if manager is None or not all(p.ok for p in manager.plugins):
+                manager = PluginManager(selection)
+                manager.load()
+                _loaded[key] = manager
             _cache[selection] = manager
         return manager
 
 
 def reset() -> None:
-    """Forget loaded plugins, e.g. after installing or uninstalling a pack.
+    """Look for installed plugins again, e.g. after installing or uninstalling a pack.
 
     Runtime registrations (``register_custom_op_symbolic``) are kept.
     """
+    global _installed
     with _lock:
         _cache.clear()
+        _installed = None
     importlib.invalidate_caches()  # new files on sys.path, and the metadata path cache
+
+
+def _fingerprint(entry_points: list[Any]) -> tuple[Any, ...]:
+    """What identifies a set of installed entry points (objects that are not real entry
+    points, such as test fakes, by identity: the manager that saw them keeps them alive)."""
+    real = (importlib_metadata.EntryPoint, stdlib_metadata.EntryPoint)
+    return tuple(sorted(
+        (repr((ep.name, ep.value, *_distribution(ep))) if isinstance(ep, real) else str(id(ep)))
+        for ep in entry_points))

@@ -91,11 +91,14 @@ def isolated(monkeypatch):
     for var in ("OXPORT_DISABLE_PLUGIN_AUTOLOAD", "OXPORT_PLUGINS", "OXPORT_DISABLE_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OXPORT_STRICT_PLUGINS", "1")
-    saved = dict(plugin_manager._cache)
+    saved = dict(plugin_manager._cache), dict(plugin_manager._loaded)
     plugin_manager._cache.clear()
+    plugin_manager._loaded.clear()
+    monkeypatch.setattr(plugin_manager, "_installed", None)
     yield
-    plugin_manager._cache.clear()
-    plugin_manager._cache.update(saved)
+    for cache, contents in zip((plugin_manager._cache, plugin_manager._loaded), saved):
+        cache.clear()
+        cache.update(contents)
     importlib.invalidate_caches()
 
 
@@ -192,14 +195,29 @@ def test_the_raw_hook_form(install):
     assert_foo_node(onnx.load_from_string(buffer.getvalue()))  # version 2 from the plugin
 
 
-def test_reset_forgets_loaded_plugins(install):
+def test_reset_looks_for_installed_plugins_again(install, monkeypatch):
     first = plugins.load()
     assert plugins.load() is first
+    plugins.reset()
+    assert plugins.load() is first  # nothing changed: the same manager, the same entries
     install("my-pack", foo_pack())
     assert plugins.load().registry.lookup("custom_ops::foo_forward", 9) is None  # cached
     plugins.reset()
-    assert plugins.load() is not first
-    assert plugins.load().registry.lookup("custom_ops::foo_forward", 9) is not None
+    second = plugins.load()
+    assert second is not first
+    assert second.registry.lookup("custom_ops::foo_forward", 9) is not None
+    # Uninstalled again: the first manager is back, so entries collected before (by the
+    # op-test runner, say) are still the ones an export uses.
+    monkeypatch.setattr(plugin_manager, "_entry_points", lambda: [
+        ep for ep in plugin_manager.importlib_metadata.entry_points(group="oxport")])
+    plugins.reset()
+    assert plugins.load() is first
+
+
+def test_reset_reloads_a_selection_with_a_broken_plugin(broken_import):
+    broken = plugins.load(strict=False)
+    plugins.reset()
+    assert plugins.load(strict=False) is not broken
 
 
 # -- broken plugins -------------------------------------------------------------------------
