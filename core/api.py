@@ -65,6 +65,19 @@ class ExportResult:
     def to_bytes(self) -> bytes:
         return serialize.to_bytes(self.serialized)
 
+    def report(self, model: Any = None) -> Any:
+        """An :class:`oxport.report.ExportReport` of this export (pass ``model`` to also scan
+        its ``forward`` code for tracing pitfalls)."""
+        from oxport.report import build_report
+        return build_report(self, model)
+
+    def provenance(self, node_name: str | None = None) -> Any:
+        """Where ONNX node ``node_name`` came from (TorchScript op, source line, plugin), or
+        the table of every node: see :func:`oxport.report.node_origins`."""
+        from oxport.report import node_origins
+        table = node_origins(self)
+        return table if node_name is None else table[node_name]
+
     def plugins_used(self) -> dict[str, int]:
         """How many TorchScript nodes each plugin converted."""
         counts: dict[str, int] = {}
@@ -90,6 +103,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            autograd_inlining: bool = True, *, fallbacks: Sequence[str] | None = None,
            plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
            autoload_plugins: bool | None = None, external_data: bool | None = None,
+           report: bool | str | os.PathLike[str] | None = None,
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
 
@@ -103,7 +117,9 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
 
     oxport adds, keyword-only: ``fallbacks`` (fallback plugins by name, in order),
     ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which plugins load), and
-    ``external_data`` (force it on or off; by default it is used past 2 GB).
+    ``external_data`` (force it on or off; by default it is used past 2 GB), and ``report``
+    (True prints an :class:`oxport.report.ExportReport`; a path writes it there, as JSON
+    when the path ends in ``.json``, else as text).
 
     Nothing is left at ``f`` when the export fails, except after a :class:`CheckerError`:
     then the invalid model is still written, for inspection.
@@ -125,6 +141,8 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     result.save(f, external_data=external_data)
     with progress.phase("check", result.timings):
         serialize.check(result.serialized)
+    if report:
+        result.report(model).emit(None if report is True else report)
     return result
 
 
@@ -457,7 +475,7 @@ def _check_opset(opset_version: Any) -> int:
 
 
 def _check_model(model: Any) -> None:
-    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction)):
+    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction, trace.FrontEnd)):
         raise InvalidExportArgumentError(
             f"model must be a torch.nn.Module, a torch.jit.ScriptModule or a "
             f"torch.jit.ScriptFunction, not {type(model).__name__}. Wrap a plain function in "
@@ -547,6 +565,8 @@ def _logging(verbose: bool) -> Iterator[None]:
 
 
 def _front_end(model: Any, args: Any) -> trace.FrontEnd:
+    if isinstance(model, trace.FrontEnd):  # already traced (find_mismatch's partitions)
+        return model
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return trace.script_front_end(model, args)
     return trace.trace_module(model, args)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
@@ -58,6 +60,8 @@ class Serialized:
     value_names: dict[int, str]
     #: The IR type of every named value (for the readable printout).
     types: dict[str, Type] = dataclasses.field(default_factory=dict)
+    #: ONNX node name -> the IR node it was written from (its source line and plugin).
+    nodes: dict[str, Node] = dataclasses.field(default_factory=dict)
 
     @property
     def weight_bytes(self) -> int:
@@ -198,12 +202,46 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
                               producer_version=_version(), doc_string=doc_string)
     model.functions.extend(graph.functions)
     model.ir_version = ir_version(model)
+    nodes = _node_index(model.graph, graph, namer)
+    if verbose:
+        metadata = {**(metadata or {}), "oxport.plugins": _plugins_metadata(nodes.values())}
     for key, value in {**graph.metadata, **(metadata or {})}.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     if axes:
         _infer_output_shapes(model, weights)
-    return Serialized(model, weights, namer.names, types)
+    return Serialized(model, weights, namer.names, types, nodes)
+
+
+def _node_index(proto: onnx.GraphProto, graph: Graph, namer: _Namer) -> dict[str, Node]:
+    """ONNX node name -> IR node, matched by first output name (subgraphs included)."""
+    by_output = {namer.names.get(id(node._outputs[0])): node
+                 for node in graph.walk() if node._outputs}
+    index: dict[str, Node] = {}
+    pending = [proto]
+    while pending:
+        for node_proto in pending.pop().node:
+            ir_node = by_output.get(node_proto.output[0]) if node_proto.output else None
+            if node_proto.name and ir_node is not None:
+                index[node_proto.name] = ir_node
+            pending.extend(attr.g for attr in node_proto.attribute if attr.HasField("g"))
+            pending.extend(g for attr in node_proto.attribute for g in attr.graphs)
+    return index
+
+
+def plugin_of(node: Node) -> str:
+    """The plugin (and distribution) whose symbolic emitted ``node``, or ``""``."""
+    provenance = getattr(node.provenance, "provenance", None)
+    return str(provenance) if provenance is not None else ""
+
+
+def _plugins_metadata(nodes: Any) -> str:
+    """``{"plugin (dist version)": node count}`` as JSON, for the model's metadata."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        key = plugin_of(node) or "(constants and passes)"
+        counts[key] = counts.get(key, 0) + 1
+    return json.dumps(counts, sort_keys=True)
 
 
 def _infer_output_shapes(model: onnx.ModelProto, weights: Sequence[Weight]) -> None:
@@ -376,8 +414,10 @@ def _node_proto(node: Node, namer: _Namer, verbose: bool, add_node_names: bool,
         proto.name = node.name or f"/{node.op_type}_{index}"
     if verbose:
         scope = scope_text(node.scope, module_types)
+        plugin = plugin_of(node)
         proto.doc_string = " # ".join(filter(None, [f"scope: {scope}" if scope else "",
-                                                    node.source]))
+                                                    node.source,
+                                                    f"plugin: {plugin}" if plugin else ""]))
     for name, (kind, value) in sorted(node.attrs.items()):
         proto.attribute.append(_attribute_proto(name, kind, value, namer, verbose, add_node_names,
                                                 types, module_types))
@@ -456,9 +496,37 @@ def check(serialized: Serialized, full_check: bool = True) -> None:
     try:
         onnx.checker.check_model(model, full_check=full_check)
     except onnx.checker.ValidationError as exc:
-        raise CheckerError(f"The exported model is not valid ONNX: {exc}") from exc
+        raise CheckerError(f"The exported model is not valid ONNX: {exc}"
+                           f"{blame(serialized, str(exc))}") from exc
     except onnx.shape_inference.InferenceError as exc:
-        raise CheckerError(f"ONNX shape inference rejects the exported model: {exc}") from exc
+        raise CheckerError(f"ONNX shape inference rejects the exported model: {exc}"
+                           f"{blame(serialized, str(exc))}") from exc
+
+
+_NODE_NAME = re.compile(r"(?:Name: ?'?|node name: )([^\s')]+)")
+
+
+def named_node(serialized: Serialized, message: str) -> tuple[str, Node] | None:
+    """The first node of the model an error message (checker, ONNX Runtime) names."""
+    for name in _NODE_NAME.findall(message):
+        node = serialized.nodes.get(name)
+        if node is not None:
+            return name, node
+    return None
+
+
+def blame(serialized: Serialized, message: str) -> str:
+    """For an error message that names a node of the model: a new line saying where that
+    node came from, e.g. ``(node /Relu_0 was made for aten::relu at m.py(5): forward by
+    the symbolic from my-pack (my-dist 1.0))``; ``""`` when no node is named."""
+    found = named_node(serialized, message)
+    if found is None:
+        return ""
+    name, node = found
+    where = f" at {node.source}" if node.source else ""
+    plugin = plugin_of(node)
+    by = f" by the symbolic from {plugin}" if plugin else ""
+    return f"\n(node {name} was made for {node.origin or 'an unknown op'}{where}{by})"
 
 
 # -- writing -------------------------------------------------------------------------
