@@ -115,10 +115,11 @@ def compare(name: str, expected: Any, actual: Any, options: VerificationOptions
         mismatched = int(bad.sum())
         rel = diff / e.abs()
         rel = torch.where(diff == 0, torch.zeros_like(rel), rel)
+        if total:
+            max_abs, max_rel = float(diff.max()), float(rel.max())
         if total and mismatched:
             abs_at = _index(int(diff.argmax()), a.shape)
             rel_at = _index(int(rel.argmax()), a.shape)
-            max_abs, max_rel = float(diff.max()), float(rel.max())
             percent = 100.0 * mismatched / total
             allowed = options.acceptable_error_percentage
             if allowed is None or percent > allowed:
