@@ -521,3 +521,25 @@ def test_a_missing_fallback_plugin_is_a_clear_error():
     message = str(info.value)
     assert "operator_export_type=OperatorExportTypes.ONNX_ATEN_FALLBACK" in message
     assert "'aten-fallback' fallback plugin" in message and "OperatorExportTypes.ONNX" in message
+
+
+class ScaledLayer(nn.Module):
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 4) * 0.3)
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.matmul(x, self.weight.view(4, 4) * self.scale + 1.0)
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_many_small_constants_keep_their_own_values(fold):
+    """Regression: deferred constants were cached by id(), which Python reuses after a
+    constant is freed; deep models then fed one constant's node to another's users."""
+    model = nn.Sequential(*[ScaledLayer(0.5 + i / 100) for i in range(60)]).eval()
+    x = torch.randn(2, 4)
+    buffer = io.BytesIO()
+    oxport.export(model, x, buffer, do_constant_folding=fold)
+    np.testing.assert_allclose(_run(buffer, x)[0], model(x).detach().numpy(), rtol=1e-3,
+                               atol=1e-5)
