@@ -205,11 +205,6 @@ def test_every_unconvertible_op_is_listed_at_once(tmp_path):
     assert [op.kind for op in error.ops] == ["aten::linear", "aten::relu"]
 
 
-def test_export_modules_as_functions_is_not_available_yet(tmp_path):
-    _fails(tmp_path, InvalidExportArgumentError, "export_modules_as_functions=False",
-           export_modules_as_functions=True)
-
-
 @pytest.mark.parametrize("custom_opsets, match", [
     ({"": 2}, "must name a custom domain"),
     ({"ai.onnx": 2}, "must name a custom domain"),
