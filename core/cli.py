@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from oxport import plugins
+from oxport.cli_doctor import add_doctor_command
 from oxport.cli_export import add_export_command
 from oxport.errors import OnnxExporterError
 from oxport.registry import RegistryView, SymbolicEntry, newest_known_opset
@@ -112,7 +113,7 @@ def _short(row: dict[str, Any]) -> str:
 # -- entry point --------------------------------------------------------------------
 #: The subcommands, in the order ``oxport --help`` lists them.
 COMMANDS: list[Callable[[Any], None]] = [_add_plugins_command, _add_ops_command,
-                                         add_export_command]
+                                         add_export_command, add_doctor_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

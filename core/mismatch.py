@@ -1,0 +1,383 @@
+"""``find_mismatch``: bisect the TorchScript graph to the smallest partitions whose
+export differs from TorchScript (the seed's ``GraphInfo`` tree).
+
+The model is traced once and its graph run once, keeping every intermediate value.
+A partition is a run of op nodes (constants and list constructions follow the nodes
+that use them); its free values become graph inputs fed with the traced values, it
+is exported with oxport's walker and run in ONNX Runtime, and compared with the
+values TorchScript computed.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from oxport import api, serialize, trace
+from oxport.types import TrainingMode
+from oxport.verification import VerificationOptions, compare, ort_session, run_ort
+from oxport.walk import source_of
+
+#: Nodes that belong to whichever partition uses them (copied into each).
+_FOLLOWERS = frozenset({"prim::Constant", "prim::ListConstruct"})
+#: Types a value may have to cross a partition boundary (become a graph input).
+_BOUNDARY_TYPES = frozenset({"TensorType", "IntType", "FloatType", "BoolType"})
+
+
+class _Search:
+    """What every partition of one :func:`find_mismatch` shares: the TorchScript graph,
+    every intermediate value of one run of it, and the export options."""
+
+    def __init__(self, front: trace.FrontEnd, export_kwargs: dict[str, Any]) -> None:
+        self.front = front
+        self.graph = front.graph
+        self.export_kwargs = export_kwargs
+        self.nodes = list(self.graph.nodes())
+        self.essential = [n for n in self.nodes if n.kind() not in _FOLLOWERS]
+        inputs = list(self.graph.inputs())
+        self.user_count = len(inputs) - len(front.params)
+        self.params = {v.unique(): front.params[i - self.user_count]
+                       for i, v in enumerate(inputs) if i >= self.user_count}
+        self.values: dict[int, Any] = {}
+        for value, example in zip(inputs, [*front.example_inputs,
+                                           *(t for _, t in front.params)]):
+            self.values[value.unique()] = example
+        self._evaluate()
+
+    def _evaluate(self) -> None:
+        """Run the graph once, keeping a copy of every essential node's outputs."""
+        copy = self.graph.copy()
+        kept, originals = [], []
+        copy_nodes = list(copy.nodes())
+        if not copy_nodes:
+            return
+        with copy.insert_point_guard(copy_nodes[0]):
+            none = copy.insertConstant(None)
+        for node, twin in zip(self.nodes, copy_nodes):
+            if node.kind() in _FOLLOWERS:
+                continue
+            for value, twin_value in zip(node.outputs(), twin.outputs()):
+                if twin_value.type().kind() == "TensorType":
+                    clone = copy.create("aten::clone", [twin_value, none])
+                    clone.insertAfter(twin)
+                    clone.output().setType(twin_value.type())
+                    twin_value = clone.output()
+                kept.append(twin_value)
+                originals.append(value.unique())
+        for value in kept:
+            copy.registerOutput(value)
+        count = len(list(self.graph.outputs()))
+        inputs = [*self.front.example_inputs, *(t for _, t in self.front.params)]
+        with torch.no_grad():
+            results = torch._C._jit_interpret_graph(copy, tuple(inputs))
+        if count + len(kept) == 1:
+            results = (results,)
+        self.values.update(zip(originals, list(results)[count:]))
+
+    def partition(self, essential: list[torch._C.Node]
+                  ) -> tuple[trace.FrontEnd, list[int]]:
+        """The partition of ``essential`` nodes as a front end of its own, with the ids of
+        its outputs (values that nodes outside it use)."""
+        members = set(essential)
+        pending = list(essential)
+        while pending:
+            for value in _used_values(pending.pop()):
+                producer = value.node()
+                if producer.kind() in _FOLLOWERS and producer.owningBlock().owningNode() is None \
+                        and producer not in members:
+                    members.add(producer)
+                    pending.append(producer)
+        ordered = [n for n in self.nodes if n in members]
+        defined = {o.unique() for n in ordered for o in n.outputs()}
+        free: dict[int, torch._C.Value] = {}
+        for node in ordered:
+            for value in _used_values(node):
+                if value.unique() not in defined:
+                    free.setdefault(value.unique(), value)
+        inside = set(essential)
+        outputs = [o.unique() for n in essential for o in n.outputs()
+                   if any(_top_level(u.user) not in inside for u in o.uses())]
+        graph = torch._C.Graph()
+        env: dict[int, torch._C.Value] = {}
+        user_values = [v for v in free.values() if v.unique() not in self.params]
+        param_values = [v for v in free.values() if v.unique() in self.params]
+        for value in [*user_values, *param_values]:
+            env[value.unique()] = graph.addInput()
+            env[value.unique()].setType(value.type())
+        for node in ordered:
+            clone = graph.createClone(node, lambda v: env[v.unique()])
+            graph.insertNode(clone)
+            for value, twin in zip(node.outputs(), clone.outputs()):
+                env[value.unique()] = twin
+        for unique in outputs:
+            graph.registerOutput(env[unique])
+        front = trace.FrontEnd(graph, [self.values[v.unique()] for v in user_values],
+                               [f"input_{i}" for i in range(len(user_values))],
+                               [self.params[v.unique()] for v in param_values])
+        return front, outputs
+
+    def boundary_ok(self, upper: list[torch._C.Node]) -> bool:
+        """Whether every value ``upper`` hands to later nodes can be a graph input."""
+        inside = set(upper)
+        for node in upper:
+            for value in node.outputs():
+                if any(_top_level(u.user) not in inside for u in value.uses()) and \
+                        value.type().kind() not in _BOUNDARY_TYPES:
+                    return False
+        return True
+
+
+def _used_values(node: torch._C.Node) -> list[torch._C.Value]:
+    """The values ``node`` (with its blocks) reads that are defined outside it."""
+    inner: set[int] = set()
+    used: list[torch._C.Value] = []
+
+    def visit(n: torch._C.Node) -> None:
+        used.extend(n.inputs())
+        for block in n.blocks():
+            inner.update(v.unique() for v in block.inputs())
+            for child in block.nodes():
+                inner.update(v.unique() for v in child.outputs())
+                visit(child)
+            used.extend(block.outputs())
+
+    visit(node)
+    return list({v.unique(): v for v in used if v.unique() not in inner}.values())
+
+
+def _top_level(node: torch._C.Node) -> torch._C.Node:
+    while node.owningBlock().owningNode() is not None:
+        node = node.owningBlock().owningNode()
+    return node
+
+
+class GraphInfo:
+    """One partition of the TorchScript graph, its check, and its sub-partitions.
+
+    ``id`` is ``""`` for the whole graph; the upper half of partition ``p`` is ``p+"0"``,
+    the lower ``p+"1"``. ``mismatch_error`` holds what differed (or why the export
+    failed), None when ONNX Runtime matched TorchScript.
+    """
+
+    def __init__(self, search: _Search, essential: list[torch._C.Node], id: str = "") -> None:
+        self._search = search
+        self.essential_nodes = essential
+        self.id = id
+        front, self._outputs = search.partition(essential)
+        self.graph: torch._C.Graph = front.graph
+        self.input_args = tuple(front.example_inputs)
+        self.params_dict = dict(front.params)
+        self._front = front
+        self.pt_outs = [search.values[u] for u in self._outputs]
+        self.onnx_outs: list[np.ndarray] | None = None
+        self.export_result: api.ExportResult | None = None
+        self.mismatch_error: str | None = None
+        self.upper_graph_info: GraphInfo | None = None
+        self.lower_graph_info: GraphInfo | None = None
+
+    def __repr__(self) -> str:
+        return (f"<GraphInfo {self.id or '(whole graph)'}: {self.essential_node_count()} "
+                f"nodes, {'mismatch' if self.has_mismatch() else 'ok'}>")
+
+    # -- checks -----------------------------------------------------------------------
+    def verify_export(self, options: VerificationOptions) -> str | None:
+        """Export this partition, run it in ONNX Runtime, compare with TorchScript."""
+        self.mismatch_error = None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.export_result = api.convert(self._front, None, check=False,
+                                                 **self._search.export_kwargs)
+            proto = self.export_result.model_proto()
+            names = [i.name for i in proto.graph.input][:len(self.input_args)]
+            self.onnx_outs = run_ort(ort_session(proto), names, self.input_args)
+        except Exception as exc:  # noqa: BLE001 - an export or runtime error is a finding too
+            where = serialize.blame(self.export_result.serialized, str(exc)) \
+                if self.export_result is not None else ""
+            self.mismatch_error = f"{type(exc).__name__}: {exc}{where}"
+            return self.mismatch_error
+        names = [o.name for o in proto.graph.output]
+        for name, expected, actual in zip(names, self.pt_outs, self.onnx_outs):
+            result = compare(name, expected, actual, options)
+            if not result.ok:
+                self.mismatch_error = result.message
+                break
+        return self.mismatch_error
+
+    def find_mismatch(self, options: VerificationOptions | None = None) -> None:
+        """Check this partition; where it differs, split it and check both halves."""
+        options = options or VerificationOptions()
+        self.verify_export(options)
+        if not self.has_mismatch() or self.essential_node_count() < 2:
+            return
+        split = self._split()
+        if split is None:
+            return
+        self.upper_graph_info = GraphInfo(self._search, self.essential_nodes[:split],
+                                          self.id + "0")
+        self.lower_graph_info = GraphInfo(self._search, self.essential_nodes[split:],
+                                          self.id + "1")
+        self.upper_graph_info.find_mismatch(options)
+        self.lower_graph_info.find_mismatch(options)
+
+    def _split(self) -> int | None:
+        """The split point nearest the middle whose boundary values can be graph inputs."""
+        count = len(self.essential_nodes)
+        middle = count // 2
+        for offset in range(count):
+            for split in (middle + offset, middle - offset):
+                if 0 < split < count and \
+                        self._search.boundary_ok(self.essential_nodes[:split]):
+                    return split
+        return None
+
+    # -- queries ----------------------------------------------------------------------
+    def has_mismatch(self) -> bool:
+        return self.mismatch_error is not None
+
+    def essential_node_count(self) -> int:
+        return len(self.essential_nodes)
+
+    def essential_node_kinds(self) -> set[str]:
+        return {n.kind() for n in self.essential_nodes}
+
+    def all_mismatch_leaf_graph_info(self) -> list[GraphInfo]:
+        """The smallest partitions that differ (mismatching nodes without children)."""
+        if not self.has_mismatch():
+            return []
+        if self.upper_graph_info is None or self.lower_graph_info is None:
+            return [self]
+        leaves = (self.upper_graph_info.all_mismatch_leaf_graph_info()
+                  + self.lower_graph_info.all_mismatch_leaf_graph_info())
+        return leaves or [self]
+
+    def find_partition(self, id: str) -> GraphInfo | None:
+        """The partition with this id, if the search created it."""
+        if id == self.id:
+            return self
+        for child in (self.upper_graph_info, self.lower_graph_info):
+            if child is not None and id.startswith(child.id):
+                return child.find_partition(id)
+        return None
+
+    def mismatch_node_kinds(self) -> dict[str, int]:
+        """How many mismatching leaves hold each op kind."""
+        counts: collections.Counter[str] = collections.Counter()
+        for leaf in self.all_mismatch_leaf_graph_info():
+            counts.update(leaf.essential_node_kinds())
+        return dict(counts)
+
+    def provenance(self) -> list[str]:
+        """For each node of this partition: its op, module, source line and the plugin
+        whose symbolic (or fallback) converted it."""
+        converted: dict[str, list[str]] = {}
+        if self.export_result is not None:
+            for entry in self.export_result.used:
+                converted.setdefault(entry.name, []).append(
+                    f"the symbolic from {entry.provenance}")
+            for use in self.export_result.fallback_uses:
+                converted.setdefault(use.kind, []).append(f"the {use.fallback!r} fallback")
+        lines = []
+        for node in self.essential_nodes:
+            scope = trace_scope(node)
+            where = source_of(node) or "an unknown line"
+            by = " and ".join(dict.fromkeys(converted.get(node.kind(), []))) or \
+                "no plugin (it failed to convert)"
+            lines.append(f"{node.kind()}{f' ({scope})' if scope else ''} at {where}, "
+                         f"converted by {by}")
+        return lines
+
+    # -- printing ---------------------------------------------------------------------
+    def tree_text(self) -> str:
+        """The seed's partition tree: node count, X or ✓, and id per partition."""
+        return "\n".join(_tree_lines(self))
+
+    def print_tree(self) -> None:
+        print(self.tree_text())
+
+    pretty_print_tree = print_tree
+
+    def report(self, graph: bool = False) -> str:
+        """The seed's mismatch report, then where each mismatching node came from."""
+        out = [_banner(f"Mismatch info for graph partition {self.id}:")]
+        if graph:
+            out += [_banner("TorchScript graph"), str(self.graph)]
+            if self.export_result is not None:
+                out += [_banner("ONNX graph"), api.pretty(self.export_result.serialized)]
+        if not self.has_mismatch():
+            out += ["No mismatch found.", _banner("Tree:"), self.tree_text()]
+            return "\n".join(out)
+        leaves = self.all_mismatch_leaf_graph_info()
+        out += [_banner("Mismatch error"), str(self.mismatch_error), _banner("Tree:"),
+                self.tree_text(), _banner("Mismatch leaf subgraphs:"),
+                str([leaf.id for leaf in leaves]), _banner("Mismatch node kinds:"),
+                str(self.mismatch_node_kinds()), _banner("Mismatch provenance:")]
+        out += [f"{leaf.id}: {line}" for leaf in leaves for line in leaf.provenance()]
+        return "\n".join(out)
+
+    def pretty_print_mismatch(self, graph: bool = False) -> None:
+        print(self.report(graph))
+
+
+def trace_scope(node: torch._C.Node) -> str:
+    """A TorchScript node's module path (``layers.1``)."""
+    scope = node.scopeName().rsplit("/", 1)[-1]
+    return scope.removeprefix("__module.model").removeprefix("__module").lstrip(".")
+
+
+def _banner(title: str) -> str:
+    return f" {title} ".center(80, "=")
+
+
+def _tree_lines(info: GraphInfo) -> list[str]:
+    mismatch = info.has_mismatch()
+    head = f"{info.essential_node_count()} {'X' if mismatch else '✓'}"
+    if mismatch and info.essential_node_count() == 1:
+        head += f" ({next(iter(info.essential_node_kinds()))})"
+    ident = f"id: {info.id}"
+    if info.upper_graph_info is None or info.lower_graph_info is None:
+        return [head, ident]
+    upper, lower = _tree_lines(info.upper_graph_info), _tree_lines(info.lower_graph_info)
+    pad = " " * max(len(head), len(ident))
+    lines = [head.ljust(len(pad)) + "  __" + upper[0], ident.ljust(len(pad)) + " |  " + upper[1]]
+    lines += [pad + " |  " + line for line in upper[2:]]
+    lines += [pad + " |", pad + " |__" + lower[0]]
+    lines += [pad + "    " + line for line in lower[1:]]
+    return lines
+
+
+def find_mismatch(model: Any, input_args: Any, do_constant_folding: bool = True,
+                  training: TrainingMode = TrainingMode.EVAL,
+                  opset_version: int | None = None, keep_initializers_as_inputs: bool = True,
+                  verbose: bool = False, options: VerificationOptions | None = None
+                  ) -> GraphInfo:
+    """Find the smallest parts of the model whose export differs from PyTorch.
+
+    The model is traced (or taken as scripted) once; its TorchScript graph is run on
+    ``input_args`` to get every intermediate value. Then the graph is checked as a whole
+    and, where ONNX Runtime differs, split in two halves (by op nodes; constants follow
+    their users) and each half checked with the traced values as inputs, recursively.
+    The report is printed (``verbose`` adds both graphs of the whole model) and the
+    root :class:`GraphInfo` returned. Parameters are those of :func:`oxport.export`.
+    """
+    options = options or VerificationOptions()
+    api._check_model(model)
+    mode = api._check_training(training)
+    with api._exporting(), api.select_model_mode_for_export(model, mode), torch.no_grad():
+        front = api._front_end(model, input_args)
+    graph_training = api._is_training(model, mode)
+    search = _Search(front, {
+        "opset_version": opset_version, "do_constant_folding": do_constant_folding,
+        "training": TrainingMode.TRAINING if graph_training else TrainingMode.EVAL,
+        "keep_initializers_as_inputs": keep_initializers_as_inputs})
+    root = GraphInfo(search, search.essential)
+    root.find_mismatch(options)
+    root.pretty_print_mismatch(graph=verbose)
+    return root
+
+
+__all__ = ["GraphInfo", "find_mismatch"]

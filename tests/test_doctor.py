@@ -1,0 +1,145 @@
+"""``oxport doctor``, end to end through the command line (``python -m oxport``) with the
+model module in a temporary folder on ``PYTHONPATH``, and ``diagnose`` in process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from oxport import cli
+from oxport.cli_doctor import diagnose
+
+DEMO = """
+    import torch
+    import oxport
+
+    torch.library.define("doctor_demo::scale", "(Tensor x) -> Tensor")
+    torch.library.define("doctor_demo::shift", "(Tensor x) -> Tensor")
+
+
+    @torch.library.impl("doctor_demo::scale", "cpu")
+    def _scale(x):
+        return x * 2
+
+
+    @torch.library.impl("doctor_demo::shift", "cpu")
+    def _shift(x):
+        return x + 1
+
+
+    def _shift_symbolic(g, x):
+        return g.op("Add", x, g.op("Constant", value_t=torch.tensor(1.0)))
+
+
+    # Served only from opset 21: doctor must say so at a lower opset.
+    oxport.register_custom_op_symbolic("doctor_demo::shift", _shift_symbolic, 21)
+
+
+    class Net(torch.nn.Module):
+        def forward(self, x, n):
+            factor = n.item()
+            y = torch.ops.doctor_demo.scale(x) + torch.ops.doctor_demo.scale(x)
+            return torch.ops.doctor_demo.shift(y) * factor
+
+
+    class Fine(torch.nn.Module):
+        def forward(self, x):
+            return x.relu() * 2
+
+
+    def make():
+        return Net()
+"""
+
+
+def doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "doctor_demo.py").write_text(textwrap.dedent(DEMO))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OXPORT_")}
+    environ["OXPORT_STRICT_PLUGINS"] = "1"
+    environ["PYTHONPATH"] = os.pathsep.join([str(tmp_path), environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "oxport", "doctor", *args],
+                          capture_output=True, text=True, cwd=tmp_path, env=environ,
+                          timeout=300)
+
+
+def item_line() -> int:
+    lines = textwrap.dedent(DEMO).splitlines()
+    return 1 + next(i for i, line in enumerate(lines) if "n.item()" in line)
+
+
+def test_doctor_lists_both_ops_and_the_item_line(tmp_path):
+    result = doctor(tmp_path, "doctor_demo:make", "--input", "2x3", "--input",
+                    "scalar:float32", "--opset", "17")
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert "Unconvertible ops at opset 17 (2):" in out
+    assert "doctor_demo::scale (2 uses, first at " in out
+    assert "doctor_demo::shift (1 use, first at " in out
+    assert "no installed plugin serves it at any opset" in out
+    assert "served from opset 21: export with --opset 21 or higher" in out
+    assert "plugin: register_custom_op_symbolic serves opsets 21+" in out
+    assert "OperatorExportTypes.ONNX_FALLTHROUGH" in out
+    assert f"doctor_demo.py:{item_line()}: factor = n.item()" in out
+    assert "[python-value]" in out
+    assert "Result: the export would FAIL at opset 17." in out
+    assert not (tmp_path / "doctor_demo.onnx").exists() and "Traceback" not in result.stderr
+
+
+def test_doctor_json(tmp_path):
+    result = doctor(tmp_path, "doctor_demo:make", "--input", "2x3", "--input",
+                    "scalar:float32", "--opset", "17", "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert data["would_fail"] and data["opset"] == 17 and data["target"] == "doctor_demo:make"
+    ops = {op["op"]: op for op in data["unconvertible"]}
+    assert ops["doctor_demo::scale"]["count"] == 2 and ops["doctor_demo::scale"]["min_opset"] is None
+    assert ops["doctor_demo::shift"]["min_opset"] == 21
+    (pitfall,) = data["pitfalls"]
+    assert pitfall["kind"] == "python-value"
+    assert pitfall["location"].endswith(f"doctor_demo.py:{item_line()}")
+
+
+def test_doctor_passes_a_model_that_exports(tmp_path):
+    result = doctor(tmp_path, "doctor_demo:Fine", "--input", "2x3")
+    assert result.returncode == 0, result.stderr
+    assert "Result: the export would succeed at opset" in result.stdout
+
+
+def test_doctor_usage_errors(tmp_path, monkeypatch, capsys):
+    (tmp_path / "doctor_fine.py").write_text(
+        "import torch\n\n\nclass Fine(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli.main(["doctor", "doctor_fine:Nope", "--input", "2x3"]) == 2
+    assert "has no attribute 'Nope'" in capsys.readouterr().err
+    assert cli.main(["doctor", "doctor_fine:Fine"]) == 2
+    assert "--input SHAPE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["doctor", "doctor_fine:Fine", "--input", "2by3"])
+    assert exited.value.code == 2 and "is not a shape" in capsys.readouterr().err
+
+
+class InPlaceShape(torch.nn.Module):
+    """The seed's in-place-on-shape example."""
+
+    def forward(self, states):
+        batch_size, seq_length = states.shape[:2]
+        real_seq_length = seq_length
+        real_seq_length += 2
+        return states * (real_seq_length + seq_length)
+
+
+def test_diagnose_in_process_finds_source_pitfalls():
+    found = diagnose(InPlaceShape(), (torch.randn(2, 3),), 17)
+    assert not found.would_fail and found.ops == [] and found.error == ""
+    (pitfall,) = found.pitfalls
+    assert pitfall.kind == "inplace-shape" and pitfall.code == "real_seq_length += 2"
+    assert "real_seq_length = real_seq_length + ..." in pitfall.advice
+    assert "the export would succeed at opset 17" in found.to_text()
