@@ -4,7 +4,6 @@ optionally verified with ONNX Runtime against eager PyTorch."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -16,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from oxport import examples, progress, serialize
 from oxport.cli_common import (
@@ -30,8 +28,11 @@ from oxport.cli_common import (
     opset_arg,
     shape_arg,
 )
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError
-from oxport.trace import normalize_args
+from oxport.errors import (
+    InvalidExportArgumentError,
+    OnnxExporterError,
+    UnsupportedOperatorError,
+)
 
 EXIT_CODES = f"""exit status:
   {EXIT_OK}  the model was written (and, with --verify, matches eager PyTorch)
@@ -118,66 +119,67 @@ def _dynamic_axis_arg(text: str) -> tuple[str, int, str | None]:
     return name, axis, label or None
 
 
-@dataclasses.dataclass
-class Check:
-    """One ONNX Runtime run compared with eager PyTorch."""
-
-    shapes: dict[str, list[int]]
-    max_error: float
-    ok: bool
-
-
 def run_export(args: argparse.Namespace) -> int:
     """``oxport export``; returns the exit status."""
     if args.debug:
         logging.getLogger("oxport").setLevel(logging.INFO)
         if not logging.getLogger("oxport").handlers:
             logging.getLogger("oxport").addHandler(logging.StreamHandler())
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
             summary = _export(args)
-    except UsageError as exc:
-        return _fail(args, EXIT_USAGE, str(exc))
-    except InvalidExportArgumentError as exc:
-        return _fail(args, EXIT_USAGE, str(exc))
-    except VerificationFailed as exc:
-        return _fail(args, EXIT_MISMATCH, str(exc))
-    except OnnxExporterError as exc:
-        return _fail(args, EXIT_FAILED, str(exc))
-    except Exception as exc:  # noqa: BLE001 - the user's code raised: one paragraph, no trace
-        return _fail(args, EXIT_FAILED, f"{type(exc).__name__}: {exc}")
-    summary["warnings"] = list(dict.fromkeys(_warning_text(w) for w in caught))
+        except UsageError as exc:
+            return _fail(args, EXIT_USAGE, str(exc), caught)
+        except InvalidExportArgumentError as exc:
+            return _fail(args, EXIT_USAGE, str(exc), caught)
+        except VerificationFailed as exc:
+            return _fail(args, EXIT_MISMATCH, str(exc), caught)
+        except UnsupportedOperatorError as exc:
+            return _fail(args, EXIT_FAILED, f"{exc}\nOn the command line, --fallback "
+                         "aten-fallback or --fallback fallthrough keeps such ops as they are.",
+                         caught)
+        except OnnxExporterError as exc:
+            return _fail(args, EXIT_FAILED, str(exc), caught)
+        except Exception as exc:  # noqa: BLE001 - the user's code raised: one paragraph
+            return _fail(args, EXIT_FAILED, f"{type(exc).__name__}: {exc}", caught)
+    summary["warnings"] = _print_warnings(args, caught)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        for text in summary["warnings"]:
-            print(f"oxport: warning: {text}", file=sys.stderr)
         print(_human(summary))
-    failed = [c for c in summary.get("verification") or [] if not c["ok"]]
-    if failed:
-        print(f"oxport export: error: ONNX Runtime differs from eager PyTorch by up to "
-              f"{max(c['max_error'] for c in failed):.3g} (rtol {args.rtol}, atol "
-              f"{args.atol}). Check the model's ops with `oxport ops`, or loosen the "
-              "tolerance with --rtol/--atol if the difference is expected.", file=sys.stderr)
+    verification = summary["verification"]
+    if verification and not verification["ok"]:
+        print(f"oxport export: error: the ONNX model does not match eager PyTorch (rtol "
+              f"{args.rtol}, atol {args.atol}); the file is written, for inspection.\n"
+              f"{verification['report']}", file=sys.stderr)
         return EXIT_MISMATCH
     return EXIT_OK
 
 
-def _fail(args: argparse.Namespace, status: int, message: str) -> int:
+def _fail(args: argparse.Namespace, status: int, message: str,
+          caught: list[warnings.WarningMessage]) -> int:
     if args.debug:
         traceback.print_exc()
+    shown = _print_warnings(args, caught)
     if args.json:
-        print(json.dumps({"error": message, "exit_status": status}, indent=2))
+        print(json.dumps({"error": message, "exit_status": status, "warnings": shown},
+                         indent=2))
     hint = "" if args.debug else " (--debug shows the traceback)"
     print(f"oxport export: error: {message}{hint if status == EXIT_FAILED else ''}",
           file=sys.stderr)
     return status
 
 
-def _warning_text(message: warnings.WarningMessage) -> str:
-    text = " ".join(str(message.message).split())
-    return f"{message.category.__name__}: {text}"
+def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessage]
+                    ) -> list[str]:
+    """Each distinct warning as one line on stderr (unless --json); returns them."""
+    texts = list(dict.fromkeys(f"{w.category.__name__}: {' '.join(str(w.message).split())}"
+                               for w in caught))
+    if not args.json:
+        for text in texts:
+            print(f"oxport: warning: {text}", file=sys.stderr)
+    return texts
 
 
 # -- the export ---------------------------------------------------------------------------
@@ -207,11 +209,11 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             plugins=args.plugins, disable_plugins=args.no_plugin or None,
             external_data=True if args.external_data else None)
         exported = time.perf_counter() - started
-        checks = None
+        verdict = None
         if args.verify:
             with progress.phase("verify", result.timings):
-                checks = verify(path, model, inputs, dynamic_axes, args.rtol, args.atol)
-    return _summary(path, type(model).__name__, args, result, exported, checks)
+                verdict = verify(model, inputs, args, input_names, output_names, dynamic_axes)
+    return _summary(path, type(model).__name__, args, result, exported, verdict)
 
 
 def _model_and_inputs(args: argparse.Namespace
@@ -277,7 +279,9 @@ def random_input(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 def _script(model: Any) -> Any:
     try:
-        return torch.jit.script(model)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r".*torch\.jit\.script.*", DeprecationWarning)
+            return torch.jit.script(model)
     except Exception as exc:  # noqa: BLE001 - TorchScript's own error, summarized
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise OnnxExporterError(
@@ -286,97 +290,36 @@ def _script(model: Any) -> Any:
 
 
 # -- verification -------------------------------------------------------------------------
-def verify(path: str, model: Any, args: tuple[Any, ...], dynamic_axes: dict[str, dict[int, str]],
-           rtol: float, atol: float) -> list[Check]:
-    """Run the ONNX file in ONNX Runtime on ``args`` and compare with eager PyTorch; with
-    dynamic axes, once more with every dynamic input axis one longer."""
+def verify(model: Any, inputs: tuple[Any, ...], args: argparse.Namespace, input_names: Any,
+           output_names: Any, dynamic_axes: dict[str, dict[int, str]]) -> Any:
+    """:func:`oxport.verification.verify` with the export's settings: ONNX Runtime against
+    eager PyTorch at the example inputs and, per dynamic axis, at a second size."""
     try:
-        import onnxruntime
+        import onnxruntime  # noqa: F401 - only to say clearly that it is missing
     except ImportError:
         raise UsageError("--verify needs onnxruntime, which is not installed: run "
                          "`pip install onnxruntime`.") from None
+    from oxport import verification
+
+    options = verification.VerificationOptions(rtol=args.rtol, atol=args.atol,
+                                               raise_on_failure=False)
     try:
-        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        return verification.verify(
+            model, inputs, opset_version=args.opset, dynamic_axes=dynamic_axes or None,
+            input_names=input_names or None, output_names=output_names or None,
+            options=options, fallbacks=args.fallback, plugins=args.plugins,
+            disable_plugins=args.no_plugin or None)
+    except OnnxExporterError:
+        raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
-        raise VerificationFailed(f"ONNX Runtime cannot load {path}: {exc}") from exc
-    names = [i.name for i in session.get_inputs()]
-    checks = [_check(session, names, model, args, rtol, atol)]
-    if any(name in names for name in dynamic_axes):
-        checks.append(_check(session, names, model, _resized(args, names, dynamic_axes),
-                             rtol, atol))
-    return checks
-
-
-def _check(session: Any, names: list[str], model: Any, args: tuple[Any, ...], rtol: float,
-           atol: float) -> Check:
-    positional, kwargs = normalize_args(args)
-    tensors = [t for t in pytree.tree_leaves((positional, kwargs)) if isinstance(t, torch.Tensor)]
-    feeds = {name: t.detach().cpu().numpy() for name, t in zip(names, tensors)}
-    shapes = {name: list(t.shape) for name, t in zip(names, tensors)}
-    try:
-        got = session.run(None, feeds)
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
-        raise VerificationFailed(f"ONNX Runtime cannot run the model at input shapes "
-                                 f"{shapes}: {exc}") from exc
-    with torch.no_grad():
-        try:
-            eager = model(*positional, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the user's model failed at this size
-            raise VerificationFailed(f"The eager model fails at input shapes {shapes}: "
-                                     f"{type(exc).__name__}: {exc}") from exc
-    expected = [t for t in pytree.tree_leaves(eager) if isinstance(t, torch.Tensor)]
-    if len(expected) != len(got):
-        raise VerificationFailed(f"The model returns {len(expected)} tensors in PyTorch but "
-                                 f"{len(got)} in ONNX Runtime.")
-    worst, ok = 0.0, True
-    for want, have in zip(expected, got):
-        if list(have.shape) != list(want.shape):
-            raise VerificationFailed(f"An output has shape {list(have.shape)} in ONNX Runtime "
-                                     f"but {list(want.shape)} in PyTorch (inputs {shapes}).")
-        if want.numel() == 0:
-            continue
-        have_d, want_d = torch.from_numpy(have).double(), want.detach().cpu().double()
-        worst = max(worst, float((have_d - want_d).abs().nan_to_num(nan=float("inf")).max()))
-        ok = ok and torch.allclose(have_d, want_d, rtol=rtol, atol=atol, equal_nan=True)
-    return Check(shapes, worst, ok)
-
-
-def _resized(args: tuple[Any, ...], names: list[str],
-             dynamic_axes: dict[str, dict[int, str]]) -> tuple[Any, ...]:
-    """New random args whose dynamic axes are one longer (axes sharing a label alike)."""
-    sizes: dict[str, int] = {}
-    index = iter(range(len(names)))
-
-    def resize(leaf: Any) -> Any:
-        if not isinstance(leaf, torch.Tensor):
-            return leaf
-        i = next(index, None)
-        axes = dynamic_axes.get(names[i], {}) if i is not None else {}
-        if not axes:
-            return leaf
-        shape = list(leaf.shape)
-        for axis, label in axes.items():
-            sizes.setdefault(label, shape[axis] + 1)
-            shape[axis] = sizes[label]
-        return _like(leaf, shape)
-
-    positional, kwargs = pytree.tree_map(resize, normalize_args(args))
-    return (*positional, kwargs) if kwargs else tuple(positional)
-
-
-def _like(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
-    """A random tensor of ``shape`` with values like ``tensor``'s (ints within its range)."""
-    if tensor.dtype.is_floating_point:
-        return torch.randn(shape).to(tensor.dtype)
-    if tensor.dtype == torch.bool:
-        return torch.randint(0, 2, shape).bool()
-    low, high = (int(tensor.min()), int(tensor.max())) if tensor.numel() else (0, 9)
-    return torch.randint(low, high + 1, shape, dtype=tensor.dtype)
+        raise VerificationFailed(
+            f"ONNX Runtime cannot run the model: {' '.join(str(exc).split())}. (Ops kept by "
+            "a fallback, ATen or custom, run only in runtimes that implement them.)") from exc
 
 
 # -- the summary --------------------------------------------------------------------------
 def _summary(path: str, model_name: str, args: argparse.Namespace, result: Any,
-             seconds: float, checks: list[Check] | None) -> dict[str, Any]:
+             seconds: float, verdict: Any) -> dict[str, Any]:
     model = result.serialized.model
     data = path + ".data"
     external = args.external_data or \
@@ -394,9 +337,22 @@ def _summary(path: str, model_name: str, args: argparse.Namespace, result: Any,
         "file_size": size,
         "seconds": round(seconds, 3),
         "timings": {k: round(v, 3) for k, v in result.timings.items()},
-        "max_error": max(c.max_error for c in checks) if checks else None,
-        "verification": [dataclasses.asdict(c) for c in checks] if checks is not None else None,
+        "max_error": verdict.max_abs_error if verdict is not None else None,
+        "verification": _verification_json(verdict) if verdict is not None else None,
         "fallbacks": sorted({f"{u.kind} ({u.fallback})" for u in result.fallback_uses}),
+    }
+
+
+def _verification_json(verdict: Any) -> dict[str, Any]:
+    return {
+        "ok": verdict.ok,
+        "runs": [{"label": run.label, "shapes": {n: list(s) for n, s in run.input_shapes.items()},
+                  "ok": run.ok, "error": run.error,
+                  "max_error": max((o.max_abs_error for o in run.outputs), default=None)}
+                 for run in verdict.runs],
+        "axis_problems": [p.describe() for p in verdict.axis_problems],
+        "notes": verdict.notes,
+        "report": verdict.summary(),
     }
 
 
@@ -421,13 +377,15 @@ def _human(summary: dict[str, Any]) -> str:
                 if summary["external_data"] else "")]
     for kind in ("inputs", "outputs"):
         for value in summary[kind]:
-            shape = "x".join(str(d) for d in value["shape"]) if value["shape"] else "scalar"
+            shape = "x".join("?" if d is None else str(d) for d in value["shape"]) \
+                if value["shape"] else "scalar"
             lines.append(f"  {kind[:-1]:6} {value['name']}: {value['dtype']} {shape}")
     if summary["fallbacks"]:
         lines.append(f"  fallbacks: {', '.join(summary['fallbacks'])}")
-    for check in summary["verification"] or []:
-        shapes = ", ".join(f"{n} {'x'.join(map(str, s))}" for n, s in check["shapes"].items())
-        verdict = "OK" if check["ok"] else "MISMATCH"
-        lines.append(f"Verified with ONNX Runtime at {shapes}: max abs error "
-                     f"{check['max_error']:.3g}, {verdict}")
+    verification = summary["verification"] or {"runs": []}
+    for run in verification["runs"]:
+        shapes = ", ".join(f"{n} {'x'.join(map(str, s))}" for n, s in run["shapes"].items())
+        error = "" if run["max_error"] is None else f": max abs error {run['max_error']:.3g}"
+        lines.append(f"Verified with ONNX Runtime at {shapes}{error}, "
+                     f"{'OK' if run['ok'] else 'MISMATCH'}")
     return "\n".join(lines)
