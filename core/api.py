@@ -14,7 +14,7 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import passes, progress, serialize, trace
+from oxport import functions, passes, progress, serialize, trace
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph
@@ -165,10 +165,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
     export_type = _check_export_type(operator_export_type)
     training = _check_training(training)
     custom_opsets = _check_custom_opsets(custom_opsets)
-    if export_modules_as_functions:
-        raise InvalidExportArgumentError(
-            "export_modules_as_functions is not available yet in this oxport version; "
-            "export with export_modules_as_functions=False.")
+    as_functions = functions.check_option(export_modules_as_functions, opset, model)
     if keep_initializers_as_inputs is None:
         keep_initializers_as_inputs = export_type != OperatorExportTypes.ONNX
     if opset < 9:  # IR 3: every initializer must also be a graph input
@@ -207,6 +204,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             for domain in list(graph.opset_imports):
                 if domain:
                     graph.opset_imports[domain] = conversion.domain_version(domain)
+            if as_functions:
+                functions.extract_functions(graph, model, as_functions)
 
         with progress.phase("serialize", timings):
             serialized = serialize.serialize(

@@ -263,7 +263,7 @@ class Node:
     """An ONNX node (or, for deferred values, the TorchScript node they stand for)."""
 
     __slots__ = ("domain", "op_type", "_inputs", "_outputs", "attrs", "source", "scope",
-                 "provenance", "origin", "doc_string", "name")
+                 "calls", "provenance", "origin", "doc_string", "name")
 
     def __init__(self, domain: str, op_type: str, inputs: list[Value | None],
                  outputs: list[Value], attrs: dict[str, tuple[str, Any]] | None = None) -> None:
@@ -274,6 +274,9 @@ class Node:
         self.attrs = attrs or {}
         self.source = ""
         self.scope = ""
+        #: The module calls the node was made in, outermost first (``("layers.0",
+        #: "layers.0.attn")``; a module's second call is ``"act#1"``); top-level nodes only.
+        self.calls: tuple[str, ...] = ()
         self.provenance: Any = None
         self.origin = ""
         self.doc_string = ""

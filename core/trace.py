@@ -254,13 +254,31 @@ def _objects_as_constants(graph: torch._C.Graph, holder: torch._C.ScriptModule) 
 def _module_scopes(model: torch.nn.Module) -> Iterator[None]:
     """Let the tracer record each submodule call as a scope (``__module.model.features.0``)."""
     previous = torch.jit._trace._trace_module_map
-    torch.jit._trace._trace_module_map = {
-        module: f"__module.model.{path}" if path else "__module.model"
-        for path, module in model.named_modules()}
+    torch.jit._trace._trace_module_map = _CallScopes(
+        (module, f"__module.model.{path}" if path else "__module.model")
+        for path, module in model.named_modules())
     try:
         yield
     finally:
         torch.jit._trace._trace_module_map = previous
+
+
+class _CallScopes(dict):
+    """Module -> scope name for the tracer, which asks once per call: a module's repeated
+    calls get names of their own (``__module.model.act#1``), so calls can be told apart."""
+
+    def __init__(self, names: Any) -> None:
+        super().__init__(names)
+        self._calls: dict[int, int] = {}
+
+    def get(self, module: Any, default: Any = None) -> Any:
+        name = super().get(module, default)
+        if name:
+            count = self._calls.get(id(module), 0)
+            self._calls[id(module)] = count + 1
+            if count:
+                name = f"{name}#{count}"
+        return name
 
 
 def script_front_end(model: Any, args: Any) -> FrontEnd:

@@ -149,7 +149,9 @@ class Conversion:
                 name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
         self.nodes_total = count_nodes(front.graph)
         for node in front.graph.nodes():
+            first = len(graph.nodes)
             self.convert_node(node, graph)
+            _stamp_calls(graph.nodes[first:], node)
         return graph
 
     def convert_block(self, block: Any, graph: Graph, inputs: list[Value]) -> list[Value]:
@@ -387,12 +389,29 @@ def source_of(node: torch._C.Node) -> str:
 
 def scope_of(node: torch._C.Node) -> str:
     """The module path of a node, e.g. ``features.0`` (empty at the top level)."""
-    scope = node.scopeName()
-    if not scope:
-        return ""
-    last = scope.rsplit("/", 1)[-1]
-    path = last.removeprefix("__module.model").removeprefix("__module").lstrip(".")
-    return path
+    calls = call_chain(node)
+    return calls[-1].partition("#")[0] if calls else ""
+
+
+def call_chain(node: torch._C.Node) -> tuple[str, ...]:
+    """The module calls a node was made in, outermost first, below the model itself:
+    ``("layers.0", "layers.0.act#1")`` (``#n`` marks a module's repeated calls)."""
+    calls = []
+    for part in node.scopeName().split("/") if node.scopeName() else ():
+        call = part.removeprefix("__module.model").removeprefix("__module").lstrip(".")
+        if call:
+            calls.append(call)
+    return tuple(calls)
+
+
+def _stamp_calls(nodes: list[Any], ts_node: torch._C.Node) -> None:
+    """Give the top-level nodes made for ``ts_node`` its module calls; nodes made for its
+    deferred inputs (constants, lists) get its scope too."""
+    calls = call_chain(ts_node)
+    scope = calls[-1].partition("#")[0] if calls else ""
+    for node in nodes:
+        node.calls = calls
+        node.scope = node.scope or scope
 
 
 def _user_stacklevel() -> int:
