@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from oxport import errors, symbolic_helper
+from oxport import errors, symbolic_helper, verification
 from oxport.api import (
     ExportResult,
     convert,
@@ -37,5 +37,5 @@ __all__ = [
     "export", "export_to_pretty_string", "hookimpl", "is_in_onnx_export",
     "register_custom_op_symbolic", "select_model_mode_for_export", "symbolic_helper",
     "SymbolicContext", "unconvertible_op_details", "unconvertible_ops",
-    "unregister_custom_op_symbolic",
+    "unregister_custom_op_symbolic", "verification",
 ]

@@ -106,8 +106,12 @@ class _Search:
         user_values = [v for v in free.values() if v.unique() not in self.params]
         param_values = [v for v in free.values() if v.unique() in self.params]
         for value in [*user_values, *param_values]:
+            # The traced value's type: scripted graphs leave intermediate dtypes unknown.
+            example = self.values.get(value.unique())
             env[value.unique()] = graph.addInput()
-            env[value.unique()].setType(value.type())
+            env[value.unique()].setType(
+                torch._C.TensorType.create_from_tensor(example)
+                if isinstance(example, torch.Tensor) else value.type())
         for node in ordered:
             clone = graph.createClone(node, lambda v: env[v.unique()])
             graph.insertNode(clone)
@@ -117,7 +121,8 @@ class _Search:
             graph.registerOutput(env[unique])
         front = trace.FrontEnd(graph, [self.values[v.unique()] for v in user_values],
                                [f"input_{i}" for i in range(len(user_values))],
-                               [self.params[v.unique()] for v in param_values])
+                               [self.params[v.unique()] for v in param_values],
+                               scripted=self.front.scripted)
         return front, outputs
 
     def boundary_ok(self, upper: list[torch._C.Node]) -> bool:
@@ -282,13 +287,22 @@ class GraphInfo:
             for use in self.export_result.fallback_uses:
                 converted.setdefault(use.kind, []).append(f"the {use.fallback!r} fallback")
         lines = []
-        for node in self.essential_nodes:
+
+        def describe(node: torch._C.Node, depth: int) -> None:
             scope = trace_scope(node)
             where = source_of(node) or "an unknown line"
             by = " and ".join(dict.fromkeys(converted.get(node.kind(), []))) or \
                 "no plugin (it failed to convert)"
-            lines.append(f"{node.kind()}{f' ({scope})' if scope else ''} at {where}, "
+            indent = "  " * depth + "inside: " if depth else ""
+            lines.append(f"{indent}{node.kind()}{f' ({scope})' if scope else ''} at {where}, "
                          f"converted by {by}")
+            for block in node.blocks():  # the ops inside an If or Loop
+                for inner in block.nodes():
+                    if inner.kind() not in _FOLLOWERS:
+                        describe(inner, depth + 1)
+
+        for node in self.essential_nodes:
+            describe(node, 0)
         return lines
 
     # -- printing ---------------------------------------------------------------------

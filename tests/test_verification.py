@@ -202,6 +202,7 @@ def test_verify_notes_a_frozen_axis_that_no_output_declares():
     assert any("PyTorch rejects 'batch' = 4" in n and f":{line}:" in n for n in result.notes)
 
 
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 def test_verify_names_the_line_of_a_python_int_from_a_size():
     result = verify(PythonInt(), (torch.randn(3, 4),), input_names=["x"],
                     dynamic_axes={"x": {0: "batch"}}, options=LENIENT)
@@ -290,3 +291,33 @@ def test_compare_checks_dtype_shape_and_tolerance():
     assert off.mismatched == 1 and off.max_abs_error == pytest.approx(0.5)
     assert off.max_rel_error == pytest.approx(0.25)
     assert "Greatest absolute difference: 0.5 at index (1,)" in off.message
+
+
+class Branch(torch.nn.Module):
+    def forward(self, x, n: int):
+        y = x * 3
+        if n > 2:
+            y = y.neg() + 1
+        else:
+            y = y - 1
+        return y.relu().sum(0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_find_mismatch_on_a_scripted_model_names_the_op_inside_the_branch(wrong_neg, capsys):
+    info = find_mismatch(torch.jit.script(Branch()), (torch.randn(2, 3), 3), opset_version=15)
+    capsys.readouterr()
+    (leaf,) = info.all_mismatch_leaf_graph_info()
+    assert leaf.essential_node_kinds() == {"prim::If"}
+    lines = leaf.provenance()
+    assert lines[0].startswith("prim::If at ")
+    neg = line_of(Branch.forward, "y.neg()")
+    assert any(line.startswith("  inside: aten::neg at ") and f"line {neg}" in line
+               and line.endswith("register_custom_op_symbolic") for line in lines)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_verify_a_scripted_model():
+    result = verify(torch.jit.script(Flatten()), (torch.randn(3, 4, 2),), input_names=["x"],
+                    dynamic_axes={"x": {0: "batch"}})
+    assert result.ok and result.runs[1].outputs[0].actual_shape == (4, 8)
