@@ -203,7 +203,7 @@ def permute(g, self: Value, dims: list[int]) -> Value:
 
 @pack.symbolic("aten::transpose", since=7)
 def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
-    """Swap two dimensions (also ``swapaxes``/``swapdims``)."""
+    """Swap two dimensions (the tracer records swapaxes/swapdims as transpose)."""
     rank = rank_of("aten::transpose", self)
     if rank == 0:
         return self
@@ -213,7 +213,6 @@ def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
     return _transpose(g, self, perm)
 
 
-pack.alias(transpose, "aten::swapaxes", "aten::swapdims", since=7)
 
 
 @pack.symbolic("aten::t", since=7)
@@ -239,13 +238,13 @@ def mT(g, self: Value) -> Value:  # noqa: N802 - the aten name
     return _transpose(g, self, [*range(rank - 2), rank - 1, rank - 2])
 
 
-pack.alias(mT, "aten::mH", "aten::adjoint", since=7)
+pack.alias(mT, "aten::mH", since=7)
 
 
 @pack.symbolic("aten::movedim", since=7)
 @sh.parse_args("v", "is", "is")
 def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
-    """Move ``source`` dims to ``destination``; the rest keep their order (also moveaxis)."""
+    """Move ``source`` dims to ``destination``; the rest keep their order (the tracer records moveaxis as movedim)."""
     rank = rank_of("aten::movedim", self)
     perm = [-1] * rank
     sources = [s % rank for s in source]
@@ -255,7 +254,6 @@ def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
     return _transpose(g, self, [p if p >= 0 else next(rest) for p in perm])
 
 
-pack.alias(movedim, "aten::moveaxis", since=7)
 
 
 # -- squeeze, unsqueeze ---------------------------------------------------------
@@ -549,7 +547,6 @@ def cat(g, tensors: Value, dim: Value) -> Value:
     return _concat(g, kept, axis)
 
 
-pack.alias(cat, "aten::concat", "aten::concatenate", since=7)
 
 
 @pack.symbolic("aten::stack", since=7)
@@ -586,7 +583,6 @@ def vstack(g, tensors: Value) -> Value:
     return _concat(g, [_at_least(g, "aten::vstack", t, 2) for t in sh._unpack_list(tensors)], 0)
 
 
-pack.alias(vstack, "aten::row_stack", since=7)
 
 
 def tensor_list(g, items: Sequence[Value]) -> Value:
@@ -713,13 +709,10 @@ pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
           input_names=["x"], dynamic_axes={"x": [0, 1]})
 pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
 pack.case("aten::cat", lambda x, y: torch.cat([x, y.int()], -1), (2, 3), (2, 4), name="neg")
-pack.case("aten::concat", lambda x, y: torch.concat([x, y]), (2, 3), (1, 3))
-pack.case("aten::concatenate", lambda x, y: torch.concatenate([x, y], 0), (2, 3), (1, 3))
 pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
 pack.case("aten::vstack", lambda x, y: torch.vstack([x, y]), (3,), (2, 3))
-pack.case("aten::row_stack", lambda x, y: torch.row_stack([x, y]), (3,), (3,))
 pack.case("aten::split", lambda x: x.split(2, -1), (2, 5), input_names=["x"],
           dynamic_axes={"x": [0]})
 pack.case("aten::split", lambda x: torch.cat(torch.ops.aten.split(x, [1, 3], 1)[::-1], 1),
@@ -742,16 +735,12 @@ pack.case("aten::detach", lambda x: x.detach() * 2, (2, 3))
 pack.case("aten::clone", lambda x: x.clone() * 2, (2, 3))
 pack.case("aten::permute", lambda x: x.permute(2, 0, -2), (2, 3, 4))
 pack.case("aten::transpose", lambda x: x.transpose(-1, 0), (2, 3, 4))
-pack.case("aten::swapaxes", lambda x: x.swapaxes(0, 1), (2, 3, 4))
-pack.case("aten::swapdims", lambda x: x.swapdims(1, 2), (2, 3, 4))
 pack.case("aten::t", lambda x: x.t(), (2, 3))
 pack.case("aten::t", lambda x: x.t() + 1, (3,), name="1d")
 pack.case("aten::numpy_T", lambda x: x.T, (2, 3, 4))
 pack.case("aten::mT", lambda x: x.mT, (2, 3, 4))
 pack.case("aten::mH", lambda x: x.mH, (2, 3, 4))
-pack.case("aten::adjoint", lambda x: x.adjoint(), (3, 4))
 pack.case("aten::movedim", lambda x: torch.movedim(x, (0, 1), (2, 0)), (2, 3, 4))
-pack.case("aten::moveaxis", lambda x: torch.moveaxis(x, -1, 0), (2, 3, 4))
 pack.case("aten::squeeze", lambda x: x.squeeze(), (2, 1, 3, 1))
 pack.case("aten::squeeze", lambda x: x.squeeze(-1) + x.squeeze(0).unsqueeze(0).squeeze(-1),
           (2, 3, 1), name="dim")
