@@ -61,7 +61,8 @@ class NodeOrigin:
     version: str | None = None
 
     def describe(self) -> str:
-        """``Relu node /Relu_0 from aten::relu at m.py(5): forward, by oxport.nn (oxport 0.1.0)``."""
+        """E.g. ``Relu node /Relu_0 from aten::relu at m.py(5): forward, by oxport.nn
+        (oxport 0.1.0)``."""
         made = f" from {self.torch_op}" if self.torch_op else ""
         where = f" at {self.source}" if self.source else ""
         dist = f" ({self.distribution} {self.version})" if self.distribution else ""
@@ -144,7 +145,8 @@ _SHAPE_ADVICE = ("in-place update of a value read from tensor.shape/size(): whil
                  "shares memory with the size it came from, so both change. Write it out of "
                  "place: {name} = {name} {op} ...")
 _NUMPY_ADVICE = ("NumPy is invisible to the tracer: values computed with numpy here become "
-                 "constants. Use torch operators on tensors instead.")
+                 "constants (fine for fixed values, wrong if they depend on the inputs). Use "
+                 "torch operators on tensors instead.")
 
 
 def warning_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pitfall]:
@@ -359,6 +361,7 @@ def static_axes(result: ExportResult) -> list[StaticAxis]:
                                   "no output axis follows (likely a size that tracing froze)")
                         found.append(StaticAxis(proto.name, axis, traced, name, reason,
                                                 baked_sizes(graph, value, traced)))
+                        break
     return found
 
 
@@ -459,7 +462,8 @@ class ExportReport:
         out = [f"oxport export report (opset {self.opset})", "", "Ops converted, by plugin:"]
         for plugin, ops in self.ops_by_plugin.items():
             listed = ", ".join(f"{op} x{n}" for op, n in ops.items())
-            out.append(f"  {plugin}: {sum(ops.values())} nodes ({listed})")
+            total = sum(ops.values())
+            out.append(f"  {plugin}: {total} node{'s' if total != 1 else ''} ({listed})")
         sections: list[tuple[str, list[str]]] = [
             ("Fallbacks used", [f"  {f['op']} by {f['fallback']!r} at {f['source'] or '?'}"
                                 for f in self.fallbacks]),

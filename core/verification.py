@@ -3,9 +3,10 @@
 * :func:`verify` exports in memory, runs ONNX Runtime and compares with eager PyTorch
   at the example inputs and, for every dynamic axis, at a second size of that axis; an
   axis that turns out static is reported with the source line that fixed it.
-* :func:`find_mismatch` (in :mod:`oxport.mismatch`) bisects the TorchScript graph into partitions, exports each
-  with oxport's walker and compares it with the TorchScript graph run on the same
-  inputs, down to the smallest partitions that differ (the seed's ``GraphInfo`` tree).
+* :func:`find_mismatch` (from :mod:`oxport.mismatch`) bisects the TorchScript graph
+  into partitions, exports each with oxport's walker and compares it with the
+  TorchScript graph run on the same inputs, down to the smallest partitions that differ
+  (the seed's ``GraphInfo`` tree).
 
 Both name the source line and the plugin behind what they find.
 """
@@ -57,6 +58,8 @@ class VerificationOptions:
     ``second_shape`` picks the other size tried for each dynamic axis: ``"grow"``
     (size+1, then 2*size, size+2, 3*size), ``"shrink"`` (size-1, size//2, then grow),
     a callable ``(input name, axis, size) -> size or sizes``, or None to skip.
+    ``ignore_none=False`` notes outputs that are None (ONNX drops them).
+    ``raise_on_failure`` makes :func:`verify` raise :class:`VerificationError`.
     """
 
     rtol: float = 1e-3

@@ -99,7 +99,8 @@ def test_doctor_json(tmp_path):
     data = json.loads(result.stdout)
     assert data["would_fail"] and data["opset"] == 17 and data["target"] == "doctor_demo:make"
     ops = {op["op"]: op for op in data["unconvertible"]}
-    assert ops["doctor_demo::scale"]["count"] == 2 and ops["doctor_demo::scale"]["min_opset"] is None
+    scale = ops["doctor_demo::scale"]
+    assert scale["count"] == 2 and scale["min_opset"] is None and scale["providers"] == []
     assert ops["doctor_demo::shift"]["min_opset"] == 21
     (pitfall,) = data["pitfalls"]
     assert pitfall["kind"] == "python-value"
