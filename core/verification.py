@@ -297,10 +297,9 @@ class _Checker:
         self.generator = torch.Generator().manual_seed(options.seed)
 
     def run(self, dynamic_axes: dict[str, Any]) -> None:
-        base = self.compare_at(self.leaves, "at the example inputs")
-        if base is None:
-            return
-        self.verdict.runs.append(base[0])
+        expected = self.eager(self.leaves)  # the model failing here is the caller's error
+        self.verdict.runs.append(self.compare_at(self.leaves, "at the example inputs",
+                                                 expected))
         if self.options.second_shape is None:
             return
         groups, declared = self._axes(dynamic_axes)
@@ -319,30 +318,24 @@ class _Checker:
                     "axis changed", self._baked(out, axis)))
 
     # -- one run ---------------------------------------------------------------------
-    def compare_at(self, leaves: list[Any], label: str
-                   ) -> tuple[ShapeRun, list[torch.Tensor]] | None:
-        """Run eager and ONNX Runtime on ``leaves``; None when eager PyTorch fails."""
+    def compare_at(self, leaves: list[Any], label: str, expected: list[torch.Tensor]
+                   ) -> ShapeRun:
+        """Run ONNX Runtime on ``leaves`` and compare with PyTorch's ``expected``."""
         shapes = {n: tuple(leaves[s].shape) for n, s in zip(self.inputs, self.slots)}
         run = ShapeRun(label, shapes)
-        try:
-            expected = self.eager(leaves)
-        except Exception:  # noqa: BLE001 - the user's model failed: the caller reports it
-            if label == "at the example inputs":
-                raise
-            return None
         try:
             actual = run_ort(self.session, self.inputs, [leaves[s] for s in self.slots])
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime's errors have no common base
             run.error = (f"ONNX Runtime failed: {exc}".strip()
                          + serialize.blame(self.result.serialized, str(exc)))
-            return run, expected
+            return run
         if len(actual) != len(expected):
             run.error = (f"ONNX Runtime returned {len(actual)} outputs, PyTorch "
                          f"{len(expected)}")
-            return run, expected
+            return run
         run.outputs = [compare(n, e, a, self.options)
                        for n, e, a in zip(self.outputs, expected, actual)]
-        return run, expected
+        return run
 
     def eager(self, leaves: list[Any]) -> list[torch.Tensor]:
         positional, kwargs = pytree.tree_unflatten(leaves, self.spec)
@@ -382,11 +375,13 @@ class _Checker:
         failures = []
         for new in self._sizes(self.inputs[first], axis, size):
             leaves = self._resized(members, size, new)
-            found = self.compare_at(leaves, f"with {name!r} {size} -> {new}")
-            if found is None:
-                failures.append((new, self._eager_error(leaves)))
+            try:
+                expected = self.eager(leaves)
+            except Exception as exc:  # noqa: BLE001 - the user's model failed: say where
+                failures.append((new, f"{_user_frame(exc.__traceback__)}: "
+                                      f"{type(exc).__name__}: {_first_line(str(exc))}"))
                 continue
-            run, expected = found
+            run = self.compare_at(leaves, f"with {name!r} {size} -> {new}", expected)
             self.verdict.runs.append(run)
             if failures:
                 self.verdict.notes.append(
@@ -459,14 +454,6 @@ class _Checker:
         high = int(example.max()) if example.numel() else 1
         return torch.randint(low, high + 1, shape, generator=self.generator,
                              dtype=torch.int64).to(example.dtype)
-
-    def _eager_error(self, leaves: list[Any]) -> str:
-        try:
-            self.eager(leaves)
-        except Exception as exc:  # noqa: BLE001 - the user's model failed: say where
-            frame = _user_frame(exc.__traceback__)
-            return f"{frame}: {type(exc).__name__}: {_first_line(str(exc))}"
-        return "it ran the second time"
 
     # -- diagnosis ------------------------------------------------------------------
     def diagnose(self, leaves: list[Any], run: ShapeRun) -> list[str]:
