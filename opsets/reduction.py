@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import torch
@@ -327,6 +328,24 @@ def cumprod(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
     return _restore(g, _reduce(g, "ReduceProd", picked, [axis + 1], False), restore)
 
 
+@pack.symbolic("aten::diff", since=7)
+@sh.parse_args("v", "i", "i", "v", "v")
+def diff(g, self: Value, n: int, dim: int, prepend: Value, append: Value) -> Value:
+    """Concat the prepend/append, then ``n`` times Sub (Xor for bool) of shifted slices."""
+    rank = sh._get_tensor_rank(self)
+    if rank is None:
+        sh._unimplemented("aten::diff", "an input of unknown rank")
+    axis = dim % rank
+    parts = [v for v in (prepend, self, append) if v is self or not sh._is_none(v)]
+    x = g.op("Concat", *parts, axis_i=axis) if len(parts) > 1 else self
+    subtract = "Xor" if self.type().dtype() == torch.bool else "Sub"
+    for _ in range(n):
+        later = sh._slice_helper(g, x, [axis], [1], [sys.maxsize])
+        earlier = sh._slice_helper(g, x, [axis], [0], [-1])
+        x = g.op(subtract, later, earlier)
+    return x
+
+
 # -- sorting ------------------------------------------------------------------------------
 def _long1(value: Value) -> Value:
     """Type an int64 1-D one-element intermediate so later helpers need no Cast."""
@@ -546,6 +565,13 @@ pack.case("aten::cumsum", lambda x: torch.cumsum(x, -1), _ints(3, 4), name="int3
 pack.case("aten::cumsum", lambda x: torch.cumsum(x, 0, dtype=torch.float64), (3, 4), name="dtype")
 pack.case("aten::cumprod", lambda x: torch.cumprod(x, 1), _X, name="float")
 pack.case("aten::cumprod", lambda x: torch.cumprod(x, 0), _ints(4, 3), name="int32")
+pack.case("aten::diff", lambda x: torch.diff(x), _X, name="last")
+pack.case("aten::diff", lambda x: torch.diff(x, n=2, dim=0), (4, 3), name="twice")
+pack.case("aten::diff", lambda x: torch.diff(x, prepend=x[:, :1] - 1, dim=-1),
+          _ints(2, 5), name="prepend")  # transformers' packed-sequence detection
+pack.case("aten::diff", lambda x, y: torch.diff(x, dim=1, append=y), (2, 3), (2, 2),
+          name="append")
+pack.case("aten::diff", lambda x: torch.diff(x), _bools(2, 4), name="bool")
 pack.case("aten::topk", lambda x: torch.topk(x, 2), _X, name="largest")
 pack.case("aten::topk", lambda x: torch.topk(x, 3, dim=1, largest=False), _X, name="smallest")
 pack.case("aten::topk", lambda x: torch.topk(x, x.size(0), dim=0), (3, 4), name="dynamic_k",
