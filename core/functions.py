@@ -21,6 +21,10 @@ calling that function.
   annotated attributes are not exported.
 * **Weights** used in a body are function inputs (functions hold no
   initializers); Constant nodes are copied into every body that uses them.
+
+The model itself is the main graph, never a function (torch.onnx also wraps it
+in one). Code of ``torch.jit.script`` functions called from a traced module is
+inlined without a module scope, so its nodes land in the main graph.
 """
 
 from __future__ import annotations
@@ -117,28 +121,30 @@ class _Group:
 
 
 class _Extraction:
+    """One run of the pass over a graph: the call tree, the groups, the protos."""
+
     def __init__(self, graph: Graph, modules: dict[str, torch.nn.Module],
                  selected: Any) -> None:
         self.graph = graph
         self.modules = modules
-        self.selected = selected
         self.groups: dict[Any, _Group] = {}
         self.names: dict[tuple[str, str], int] = {}
         self.protos: list[onnx.FunctionProto] = []
         self.call_of_node: dict[int, _Call] = {}
-
-    def run(self) -> int:
-        graph = self.graph
-        constants = {id(n._outputs[0]): n for n in graph.nodes if _is_constant(n)}
-        self.constants = constants
-        nodes = [n for n in graph.nodes if not _is_constant(n)]
-        self.chains = {id(n): tuple(c for c in n.calls if self.selected(c)) for n in nodes}
+        #: Constant nodes belong to no call: each body (and the main graph) that uses one
+        #: gets it. Keyed by the id of their output.
+        self.constants = {id(n._outputs[0]): n for n in graph.nodes if _is_constant(n)}
+        self.nodes = [n for n in graph.nodes if not _is_constant(n)]
+        #: id(node) -> the selected calls it was made in, outermost first.
+        self.chains = {id(n): tuple(c for c in n.calls if selected(c)) for n in self.nodes}
         self.consumers: dict[int, list[Node]] = {}
-        for node in nodes:
+        for node in self.nodes:
             for value in _uses(node):
                 self.consumers.setdefault(id(value), []).append(node)
         self.graph_outputs = {id(v) for v in graph.outputs}
 
+    def run(self) -> int:
+        graph, nodes = self.graph, self.nodes
         roots: list[Any] = []
         calls: dict[str, _Call] = {}
         for node in nodes:
@@ -281,7 +287,8 @@ class _Extraction:
         for member in group.members:
             value = member.values.get(key)
             names = {name for name, held in vars(member.module).items()
-                     if value is not None and _same_scalar(held, *value)}
+                     if not name.startswith("_") and value is not None
+                     and _same_scalar(held, *value)}
             common = names if common is None else common & names
         if common and len(common) == 1:
             return f"inferred::{common.pop()}"

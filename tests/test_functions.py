@@ -530,3 +530,63 @@ def test_scripted_models_are_refused():
 def test_an_empty_set_exports_flat_nodes():
     proto = _export(MLP(), torch.randn(3, 8), functions=set(), opset=13)
     assert not proto.functions
+
+
+# -- subgraphs --------------------------------------------------------------------------------
+@pytest.fixture
+def relu_as_if():
+    """A symbolic whose If branches read the outer ``x`` and an outer Constant."""
+
+    def symbolic(g, x):
+        one = g.graph.materialize(g.constant(torch.tensor(1.0)))
+        cond = g.op("Greater", g.op("ReduceMax", x, keepdims_i=0), g.constant(-1e9))
+        branches = []
+        for name, scale in (("then", one), ("else", None)):
+            sub = g.subgraph(name)
+            out = sub.op("Relu", x)
+            out = sub.op("Mul", out, scale) if scale is not None else out
+            sub.graph.outputs = [out.setType(x.type())]
+            branches.append(sub.graph)
+        return g.op("If", cond, then_branch_g=branches[0], else_branch_g=branches[1])
+
+    oxport.register_custom_op_symbolic("aten::relu", symbolic, 15)
+    yield
+    oxport.unregister_custom_op_symbolic("aten::relu", 15)
+
+
+def test_subgraphs_in_a_body_read_function_inputs_and_copied_constants(relu_as_if):
+    torch.manual_seed(0)
+    proto = _export(TwoBlocks(), torch.randn(2, 6), functions={Block})
+    (function,) = proto.functions
+    # Constants come first: the Greater's bound, then the one the then-branch reads.
+    assert [n.op_type for n in function.node] == [
+        "Constant", "Constant", "Gemm", "LayerNormalization", "ReduceMax", "Greater", "If"]
+    then = next(a.g for a in function.node[-1].attribute if a.name == "then_branch")
+    defined = {*function.input, *(o for n in [*function.node, *then.node] for o in n.output)}
+    assert {i for n in then.node for i in n.input} <= defined
+    assert [n.op_type for n in proto.graph.node] == ["Block", "Block"]
+
+
+def test_a_module_shared_by_two_parents_is_called_from_each():
+    class Parent(torch.nn.Module):
+        def __init__(self, act: torch.nn.Module) -> None:
+            super().__init__()
+            self.fc, self.act = torch.nn.Linear(4, 4), act
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.fc(x))
+
+    class Shared(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            act = torch.nn.Tanh()
+            self.a, self.b = Parent(act), Parent(act)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x))
+
+    torch.manual_seed(0)
+    proto = _export(Shared(), torch.randn(2, 4))
+    assert [n.op_type for n in proto.graph.node] == ["Parent", "Parent"]
+    body = _functions(proto)[_key(Parent)]
+    assert [n.op_type for n in body.node] == ["Linear", "Tanh"]
