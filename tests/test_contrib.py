@@ -11,9 +11,7 @@ test runs may share this interpreter's site-packages) and removes it afterwards.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import venv
 from pathlib import Path
 
 import onnx
@@ -26,6 +24,7 @@ import oxport
 from oxport import cli, plugins
 from oxport.plugin_manager import importlib_metadata
 from oxport.testing import compare
+from tests.venvs import layered_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIB = ROOT / "contrib"
@@ -100,13 +99,7 @@ def test_installing_ortcontrib_makes_gelu_com_microsoft(tmp_path, fresh_plugins,
     if installed("oxport-ortcontrib"):
         pytest.skip("oxport-ortcontrib is installed here: test_installed_packs covers it")
     assert_standard_gelu()
-    # A venv that sees this interpreter's packages (oxport, torch, pip, setuptools).
-    root = tmp_path / "venv"
-    venv.create(root, system_site_packages=True, with_pip=False)
-    python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    purelib = Path(subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        text=True).strip())
+    python, purelib = layered_venv(tmp_path / "venv")
     pip(python, "install", "-q", "--no-deps", "--no-build-isolation", str(CONTRIB / "ortcontrib"))
     fresh_plugins.syspath_prepend(str(purelib))
     plugins.reset()

@@ -7,14 +7,11 @@ import importlib
 import io
 import json
 import logging
-import os
 import shutil
-import site
 import subprocess
 import sys
 import textwrap
 import types
-import venv
 from pathlib import Path
 
 import onnx
@@ -25,6 +22,7 @@ import oxport
 from oxport import plugin_manager, plugins, testing
 from oxport.errors import PluginError, RegistryError, UnsupportedOperatorError
 from oxport.registry import Layer, OpPack, ShadowingWarning
+from tests.venvs import layered_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 THIRDPARTY = Path(__file__).resolve().parent / "fixtures" / "thirdparty"
@@ -504,22 +502,6 @@ def test_blocking_an_overriding_pack_restores_the_builtin(install):
 
 
 # -- the third-party contract, pip-installed for real -------------------------------------------
-def layered_venv(root: Path) -> tuple[Path, Path]:
-    """A throwaway venv that also sees this interpreter's site-packages (oxport, torch, pip,
-    setuptools). Installing there keeps the running environment, which other test runs
-    may share, untouched; this process adds the venv's site-packages to sys.path."""
-    venv.create(root, with_pip=False, symlinks=os.name != "nt")
-    python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    purelib = Path(subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        text=True).strip())
-    parents = [p for p in [*site.getsitepackages(), site.getusersitepackages()]
-               if Path(p).is_dir()]
-    (purelib / "_oxport_test_parent.pth").write_text(
-        "".join(f"import site; site.addsitedir({p!r})\n" for p in parents))
-    return python, purelib
-
-
 def run(*command, cwd: Path) -> subprocess.CompletedProcess:
     result = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=cwd)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
