@@ -59,13 +59,17 @@ def infer_value(value: Value, opset: int, depth: int = 0) -> None:
     outputs = [f"out{i}" for i in range(len(node._outputs))]
     proto_node = helper.make_node(node.op_type, names, outputs)
     for attr_name, (kind, attr_value) in node.attrs.items():
-        proto_node.attribute.append(_attribute(attr_name, kind, attr_value))
+        attribute = _attribute(attr_name, kind, attr_value)
+        if attribute is None:
+            return
+        proto_node.attribute.append(attribute)
     try:
         schema = onnx.defs.get_schema(node.op_type, opset, "")
         inferred = onnx.shape_inference.infer_node_outputs(
             schema, proto_node, types, data, opset_imports=[helper.make_opsetid("", opset)])
-    except (onnx.defs.SchemaError, onnx.shape_inference.InferenceError, RuntimeError):
-        return
+    except (onnx.defs.SchemaError, onnx.shape_inference.InferenceError,
+            onnx.checker.ValidationError):
+        return  # ONNX cannot tell (or the checker will say what is wrong with the node)
     for name, out in zip(outputs, node._outputs):
         found = inferred.get(name)
         if found is not None and needs_inference(out):
@@ -74,13 +78,19 @@ def infer_value(value: Value, opset: int, depth: int = 0) -> None:
                 out.setType(merged)
 
 
-def _attribute(name: str, kind: str, value: object) -> onnx.AttributeProto:
+_ATTRIBUTE_TYPES = {"i": onnx.AttributeProto.INT, "f": onnx.AttributeProto.FLOAT,
+                    "s": onnx.AttributeProto.STRING, "is": onnx.AttributeProto.INTS,
+                    "fs": onnx.AttributeProto.FLOATS, "ss": onnx.AttributeProto.STRINGS}
+
+
+def _attribute(name: str, kind: str, value: object) -> onnx.AttributeProto | None:
     from oxport.serialize import tensor_proto
     if kind == "t":
         return helper.make_attribute(name, tensor_proto("", value))
     if kind == "ts":
         return helper.make_attribute(name, [tensor_proto("", v) for v in value])
-    return helper.make_attribute(name, value)
+    attr_type = _ATTRIBUTE_TYPES.get(kind)
+    return None if attr_type is None else helper.make_attribute(name, value, attr_type=attr_type)
 
 
 def type_proto(t: Type) -> onnx.TypeProto | None:

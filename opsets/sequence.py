@@ -252,6 +252,8 @@ def set_item(g, self: Value, index: Value, el: Value) -> Value:
         new = g.op("SequenceInsert", g.op("SequenceErase", seq, at), el, at)
         new.setType(seq.type())
     else:
+        if g.opset < 11:
+            sh._onnx_opset_unsupported("aten::_set_item.t", g.opset, 11)  # ScatterND
         values = as_number_tensor(g, self, kind)
         at = sh._reshape_helper(g, _normalized(g, index, g.op("Size", values)), [1, 1])
         item = sh._reshape_helper(g, sh._cast_to(g, el, values.type().dtype()), [1])
