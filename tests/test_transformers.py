@@ -1,0 +1,183 @@
+"""Real ``transformers`` model code, from small configs with random weights (no downloads).
+
+BERT, GPT-2, T5 (encoder-decoder, with ``decoder_input_ids``), a LLaMA decoder
+(grouped-query attention, rotary embeddings, RMSNorm), ViT and Whisper, each exported
+at opsets 13, 17, 20 and 26 with a dynamic batch and sequence axis, checked by the full
+ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
+sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
+inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import oxport
+
+transformers = pytest.importorskip(
+    "transformers", reason="transformers is not installed (pip install -e .[test])")
+
+OPSETS = (13, 17, 20, 26)
+SIZES = ((2, 7), (3, 11))  # (batch, sequence): traced, then the second size
+VOCAB = 99
+
+
+def _tokens(batch: int, seq: int) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, seq))
+
+
+def _mask(batch: int, seq: int) -> torch.Tensor:
+    """All ones but the first row's last two positions (padding)."""
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[0, -2:] = 0
+    return mask
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    build: Callable[[], torch.nn.Module]
+    #: (batch, seq) -> keyword inputs, in the order they become graph inputs
+    inputs: Callable[[int, int], dict[str, torch.Tensor]]
+    #: input and output names (inputs first) -> dynamic axes
+    axes: dict[str, dict[int, str]]
+    rtol: float = 1e-3
+    atol: float = 1e-4
+
+
+_BS = {0: "batch", 1: "seq"}
+
+
+def _bert() -> torch.nn.Module:
+    return transformers.BertModel(transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        vocab_size=VOCAB, max_position_embeddings=64))
+
+
+def _gpt2() -> torch.nn.Module:
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_embd=32, n_layer=2, n_head=2, vocab_size=VOCAB, n_positions=64, use_cache=False,
+        bos_token_id=0, eos_token_id=0))
+
+
+def _t5() -> torch.nn.Module:
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=2, num_heads=4,
+        vocab_size=VOCAB, use_cache=False, decoder_start_token_id=0))
+
+
+def _llama() -> torch.nn.Module:
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=37, vocab_size=VOCAB, max_position_embeddings=64, use_cache=False,
+        bos_token_id=0, eos_token_id=0, pad_token_id=0))
+
+
+def _vit() -> torch.nn.Module:
+    return transformers.ViTForImageClassification(transformers.ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        image_size=32, patch_size=8, num_labels=10))
+
+
+def _whisper() -> torch.nn.Module:
+    return transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(
+        d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, vocab_size=VOCAB,
+        num_mel_bins=8, max_source_positions=16, max_target_positions=32, use_cache=False,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1))
+
+
+SPECS: dict[str, Spec] = {
+    "bert": Spec(_bert, lambda b, s: {
+        "input_ids": _tokens(b, s), "attention_mask": _mask(b, s),
+        "token_type_ids": (torch.arange(s) >= s // 2).long().expand(b, s)},
+        {"input_ids": _BS, "attention_mask": _BS, "token_type_ids": _BS,
+         "last_hidden_state": _BS, "pooler_output": {0: "batch"}}),
+    "gpt2": Spec(_gpt2, lambda b, s: {"input_ids": _tokens(b, s), "attention_mask": _mask(b, s)},
+                 {"input_ids": _BS, "attention_mask": _BS, "logits": _BS}),
+    "t5": Spec(_t5, lambda b, s: {
+        "input_ids": _tokens(b, s), "attention_mask": _mask(b, s),
+        "decoder_input_ids": _tokens(b, s - 2)},
+        {"input_ids": _BS, "attention_mask": _BS,
+         "decoder_input_ids": {0: "batch", 1: "target"}, "logits": {0: "batch", 1: "target"},
+         "encoder_last_hidden_state": _BS}),
+    "llama": Spec(_llama, lambda b, s: {"input_ids": _tokens(b, s),
+                                        "attention_mask": _mask(b, s)},
+                  {"input_ids": _BS, "attention_mask": _BS, "logits": _BS}),
+    # The sequence of a ViT is its patches: images of 32x32 and 48x48 (16 and 36 patches),
+    # with interpolate_pos_encoding=True.
+    "vit": Spec(_vit, lambda b, s: {"pixel_values": torch.randn(b, 3, 32 + 16 * (s > 7),
+                                                                32 + 16 * (s > 7))},
+                {"pixel_values": {0: "batch", 2: "height", 3: "width"},
+                 "logits": {0: "batch"}}),
+    # Whisper's encoder takes a fixed 2 * max_source_positions frames; the decoder's tokens
+    # are the sequence axis.
+    "whisper": Spec(_whisper, lambda b, s: {"input_features": torch.randn(b, 8, 32),
+                                            "decoder_input_ids": _tokens(b, s)},
+                    {"input_features": {0: "batch"}, "decoder_input_ids": _BS,
+                     "logits": _BS, "encoder_last_hidden_state": {0: "batch"}}),
+}
+
+#: keyword arguments every call gets (constants in the graph)
+_CALL = {"return_dict": False}
+_EXTRA = {"vit": {"interpolate_pos_encoding": True}}
+
+
+@dataclasses.dataclass
+class _Fixture:
+    model: torch.nn.Module
+    inputs: dict[tuple[int, int], dict[str, torch.Tensor]]
+    expected: dict[tuple[int, int], list[np.ndarray]]
+
+
+@functools.lru_cache(maxsize=1)  # the tests of one model run one after another
+def _fixture(name: str) -> _Fixture:
+    torch.manual_seed(0)
+    model = SPECS[name].build().eval()
+    inputs = {size: SPECS[name].inputs(*size) for size in SIZES}
+    expected = {}
+    for size, kwargs in inputs.items():
+        with torch.no_grad():
+            outputs = model(**kwargs, **_CALL, **_EXTRA.get(name, {}))
+        expected[size] = [y.numpy() for y in outputs]
+    return _Fixture(model, inputs, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+@pytest.mark.parametrize("opset", OPSETS, ids=lambda o: f"opset{o}")
+@pytest.mark.parametrize("name", list(SPECS))
+def test_transformers_model(name: str, opset: int) -> None:
+    """One export per (model, opset): full checker, then ORT vs eager at two sizes."""
+    spec, fixture = SPECS[name], _fixture(name)
+    traced = fixture.inputs[SIZES[0]]
+    output_names = [key for key in spec.axes if key not in traced]
+    buffer = io.BytesIO()
+    oxport.export(fixture.model, ({**traced, **_CALL, **_EXTRA.get(name, {})},), buffer,
+                  opset_version=opset, input_names=list(traced), output_names=output_names,
+                  dynamic_axes=spec.axes)
+    proto = onnx.load_from_string(buffer.getvalue())
+    onnx.checker.check_model(proto, full_check=True)
+    assert [i.name for i in proto.graph.input] == list(traced)
+    for value in [*proto.graph.input, *proto.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        assert {axis: dims[axis].dim_param for axis in spec.axes[value.name]} == \
+            spec.axes[value.name]
+
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    for size in SIZES:
+        feeds = {key: value.numpy() for key, value in fixture.inputs[size].items()}
+        got = session.run(None, feeds)
+        assert len(got) == len(fixture.expected[size])
+        for index, (g, w) in enumerate(zip(got, fixture.expected[size])):
+            np.testing.assert_allclose(g, w, rtol=spec.rtol, atol=spec.atol,
+                                       err_msg=f"{name} opset {opset} size {size} "
+                                               f"output {output_names[index]}")
