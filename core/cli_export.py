@@ -33,6 +33,7 @@ from oxport.errors import (
     OnnxExporterError,
     UnsupportedOperatorError,
 )
+from oxport.types import DEFAULT_OPSET
 
 EXIT_CODES = f"""exit status:
   {EXIT_OK}  the model was written (and, with --verify, matches eager PyTorch)
@@ -58,16 +59,17 @@ def add_export_command(sub: Any) -> None:
     p = sub.add_parser(
         "export", help="export a model to ONNX (and verify it with ONNX Runtime)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Export a PyTorch model to ONNX.\n\nTARGET is MODULE:FACTORY, where "
-                    "FACTORY is an nn.Module or a callable returning one (MODULE is importable "
-                    "from the current folder, or a path to a .py file); or use --example.",
+        description="Export a PyTorch model to ONNX.\n\nTARGET is MODULE:FACTORY: FACTORY is "
+                    "an nn.Module or a callable returning one, MODULE is\nimportable from the "
+                    "current folder or a path to a .py file. Or use --example NAME.",
         epilog=f"examples:\n{EXAMPLE_LIST}\n\n{EXIT_CODES}")
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="MODULE:FACTORY, e.g. my_models:make_net or models/net.py:Net")
     p.add_argument("--example", metavar="NAME", choices=list(examples.EXAMPLES),
                    help=f"a built-in example model: {', '.join(examples.EXAMPLES)}")
     p.add_argument("-o", "--output", metavar="PATH",
-                   help="the ONNX file to write (default: NAME.onnx in the current folder)")
+                   help="the ONNX file to write (default: FACTORY.onnx, or NAME.onnx for "
+                        "--example NAME)")
     p.add_argument("--input", action="append", type=shape_arg, default=[], metavar="SHAPE",
                    help="an input as SIZExSIZE...[:DTYPE], e.g. 1x3x224x224:float32 "
                         "(repeatable, in forward's order; random values: floats normal, "
@@ -81,7 +83,8 @@ def add_export_command(sub: Any) -> None:
                    metavar="NAME:AXIS[:LABEL]",
                    help="an axis whose size may change at run time, e.g. input:0:batch "
                         "(repeatable; NAME is an input or output name)")
-    p.add_argument("--opset", type=opset_arg, help="the ai.onnx opset (default: oxport's)")
+    p.add_argument("--opset", type=opset_arg,
+                   help=f"the ai.onnx opset (default: {DEFAULT_OPSET})")
     p.add_argument("--fallback", action="append", default=[], metavar="NAME",
                    help="enable a fallback for ops without a conversion: aten (every aten op "
                         "as ATen), aten-fallback (only the unconverted ones), fallthrough "
@@ -93,8 +96,10 @@ def add_export_command(sub: Any) -> None:
     p.add_argument("--verify", action="store_true",
                    help="run the model in ONNX Runtime and compare with eager PyTorch; with "
                         "dynamic axes, at a second size too")
-    p.add_argument("--rtol", type=float, default=1e-3, help="--verify's relative tolerance")
-    p.add_argument("--atol", type=float, default=1e-5, help="--verify's absolute tolerance")
+    p.add_argument("--rtol", type=float, default=1e-3,
+                   help="--verify's relative tolerance (default: 1e-3)")
+    p.add_argument("--atol", type=float, default=1e-5,
+                   help="--verify's absolute tolerance (default: 1e-5)")
     p.add_argument("--plugins", type=comma_list, metavar="A,B",
                    help="load only these plugins (see `oxport plugins`)")
     p.add_argument("--no-plugin", action="append", default=[], metavar="NAME",
