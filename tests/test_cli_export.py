@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+import torch
 
 from oxport import cli
 from oxport.cli_common import EXIT_FAILED, EXIT_MISMATCH, EXIT_USAGE, UsageError, load_target
@@ -263,3 +264,39 @@ def test_load_target_names_a_missing_dependency(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(UsageError, match="it needs the module 'not_installed_dependency'"):
         load_target("needs_dep:x")
+
+
+# -- the built-in examples ----------------------------------------------------------------
+def test_small_examples_build_seeded_and_run():
+    from oxport import examples
+
+    for name, shape in (("mlp", (1, 10)), ("lstm", (1, 16, 8))):
+        model, inputs = examples.build(examples.get(name))
+        again, _ = examples.build(examples.get(name))
+        assert not model.training and model(*inputs).shape == shape
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                      again.state_dict().values()))
+
+
+def test_alexnet_example_has_torchvisions_layout():
+    from oxport import examples
+
+    model = examples.AlexNet()
+    assert sum(p.numel() for p in model.parameters()) == 61_100_840
+    assert len(model.state_dict()) == 16
+
+
+def test_bert_example_without_transformers(monkeypatch):
+    from oxport import examples
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(UsageError, match="needs the transformers package.*pip install "
+                                         "transformers"):
+        examples.build(examples.get("bert"))
+
+
+def test_unknown_example_lists_them():
+    from oxport import examples
+
+    with pytest.raises(UsageError, match="no example called 'vgg'. Examples: alexnet, resnet"):
+        examples.get("vgg")
