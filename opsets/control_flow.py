@@ -136,7 +136,7 @@ def _raises(block: Any) -> bool:
 
 
 # -- If --------------------------------------------------------------------------------
-@pack.symbolic("prim::If", since=9)
+@pack.symbolic("prim::If", since=7)
 def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     """ONNX If; a constant condition, or a branch that only raises, keeps just one branch."""
     node = g.original_node
@@ -158,6 +158,9 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     ts_outputs = list(node.outputs())
     if not ts_outputs:
         return None
+    if g.opset < 9:  # below 9 a subgraph cannot hold the int and bool constants it needs
+        sh._onnx_opset_unsupported_detailed("prim::If", g.opset, 9, "a condition known only at "
+                                            "run time")
     cond = to_condition(g, condition)
     branches = []
     for name, block in zip(("then_branch", "else_branch"), blocks):
@@ -381,7 +384,7 @@ def _count(value: int):
     return lambda: torch.tensor(value)
 
 
-pack.case("prim::If", _if_sign, (2, 3), script=True)
+pack.case("prim::If", _if_sign, (2, 3), script=True, min_opset=9)
 pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True)
 pack.case("prim::If", _if_list, (2, 3), name="list_output", script=True, min_opset=13)
 pack.case("prim::Loop", _for_loop, lambda: torch.ones(2, 3, dtype=torch.long), _count(5),

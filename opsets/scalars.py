@@ -18,6 +18,7 @@ import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
+from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
 from oxport.types import JitScalarType
 
@@ -179,6 +180,32 @@ def derive_index(g, index: Value, start: Value, step: Value) -> Value:
     int64 = torch.int64
     scaled = g.op("Mul", _number(g, index, int64), _number(g, step, int64))
     return _typed(g.op("Add", _number(g, start, int64), scaled), int64)
+
+
+@pack.symbolic("aten::__contains__.int_list", since=7)
+def contains(g, values: Value, item: Value) -> Value:
+    """``item in [a, b, ...]`` (folded when everything is constant)."""
+    const_item = _const(item)
+    const_values = sh._maybe_get_const(values, "is")
+    if const_item is not None and not isinstance(const_values, Value):
+        return g.python_constant(const_item in const_values)
+    if sh._is_packed_list(values):
+        values = g.graph.materialize(values)
+    found = g.op("Equal", sh._cast_to(g, values, torch.int64), _number(g, item, torch.int64))
+    hits = sh._reduce_helper(g, "ReduceMax", sh._cast_to(g, found, torch.int64), [0],
+                             keepdims_i=0)
+    return _typed(sh._cast_to(g, hits, torch.bool), torch.bool)
+
+
+@pack.symbolic("prim::Uninitialized", since=7)
+def uninitialized(g) -> Value:
+    """The placeholder a raising branch gives its outputs: unusable if anything reads it."""
+    def materialize(graph: Any) -> Value:
+        raise OnnxExporterError(
+            f"A value that is only set on a path that raises an exception is used (at "
+            f"{g.source or 'unknown'}); ONNX has no uninitialized values.")
+
+    return g.graph.deferred(Type.of(g.original_node.output().type()), materialize)
 
 
 def _min_max(op_type: str, py: Callable[..., Any]):
@@ -388,6 +415,20 @@ def _range(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _contains(x: torch.Tensor) -> torch.Tensor:
+    dims = [1, 2]
+    return x * int(x.size(0) in dims) + int(x.dim() in dims)
+
+
+class _RaisesUnlessMatrix(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            y = x + 1
+        else:
+            raise ValueError("expected a matrix")
+        return y
+
+
 def _bool(x: torch.Tensor) -> torch.Tensor:
     if bool(x.sum() > 0):
         return x + 1
@@ -452,6 +493,8 @@ pack.case("aten::remainder.int", _remainder, (2, 3), script=True)
 pack.case("aten::neg.int", _neg, (2, 3), script=True)
 pack.case("prim::min", _min, (2, 3), script=True)
 pack.case("prim::max", _max, (2, 3), script=True)
+pack.case("aten::__contains__.int_list", _contains, (2, 3), script=True)
+pack.case("prim::Uninitialized", _RaisesUnlessMatrix(), (2, 3), script=True)
 pack.case("aten::__range_length", _range, (6, 2), script=True, min_opset=9)
 pack.case("aten::__derive_index", _range, (6, 2), script=True, min_opset=9)
 pack.case("aten::Bool", _bool, (2, 3), script=True, min_opset=9)

@@ -110,6 +110,13 @@ with warnings.catch_warnings():
         return h
 
     @torch.jit.script
+    def grow_until(x, limit: torch.Tensor):
+        rows = [x]
+        while len(rows) < int(limit):
+            rows.append(rows[-1] * 2)
+        return torch.stack(rows)
+
+    @torch.jit.script
     def sign_branch(x):
         if bool(x.sum() > 0):
             y = x * 2
@@ -243,6 +250,11 @@ def test_list_read_while_growing_needs_sequences_in_loops():
                    (torch.ones(1, 2), torch.tensor(5)), opset=13)
     with pytest.raises(UnsupportedOperatorError, match="opset 13"):
         oxport.convert(read_while_growing, (torch.ones(1, 2), torch.tensor(2)), opset_version=11)
+
+
+def test_while_loop_on_the_length_of_a_growing_list():
+    export_and_run(grow_until, (torch.ones(2), torch.tensor(4)), (torch.ones(2), torch.tensor(1)),
+                   (torch.ones(2), torch.tensor(7)), opset=13)
 
 
 def test_list_below_opset_11_names_the_opset():

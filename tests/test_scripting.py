@@ -123,6 +123,25 @@ with warnings.catch_warnings():
         return x * scale
 
 
+class GreedyDecoder(torch.nn.Module):
+    """A scripted decoder loop over library modules (their input checks raise on error paths)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(4, 4)
+        self.out = torch.nn.Linear(4, 5)
+        self.embedding = torch.nn.Embedding(5, 4)
+
+    def forward(self, h, steps: int):
+        token = torch.zeros(h.size(0), dtype=torch.long)
+        tokens: list[torch.Tensor] = []
+        for _ in range(steps):
+            h = self.cell(self.embedding(token), h)
+            token = self.out(h).argmax(-1)
+            tokens.append(token)
+        return torch.stack(tokens, 1), h
+
+
 class ListLoopModel(torch.nn.Module):
     def forward(self, x):
         res = []
@@ -203,6 +222,12 @@ def test_script_module_freezes_attributes_and_keeps_state_names():
     names = {init.name for init in proto.graph.initializer}
     assert {"linear.weight", "linear.bias", "norm.running_mean"} <= names
     assert [i.name for i in proto.graph.input] == ["x"]  # the int argument is hard-coded
+
+
+def test_scripted_decoder_over_library_modules():
+    torch.manual_seed(0)
+    model = script(GreedyDecoder()).eval()
+    export_and_run(model, (torch.randn(2, 4), 5), opset=13)
 
 
 def test_default_arguments_of_a_scripted_function():
