@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from oxport import plugins
+from oxport import plugins, support_table
 from oxport.cli_doctor import add_doctor_command
 from oxport.cli_export import add_export_command
 from oxport.errors import OnnxExporterError
@@ -53,7 +53,13 @@ def _add_ops_command(sub: Any) -> None:
     p.add_argument("--opset", type=_opset, default=None,
                    help="only symbolics serving this opset, and which one is active "
                         f"(default: all opsets; exports default to {DEFAULT_OPSET})")
-    p.add_argument("--json", action="store_true", help="print a JSON list")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print a JSON list")
+    form.add_argument("--markdown", action="store_true",
+                      help="the support table (op, opset range, provider, per family, with "
+                           "per-opset coverage counts) as Markdown; see docs/supported_ops.md")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="with --markdown: write the table to PATH instead of printing it")
     p.set_defaults(run=_ops)
 
 
@@ -70,6 +76,11 @@ def _opset(text: str) -> int:
 
 
 def _ops(args: argparse.Namespace) -> int:
+    if args.output and not args.markdown:
+        print("oxport ops: error: -o/--output needs --markdown", file=sys.stderr)
+        return 2
+    if args.markdown:
+        return _ops_markdown(args)
     registry = RegistryView(plugins.load().registry, plugins.runtime_registry())
     rows = []
     for entry in registry.entries():
@@ -93,6 +104,19 @@ def _ops(args: argparse.Namespace) -> int:
             notes.append("shadowed")
         suffix = f"  [{'; '.join(notes)}]" if notes else ""
         print(f"{row['op']:40} {row['since']:>2}..{upper:<3} {row['layer']:9} {provider}{suffix}")
+    return 0
+
+
+def _ops_markdown(args: argparse.Namespace) -> int:
+    """Every loaded plugin's symbolics (``--opset`` keeps those serving it)."""
+    entries = [e for e in plugins.load().registry.entries()
+               if args.opset is None or e.serves(args.opset)]
+    text = support_table.render(entries)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
