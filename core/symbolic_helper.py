@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from oxport.errors import SymbolicDeclined, SymbolicValueError
-from oxport.ir import Value
+from oxport.ir import Type, Value
 from oxport.types import JitScalarType
 
 _DESCRIPTORS = ("v", "i", "is", "f", "fs", "b", "s", "t", "none")
@@ -418,7 +418,8 @@ def _traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
     if kind not in kinds and kind.removesuffix("_") not in kinds:
         return None
     out_type = node.output().type()
-    return out_type.dtype() if isinstance(out_type, torch._C.TensorType) else None
+    # Through oxport's Type, a quantized dtype reads as float32 (the QDQ form).
+    return Type.of(out_type).dtype() if isinstance(out_type, torch._C.TensorType) else None
 
 
 def _bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:
