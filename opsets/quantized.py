@@ -218,21 +218,21 @@ def dequantize(g, input: Value) -> Value:
 
 
 # -- linear and convolution -------------------------------------------------------------
-def _linear(activation: str | None):
+def _linear(relu: bool):
     def symbolic(g, x: Value, packed: Value, scale: Value, zero_point: Value) -> Value:
         op = g.original_node.kind()
         w, bias = torch.ops.quantized.linear_unpack(_object(g, packed))
         y = linear_float(g, x, w, bias, op)
-        if activation:
-            y = g.op(activation, y)
+        if relu:
+            y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
+    symbolic.__doc__ = (f"MatMul with the dequantized weight, float bias{', Relu' if relu else ''}"
+                        ", requantized.")
     return symbolic
 
 
-linear = pack.symbolic("quantized::linear", since=10)(_linear(None))
-linear.__doc__ = "MatMul with the dequantized int8 weight, float bias, requantized."
-linear_relu = pack.symbolic("quantized::linear_relu", since=10)(_linear("Relu"))
-linear_relu.__doc__ = "quantized::linear followed by Relu before requantizing."
+pack.symbolic("quantized::linear", since=10)(_linear(False))
+pack.symbolic("quantized::linear_relu", since=10)(_linear(True))
 
 
 def _conv_attrs(packed: Any, dims: int, transposed: bool) -> dict[str, Any]:
@@ -284,7 +284,8 @@ def _binary(onnx_op: str, relu: bool = False):
         if relu:
             y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
-    symbolic.__doc__ = f"{onnx_op}{' + Relu' if relu else ''} of the dequantized inputs, requantized."
+    symbolic.__doc__ = (f"{onnx_op}{' + Relu' if relu else ''} of the dequantized inputs, "
+                        "requantized.")
     return symbolic
 
 

@@ -32,8 +32,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
                                         "ignore:.*quantiz.*:UserWarning")
 
 
-def _run(model: nn.Module, *inputs: torch.Tensor, opset: int, **kwargs) -> tuple[list, onnx.ModelProto]:
-    proto = oxport.convert(model, inputs, opset_version=opset, **kwargs).model_proto()
+def _run(model: nn.Module, *inputs: torch.Tensor, opset: int) -> tuple[list, onnx.ModelProto]:
+    proto = oxport.convert(model, inputs, opset_version=opset).model_proto()
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
