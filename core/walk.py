@@ -16,6 +16,7 @@ import inspect
 import logging
 import os
 import sys
+import sysconfig
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -38,6 +39,10 @@ from oxport.trace import FrontEnd
 log = logging.getLogger("oxport.walk")
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OXPORT_DIR = os.path.dirname(os.path.abspath(__file__))
+#: The built-in example models (``oxport export --example``) are model code, not oxport's.
+_EXAMPLES = os.path.join(_OXPORT_DIR, "examples.py")
+#: Console-script launchers (the ``oxport`` command) are never the user's code.
+_SCRIPTS_DIR = sysconfig.get_path("scripts") + os.sep
 
 
 class Fallback(Protocol):
@@ -382,7 +387,8 @@ def source_of(node: torch._C.Node) -> str:
         return ""
     frames = [line.strip() for line in text.splitlines() if line.strip()]
     for frame in frames:
-        if _TORCH_DIR not in frame and _OXPORT_DIR + os.sep not in frame:
+        if _EXAMPLES in frame or (_TORCH_DIR not in frame and _OXPORT_DIR + os.sep not in frame
+                                  and not frame.startswith(_SCRIPTS_DIR)):
             return frame
     return frames[0] if frames else ""
 
