@@ -217,9 +217,6 @@ def _clone(graph: torch._C.Graph, producer: torch._C.Node,
 #: TorchScript value types an ONNX graph has no counterpart for, by what users call them.
 _CONSTRUCTS = {
     "DictType": ("a dict", "ONNX has no dict type; use tensors, or a tuple of tensors"),
-    "StringType": ("a string computed at run time",
-                   "ONNX graphs compute on tensors; keep strings constant (module attributes "
-                   "or hard-coded arguments)"),
     "ClassType": ("an instance of a scripted class", "inline the class's tensors into the "
                   "module (or its methods into forward)"),
     "FutureType": ("torch.jit.fork/wait", "call the function directly"),
@@ -227,8 +224,9 @@ _CONSTRUCTS = {
 
 
 def unsupported_constructs(graph: torch._C.Graph) -> list[str]:
-    """One line per construct ONNX cannot express (dicts, run-time strings, objects,
-    futures), naming it and its source line; error paths (``raise``) are skipped."""
+    """One line per construct ONNX cannot express (dicts, objects, futures), naming it and
+    its source line; error paths (``raise``) are skipped. (Strings are left to the
+    conversion: most are constants, or fold with the branches that choose them.)"""
     found: list[str] = []
     _scan(graph.block(), found)
     return found

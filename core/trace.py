@@ -302,13 +302,18 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
             params: list[tuple[str, torch.Tensor]] = []
         else:
             frozen = torch._C._freeze_module(model._c, preserveParameters=True)
-            graph = frozen._get_method("forward").graph.copy()
+            graph = frozen._get_method(_forward_name(model, positional)).graph.copy()
             torch._C._jit_pass_inline(graph)
+            _inline_attributes(graph, model)
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
         bound = _with_defaults(model, positional, len(user_inputs))
         _bind_script_inputs(graph, user_inputs, bound)
+        # Fold what the hard-coded arguments decide (``if hx is None:``; numbers, strings,
+        # None, not tensors) before tuples are lowered (after threading it would undo the
+        # threaded block outputs).
+        torch._C._jit_pass_constant_propagation_immutable_types(graph)
         _general_passes(graph)
         problems = script_passes.unsupported_constructs(graph)
         if problems:
@@ -326,7 +331,8 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
         notes: list[str] = []
         try:
-            example = model(*positional)
+            example = model(*positional) if isinstance(model, torch.jit.ScriptFunction) \
+                else model._c._get_method(_forward_name(model, positional))(*positional)
         except Exception as exc:  # noqa: BLE001 - the user's model failed: say so, chained
             raise OnnxExporterError(
                 f"Running the scripted model on args failed: {type(exc).__name__}: {exc}") from exc
@@ -339,10 +345,65 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
     return FrontEnd(graph, flat, names, params, [], notes, scripted=True)
 
 
+def _inline_attributes(graph: torch._C.Graph, model: Any) -> None:
+    """Attributes freezing kept (those some method writes, like ``nn.LSTM``'s
+    ``_flat_weights``) read as they are now: numbers and strings become constants, a list
+    of the module's parameters becomes a list of reads of those parameters."""
+    for node in graph.findAllNodes("prim::GetAttr"):
+        owner, path = node.inputsAt(0), []
+        while owner.node().kind() == "prim::GetAttr":
+            path.insert(0, owner.node().s("name"))
+            owner = owner.node().inputsAt(0)
+        if owner.node().kind() != "prim::Param":
+            continue
+        module = model
+        for name in path:
+            module = getattr(module, name)
+        value = getattr(module, node.s("name"))
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            with graph.insert_point_guard(node):
+                replacement = graph.insertConstant(value)
+        elif isinstance(value, list) and value and all(isinstance(v, torch.Tensor) for v in value):
+            by_id = {id(t): n for n, t in module.named_parameters(recurse=False)}
+            if not all(id(v) in by_id for v in value):
+                continue
+            reads = []
+            for tensor in value:
+                read = graph.create("prim::GetAttr", [node.inputsAt(0)], 1)
+                read.s_("name", by_id[id(tensor)])
+                read.output().setType(torch._C.TensorType.get())
+                read.insertBefore(node)
+                reads.append(read.output())
+            build = graph.create("prim::ListConstruct", reads, 1)
+            build.output().setType(node.output().type())
+            build.insertBefore(node)
+            replacement = build.output()
+        else:
+            continue
+        node.output().replaceAllUsesWith(replacement)
+        node.destroy()
+
+
+def _forward_name(model: Any, args: tuple[Any, ...]) -> str:
+    """``forward``, or for an overloaded ``forward`` (``nn.LSTM``'s) the overload whose
+    leading parameters take ``args``' kinds (tensor or not)."""
+    names = model._c._method_names()
+    if "forward" in names:
+        return "forward"
+    for name in sorted(n for n in names if re.fullmatch(r"forward__\d+", n)):
+        params = [a for a in model._c._get_method(name).schema.arguments if a.name != "self"]
+        if len(params) >= len(args) and all(
+                isinstance(arg, torch.Tensor) == (param.type.kind() == "TensorType")
+                for arg, param in zip(args, params) if arg is not None):
+            return name
+    raise InvalidExportArgumentError(
+        f"{type(model).__name__} has no scripted forward that takes these args.")
+
+
 def _with_defaults(model: Any, args: tuple[Any, ...], count: int) -> tuple[Any, ...]:
     """``args`` completed with the scripted signature's defaults."""
     schema = model.schema if isinstance(model, torch.jit.ScriptFunction) \
-        else model.forward.schema
+        else model._c._get_method(_forward_name(model, args)).schema
     params = [a for a in schema.arguments if a.name != "self"]
     if len(args) > count or any(not p.has_default_value() for p in params[len(args):count]):
         names = ", ".join(p.name for p in params)

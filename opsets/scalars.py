@@ -198,14 +198,15 @@ def contains(g, values: Value, item: Value) -> Value:
 
 
 @pack.symbolic("prim::Uninitialized", since=7)
-def uninitialized(g) -> Value:
+def uninitialized(g) -> tuple[Value, ...]:
     """The placeholder a raising branch gives its outputs: unusable if anything reads it."""
     def materialize(graph: Any) -> Value:
         raise OnnxExporterError(
             f"A value that is only set on a path that raises an exception is used (at "
             f"{g.source or 'unknown'}); ONNX has no uninitialized values.")
 
-    return g.graph.deferred(Type.of(g.original_node.output().type()), materialize)
+    return tuple(g.graph.deferred(Type.of(out.type()), materialize)
+                 for out in g.original_node.outputs())
 
 
 def _min_max(op_type: str, py: Callable[..., Any]):
@@ -324,22 +325,99 @@ def _is_none(value: Value) -> bool | None:
     return False
 
 
+def _identical(op: str, a: Value, b: Value) -> bool:
+    """``a is b`` at export: None checks, and whether two values are the same graph value
+    (distinct values are distinct tensors in the exported model)."""
+    none_a, none_b = _is_none(a), _is_none(b)
+    if none_a is None or none_b is None:
+        sh._unimplemented(op, "an Optional value whose None-ness is known only at run time")
+    if none_a or none_b:
+        return bool(none_a and none_b)
+    return a is b
+
+
 @pack.symbolic("aten::__is__", since=7)
 def is_(g, a: Value, b: Value) -> Value:
-    """``a is b``: known at export for ``x is None`` checks."""
-    none_a, none_b = _is_none(a), _is_none(b)
-    if none_a is None or none_b is None or not (none_a or none_b):
-        sh._unimplemented("aten::__is__", "an identity test other than `x is None`")
-    return g.python_constant(bool(none_a and none_b))
+    """``a is b``: ``x is None`` checks and ``query is key`` identity checks fold."""
+    return g.python_constant(_identical("aten::__is__", a, b))
 
 
 @pack.symbolic("aten::__isnot__", since=7)
 def is_not(g, a: Value, b: Value) -> Value:
-    """``a is not b``: known at export for ``x is not None`` checks."""
-    none_a, none_b = _is_none(a), _is_none(b)
-    if none_a is None or none_b is None or not (none_a or none_b):
-        sh._unimplemented("aten::__isnot__", "an identity test other than `x is not None`")
-    return g.python_constant(not (none_a and none_b))
+    """``a is not b``: ``x is not None`` checks and identity checks fold."""
+    return g.python_constant(not _identical("aten::__isnot__", a, b))
+
+
+def _known_false(name: str, what: str):
+    def symbolic(g, *args: Value) -> Value:
+        return g.python_constant(False)
+    symbolic.__name__ = name.split("::")[1]
+    symbolic.__doc__ = f"``{what}``: False in an exported graph."
+    return symbolic
+
+
+for _name, _what in {"aten::is_grad_enabled": "torch.is_grad_enabled() (ONNX has no autograd)",
+                     "aten::is_autocast_enabled": "torch.is_autocast_enabled()",
+                     "prim::requires_grad": "x.requires_grad (ONNX has no autograd)",
+                     "prim::is_nested": "x.is_nested (nested tensors have no ONNX form)",
+                     "prim::is_cuda": "x.is_cuda (an ONNX model has no device)"}.items():
+    pack.symbolic(_name, since=7)(_known_false(_name, _what))
+
+
+@pack.symbolic("prim::type", since=7)
+def device_type(g, device: Value) -> Value:
+    """``x.device.type``: ``"cpu"`` (the device an export runs on)."""
+    const = device.const if device.is_const else None
+    return g.python_constant(const.type if isinstance(const, torch.device) else "cpu")
+
+
+@pack.symbolic("aten::format", since=7)
+def format_(g, template: Value, *args: Value) -> Value:
+    """``"...{}".format(...)`` on constants (messages in checks that fold away)."""
+    if not template.is_const or not all(a.is_const for a in args):
+        sh._unimplemented("aten::format", "formatting a string with values known only at run "
+                          "time")
+    return g.python_constant(template.const.format(*(a.const for a in args)))
+
+
+@pack.symbolic("aten::add.str", since=7)
+def add_str(g, a: Value, b: Value) -> Value:
+    if not (a.is_const and b.is_const):
+        sh._unimplemented("aten::add.str", "joining strings known only at run time")
+    return g.python_constant(a.const + b.const)
+
+
+@pack.symbolic("aten::__contains__.str_list", since=7)
+def contains_str(g, values: Value, item: Value) -> Value:
+    """``s in ["a", "b"]`` on constant strings."""
+    items = sh._unpack_list(values) if sh._is_packed_list(values) else None
+    if not item.is_const or (items is None and not values.is_const) or (
+            items is not None and not all(i.is_const for i in items)):
+        sh._unimplemented("aten::__contains__.str_list", "strings known only at run time")
+    consts = [i.const for i in items] if items is not None else list(values.const)
+    return g.python_constant(item.const in consts)
+
+
+def _all_any(name: str, op_type: str, py: Callable[[list[bool]], bool]):
+    def symbolic(g, values: Value) -> Value:
+        items = sh._unpack_list(values) if sh._is_packed_list(values) else None
+        if items is not None and all(_const(i) is not None for i in items):
+            return g.python_constant(py([bool(_const(i)) for i in items]))
+        flags = g.graph.materialize(values) if items is not None else values
+        as_int = sh._cast_to(g, flags, torch.int64)
+        compute = torch.float32 if g.opset < 18 and op_type == "ReduceMin" else torch.int64
+        reduced = sh._reduce_helper(g, op_type, sh._cast_to(g, as_int, compute), [0],
+                                    keepdims_i=0)
+        return _typed(sh._cast_to(g, reduced, torch.bool), torch.bool)
+    symbolic.__name__ = f"{name}_bool"
+    symbolic.__doc__ = f"``{name}([...])`` over bools or ints."
+    return symbolic
+
+
+_all = pack.symbolic("aten::all.bool", since=7)(_all_any("all", "ReduceMin", all))
+_any = pack.symbolic("aten::any.bool", since=7)(_all_any("any", "ReduceMax", any))
+pack.alias(_all, "aten::all.int", since=7)
+pack.alias(_any, "aten::any.int", since=7)
 
 
 @pack.symbolic("aten::warn", since=7)
@@ -465,12 +543,30 @@ def _dtype_device(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros(3, dtype=x.dtype, device=x.device) + x.dim()
 
 
-def _mode(x: torch.Tensor, mode: str = "double") -> torch.Tensor:
+def _mode(x: torch.Tensor) -> torch.Tensor:
+    mode = "double" if x.dim() == 2 else "half"  # known once the rank is
     double = mode == "double"
     other = mode != "half"
     if double and other:
         return x * 2
     return x / 2
+
+
+def _queries(x: torch.Tensor) -> torch.Tensor:
+    flags = [torch.is_grad_enabled(), torch.is_autocast_enabled(), x.requires_grad,
+             x.is_nested, x.is_cuda, x.device.type not in ["cpu"]]
+    if any(flags):
+        return x
+    note = "rank " + "{}".format(x.dim())
+    return x * len(note)
+
+
+def _all_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return x * int(all([x.size(0) > 1, x.size(1) > 1]))
+
+
+def _any_ints(x: torch.Tensor) -> torch.Tensor:
+    return x * int(any([x.size(0) - 2, 0])) + int(all([x.size(1), 1]))
 
 
 def _warn(x: torch.Tensor) -> torch.Tensor:
@@ -510,5 +606,12 @@ pack.case("prim::dtype", _dtype_device, (3,), script=True)
 pack.case("prim::device", _dtype_device, (3,), script=True)
 pack.case("aten::dim", _dtype_device, (3,), script=True)
 pack.case("aten::warn", _warn, (2, 3), script=True)
+for _op in ("aten::is_grad_enabled", "aten::is_autocast_enabled", "prim::requires_grad",
+            "prim::is_nested", "prim::is_cuda", "prim::type", "aten::format", "aten::add.str",
+            "aten::__contains__.str_list", "aten::any.bool"):
+    pack.case(_op, _queries, (2, 3), script=True)
+pack.case("aten::all.bool", _all_dynamic, (2, 3), script=True)
+pack.case("aten::any.int", _any_ints, (2, 3), script=True)
+pack.case("aten::all.int", _any_ints, (2, 3), script=True)
 pack.case("aten::eq.str", _mode, (2, 3), script=True, min_opset=9)
 pack.case("aten::ne.str", _mode, (2, 3), script=True, min_opset=9)

@@ -217,11 +217,11 @@ def getitem(g, self: Value, index: Value) -> Value:
 
 @pack.symbolic("aten::len.t", since=7)
 def length(g, self: Value) -> Value:
-    """``len(l)`` (a constant for a packed list) or ``len(tensor)``."""
+    """``len(l)`` (a constant for a packed list), ``len(tensor)``, or ``len(constant str)``."""
     ts_value = g.original_node.inputsAt(0)
     if sh._is_packed_list(self):
         return g.python_constant(len(sh._unpack_list(self)))
-    if self.is_const and isinstance(self.const, (list, tuple)):
+    if self.is_const and isinstance(self.const, (list, tuple, str)):
         return g.python_constant(len(self.const))
     if ts_value.type().kind() == "ListType" and elem_kind(ts_value) == "TensorType":
         require_sequences(g, "aten::len")
@@ -232,7 +232,7 @@ def length(g, self: Value) -> Value:
     return sh._squeeze_helper(g, first, [0]).setType(Type.tensor(torch.int64, ()))
 
 
-pack.alias(length, "aten::len.Tensor", since=7)
+pack.alias(length, "aten::len.Tensor", "aten::len.str", since=7)
 
 
 @pack.symbolic("aten::_set_item.t", since=7)
@@ -441,6 +441,11 @@ def _list_slice(x: torch.Tensor) -> torch.Tensor:
     return torch.stack(rows[1:])
 
 
+def _len_str(x: torch.Tensor) -> torch.Tensor:
+    mode = "matrix" if x.dim() == 2 else "other"  # known once the rank is
+    return x * len(mode)
+
+
 def _list_copy(x: torch.Tensor) -> torch.Tensor:
     rows = list([x, x + 1])
     return torch.stack(rows)
@@ -452,6 +457,7 @@ pack.case("aten::append.t", _append_branch, (2, 3), name="branch", script=True, 
 pack.case("aten::__getitem__.t", _getitem, (3, 2), script=True, min_opset=11)
 pack.case("aten::len.t", _len, (2, 3), script=True)
 pack.case("aten::len.Tensor", _len_tensor, (2, 3), script=True)
+pack.case("aten::len.str", _len_str, (2, 3), script=True)
 pack.case("aten::_set_item.t", _set_item, (2, 3), script=True, min_opset=11)
 pack.case("aten::insert.t", _insert, (2, 3), script=True, min_opset=13)
 pack.case("aten::insert.t", _insert_numbers, (2, 3, 4), name="numbers", script=True,

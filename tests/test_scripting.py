@@ -230,6 +230,21 @@ def test_scripted_decoder_over_library_modules():
     export_and_run(model, (torch.randn(2, 4), 5), opset=13)
 
 
+def test_scripted_lstm_with_an_overloaded_forward():
+    torch.manual_seed(0)
+    eager = torch.nn.LSTM(4, 5, num_layers=2, batch_first=True).eval()
+    x = torch.randn(2, 3, 4)
+    proto = oxport.convert(script(eager).eval(), (x,), opset_version=14).model_proto()
+    onnx.checker.check_model(proto, full_check=True)
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    out, h, c = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    with torch.no_grad():
+        want, (want_h, want_c) = eager(x)
+    for got, ref in ((out, want), (h, want_h), (c, want_c)):
+        torch.testing.assert_close(torch.from_numpy(got), ref, rtol=1e-4, atol=1e-5)
+
+
 def test_default_arguments_of_a_scripted_function():
     export_and_run(optional_bias, (torch.ones(2),))
     export_and_run(optional_bias, (torch.ones(2), torch.tensor([1.0, 2.0])))
