@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import inspect
 import warnings
 from collections.abc import Iterator
