@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 import inspect
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any
