@@ -201,9 +201,11 @@ class PluginManager:
     def _summarize(self, info: PluginInfo) -> None:
         provenance = info.provenance
         registry = self.registry
-        ops = sorted({e.name for e in registry.entries() if e.provenance == provenance})
+        mine = [e for entries in registry._entries.values() for e in entries
+                if e.provenance == provenance]
+        ops = sorted({e.name for e in mine})
         counts = {
-            "symbolics": sum(1 for e in registry.entries() if e.provenance == provenance),
+            "symbolics": len(mine),
             "fallbacks": sum(1 for f in registry.fallbacks.values()
                              if f.provenance == provenance),
             "domains": sum(1 for p in registry.domain_providers.values() if p == provenance),
@@ -263,7 +265,14 @@ def _distribution(entry_point: Any) -> tuple[str | None, str | None]:
     dist = getattr(entry_point, "dist", None)
     if dist is None:
         return None, None
-    return dist.metadata["Name"], dist.version
+    # Reading a distribution's metadata parses its METADATA file: once per folder.
+    path = getattr(dist, "_path", None)
+    found = _dist_names.get(str(path)) if path is not None else None
+    if found is None:
+        found = dist.metadata["Name"], dist.version
+        if path is not None:
+            _dist_names[str(path)] = found
+    return found
 
 
 def _describe(entry_point: Any) -> str:
@@ -325,6 +334,7 @@ _cache: dict[PluginSelection, PluginManager] = {}  # the manager each selection 
 _loaded: dict[tuple[PluginSelection, tuple[Any, ...]], PluginManager] = {}
 _installed: tuple[Any, ...] | None = None
 _runtime = SymbolicRegistry()  # register_custom_op_symbolic lands here
+_dist_names: dict[str, tuple[str | None, str | None]] = {}  # dist-info folder -> name, version
 
 
 def runtime_registry() -> SymbolicRegistry:
@@ -361,6 +371,7 @@ def reset() -> None:
     global _installed
     with _lock:
         _cache.clear()
+        _dist_names.clear()
         _installed = None
     importlib.invalidate_caches()  # new files on sys.path, and the metadata path cache
 

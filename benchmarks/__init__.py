@@ -1,0 +1,1 @@
+"""Export benchmarks (see README.md)."""
