@@ -29,8 +29,9 @@ _STATIC = {"rtol": 0.0, "atol": STEP * 1.001}
 _DYNAMIC = {"rtol": 1e-4, "atol": 0.02}
 #: fp16 weights: float computations on both sides.
 _FP16 = {"rtol": 1e-4, "atol": 1e-4}
-#: Dynamic int8 RNNs run as float RNNs: PyTorch's per-step activation quantization error.
-_RNN = {"rtol": 0.0, "atol": 0.03}
+#: Dynamic int8 RNNs run as float RNNs: PyTorch's per-step activation quantization error
+#: (seen up to 0.008 on these cases, 0.01 on the LSTM model's cell state).
+_RNN = {"rtol": 0.0, "atol": 0.02}
 
 
 class Lazy(nn.Module):
