@@ -98,7 +98,8 @@ SPECS: dict[str, Spec] = {
     "inception_v3": Spec(lambda: inception_v3(transform_input=True), _images(3, 75, 75),
                          atol=5e-3),
     "inception_v3_aux": Spec(_inception_aux, _images(768, 17, 17)),
-    "resnet50": Spec(resnet50, _images(3, 64, 64)),
+    # 50 random layers: eager float32 is itself 1e-4 off a float64 run, so atol is 5e-4.
+    "resnet50": Spec(resnet50, _images(3, 64, 64), atol=5e-4),
     "super_resolution": Spec(SuperResolutionNet, _images(1, 32, 32)),
     # Narrow copies (width 16, hidden 256): the full classifier alone is 120M parameters.
     "vgg16": Spec(lambda: vgg16(num_classes=10, width=16, hidden=256), _images(3, 32, 32)),
@@ -185,7 +186,7 @@ def test_model_zoo(name: str, opset: int) -> None:
         want = fixture.expected[batch]
         assert len(got) == len(want)
         for index, (g, w) in enumerate(zip(got, want)):
-            np.testing.assert_allclose(g, w, rtol=spec.rtol, atol=spec.atol,
+            np.testing.assert_allclose(g, w, rtol=spec.rtol, atol=spec.atol, equal_nan=False,
                                        err_msg=f"{name} opset {opset} batch {batch} "
                                                f"output {index}")
 
