@@ -431,3 +431,21 @@ def _bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:
     if value.is_parameter and g.conversion.params_are_inputs:
         return None
     return value.const
+
+
+def _run_symbolic(g: Any, name: str, *args: Any, type_: Type | None = None) -> Value:
+    """Convert ``name`` (e.g. ``"aten::layer_norm"``) with the symbolic the registry names at
+    ``g.opset``, for a fused op decomposed into the ops its unfused form uses. Python values
+    become constants; ``type_`` types an untyped result (the walker types only the node's). Declines when no
+    symbolic serves ``name``."""
+    from oxport.walk import call_symbolic
+
+    entry = g.conversion.registry.lookup(name, g.opset)
+    if entry is None:
+        _unimplemented(g.original_node.kind() if g.original_node is not None else name,
+                       f"it decomposes into {name}, which nothing converts at opset {g.opset}")
+    values = [a if isinstance(a, Value) else g.python_constant(a) for a in args]
+    result = call_symbolic(entry.fn, g, values, {})
+    if type_ is not None and result.type().dtype() is None:
+        result.setType(type_)
+    return result

@@ -74,8 +74,6 @@ def _repeat_heads(g, value: Value, groups: int, heads: int) -> Value:
 
 def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | None,
                 is_causal: bool, scale: float | None, enable_gqa: bool) -> Value:
-    rank = _rank(query)
-    dtype = query.type().dtype() or torch.float32
     if enable_gqa:
         q_heads, kv_heads = (sh._get_tensor_dim_size(query, -3),
                              sh._get_tensor_dim_size(key, -3))
@@ -85,6 +83,15 @@ def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | No
         if q_heads != kv_heads:
             key = _repeat_heads(g, key, q_heads // kv_heads, q_heads)
             value = _repeat_heads(g, value, q_heads // kv_heads, q_heads)
+    weights = _attention_weights(g, query, key, attn_mask, is_causal, scale)
+    return g.op("MatMul", weights, value)
+
+
+def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_causal: bool,
+                       scale: float | None) -> Value:
+    """Softmax of the scaled, masked scores ``q k^T``: a boolean mask keeps where True."""
+    rank = _rank(query)
+    dtype = query.type().dtype() or torch.float32
     if scale is None:
         head_dim = sh._get_tensor_dim_size(query, -1)
         if head_dim is None:
@@ -104,8 +111,7 @@ def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | No
             scores = g.op("Where", attn_mask, scores, _negative_infinity(g, dtype))
         else:
             scores = g.op("Add", scores, attn_mask)
-    weights = g.op("Softmax", scores, axis_i=-1)
-    return g.op("MatMul", weights, value)
+    return g.op("Softmax", scores, axis_i=-1)
 
 
 _SDPA_ARGS = ("v", "v", "v", "v", "f", "b", "f", "b")
@@ -124,11 +130,13 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
 @sh.parse_args(*_SDPA_ARGS)
 def scaled_dot_product_attention_23(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                     is_causal=False, scale=None, enable_gqa=False):
-    """One Attention node for 3-D and 4-D inputs; the decomposition otherwise."""
+    """One Attention node for 3-D and 4-D inputs; the decomposition otherwise, and for masks
+    broadcast over the query axis (ONNX Runtime 1.31 refuses them)."""
     _check_dropout(dropout_p)
     rank = _rank(query)
     mask_dtype = None if sh._is_none(attn_mask) else attn_mask.type().dtype()
-    if rank not in (3, 4) or mask_dtype not in (None, torch.bool, query.type().dtype()):
+    if rank not in (3, 4) or mask_dtype not in (None, torch.bool, query.type().dtype()) \
+            or not _attention_op_takes(attn_mask, (query.type().symbolic_sizes() or [None])[-2]):
         return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
     inputs = [query, key, value]
     if mask_dtype is not None:
@@ -139,6 +147,167 @@ def scaled_dot_product_attention_23(g, query, key, value, attn_mask=None, dropou
     heads = {"q_num_heads_i": 1, "kv_num_heads_i": 1} if rank == 3 else {}
     out = g.op("Attention", *inputs, is_causal_i=int(is_causal), scale_f=scale, **heads)
     return out.setType(Type.tensor(query.type().dtype()))
+
+
+# -- the fused fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer ---------
+def _linear(g, x: Value, weight: Value, bias: Value | None) -> Value:
+    out = g.op("MatMul", x, g.op("Transpose", weight, perm_i=[1, 0]))
+    return out if sh._is_none(bias) else g.op("Add", out, bias)
+
+
+def _rows(g, tensor: Value, start: int, end: int, axis: int = 0) -> Value:
+    return sh._slice_helper(g, tensor, [axis], [start], [end])
+
+
+def _split_heads(g, x: Value, heads: int, head_dim: int, dtype: torch.dtype) -> Value:
+    """(B, L, H*D) -> (B, H, L, D)."""
+    out = g.op("Transpose", sh._reshape_helper(g, x, [0, 0, heads, head_dim]),
+               perm_i=[0, 2, 1, 3])
+    return out.setType(Type.tensor(dtype, (None, heads, None, head_dim)))
+
+
+def _kernel_mask(g, mask: Value | None, mask_type: int | None) -> Value | None:
+    """The fused kernels' mask as a boolean mask that keeps where True: like the kernels,
+    any non-zero float masks out (MultiheadAttention's -inf/0 masks mean the same); a key
+    padding mask (type 1, (B, S)) gets the head and query axes."""
+    if sh._is_none(mask):
+        return None
+    masked = mask if mask.type().dtype() == torch.bool else sh._cast_to(g, mask, torch.bool)
+    sizes = mask.type().symbolic_sizes()
+    if mask_type == 1:
+        masked = sh._unsqueeze_helper(g, masked, [1, 2])
+        sizes = sizes and [sizes[0], 1, 1, sizes[1]]
+    return g.op("Not", masked).setType(Type.tensor(torch.bool, sizes))
+
+
+def _attention_op_takes(mask: Value | None, query_length: int | str | None) -> bool:
+    """Whether ONNX Runtime's Attention takes the mask: it does not broadcast a mask over
+    the query axis."""
+    if sh._is_none(mask):
+        return True
+    sizes = mask.type().symbolic_sizes()
+    if not sizes or len(sizes) < 2 or sizes[-2] is None:
+        return False
+    return sizes[-2] != 1 or query_length == 1
+
+
+def _multi_head_attention(g, query: Value, key: Value, value: Value, embed_dim: int,
+                          heads: int, qkv_weight: Value, qkv_bias: Value, proj_weight: Value,
+                          proj_bias: Value, keep: Value | None,
+                          need_weights: bool) -> tuple[Value, Value | None]:
+    """Packed in-projection, per-head attention, out-projection; (B, L, E) inputs. Returns
+    the output and the per-head weights (B, H, L, S) when ``need_weights``."""
+    dtype = query.type().dtype() or torch.float32
+    head_dim = embed_dim // heads
+    if query is key and key is value:
+        packed = _linear(g, query, qkv_weight, qkv_bias)
+        q, k, v = (_rows(g, packed, i * embed_dim, (i + 1) * embed_dim, axis=2)
+                   for i in range(3))
+    else:
+        q, k, v = (_linear(g, x, _rows(g, qkv_weight, i * embed_dim, (i + 1) * embed_dim),
+                           _rows(g, qkv_bias, i * embed_dim, (i + 1) * embed_dim))
+                   for i, x in enumerate((query, key, value)))
+    q, k, v = (_split_heads(g, x, heads, head_dim, dtype) for x in (q, k, v))
+    weights = None
+    length = query.type().symbolic_sizes()[1] if query.type().dim() else None
+    if need_weights or g.opset < 23 or not _attention_op_takes(keep, length):
+        weights = _attention_weights(g, q, k, keep, False, 1 / math.sqrt(head_dim))
+        out = g.op("MatMul", weights, v)
+    else:
+        out = g.op("Attention", q, k, v, *([] if keep is None else [keep]))
+    merged = sh._reshape_helper(g, g.op("Transpose", out, perm_i=[0, 2, 1, 3]),
+                                [0, 0, embed_dim])
+    result = _linear(g, merged, proj_weight, proj_bias)
+    return result.setType(Type.tensor(dtype, query.type().symbolic_sizes())), weights
+
+
+@pack.symbolic("aten::_native_multi_head_attention", since=9)
+@sh.parse_args("v", "v", "v", "i", "i", "v", "v", "v", "v", "v", "b", "b", "i")
+def _native_multi_head_attention(g, query, key, value, embed_dim, num_head, qkv_weight,
+                                 qkv_bias, proj_weight, proj_bias, mask=None,
+                                 need_weights=True, average_attn_weights=True, mask_type=None):
+    """nn.MultiheadAttention's eval fast path, decomposed as its slow path computes it."""
+    out, weights = _multi_head_attention(
+        g, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
+        proj_bias, _kernel_mask(g, mask, mask_type), need_weights)
+    if weights is not None and need_weights and average_attn_weights:
+        weights = sh._reduce_helper(g, "ReduceMean", weights, [1], keepdims_i=0)
+    return out, weights if need_weights else None
+
+
+def _layer_norm(g, x: Value, weight: Value, bias: Value, eps: float, embed_dim: int) -> Value:
+    return sh._run_symbolic(g, "aten::layer_norm", x, [embed_dim], weight, bias, eps, False,
+                            type_=x.type())
+
+
+@pack.symbolic("aten::_transformer_encoder_layer_fwd", since=9)
+@sh.parse_args("v", "i", "i", "v", "v", "v", "v", "b", "b", "f", "v", "v", "v", "v", "v", "v",
+               "v", "v", "v", "i")
+def _transformer_encoder_layer_fwd(g, src, embed_dim, num_heads, qkv_weight, qkv_bias,
+                                   proj_weight, proj_bias, use_gelu, norm_first, eps,
+                                   norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                                   ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
+                                   mask=None, mask_type=None):
+    """nn.TransformerEncoderLayer's eval fast path: self-attention and feed-forward blocks,
+    each with its residual and layer norm (before the block when ``norm_first``)."""
+    keep = _kernel_mask(g, mask, mask_type)
+    nested = _nested_keep(src)
+    if nested is not None:
+        padding = sh._unsqueeze_helper(g, nested, [1, 2])
+        keep = padding if keep is None else g.op("And", keep, padding)
+        keep.setType(Type.tensor(torch.bool, None))
+    x = _layer_norm(g, src, norm_weight_1, norm_bias_1, eps, embed_dim) if norm_first else src
+    attended, _ = _multi_head_attention(g, x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias,
+                                        proj_weight, proj_bias, keep, False)
+    x = g.op("Add", attended, src).setType(src.type())
+    if not norm_first:
+        x = _layer_norm(g, x, norm_weight_1, norm_bias_1, eps, embed_dim)
+    h = _layer_norm(g, x, norm_weight_2, norm_bias_2, eps, embed_dim) if norm_first else x
+    hidden = _linear(g, h, ffn_weight_1, ffn_bias_1)
+    sizes = src.type().symbolic_sizes()
+    hidden.setType(Type.tensor(src.type().dtype(), sizes and (*sizes[:-1], None)))
+    hidden = (sh._run_symbolic(g, "aten::gelu", hidden, "none", type_=hidden.type()) if use_gelu
+              else sh._run_symbolic(g, "aten::relu", hidden, type_=hidden.type()))
+    x = g.op("Add", _linear(g, hidden, ffn_weight_2, ffn_bias_2), x).setType(src.type())
+    out = x if norm_first else _layer_norm(g, x, norm_weight_2, norm_bias_2, eps, embed_dim)
+    return _as_nested(g, out, nested) if nested is not None else out
+
+
+# nn.TransformerEncoder with a key padding mask packs the batch into a nested tensor (the
+# first mask.sum() tokens of each row: padding at the end, which mask_check verifies), runs
+# the fused layers on it and pads it back. Here a nested tensor is the padded batch with its
+# (B, L) keep mask in ``meta``: the fused layers mask the padded keys, padding zeroes the rest.
+def _nested_keep(value: Value) -> Value | None:
+    return value.meta.get("nested_keep") if value.meta else None
+
+
+def _as_nested(g, value: Value, keep: Value) -> Value:
+    out = g.op("Identity", value).setType(value.type())
+    out.meta = {"nested_keep": keep}
+    return out
+
+
+@pack.symbolic("aten::_nested_tensor_from_mask", since=9)
+@sh.parse_args("v", "v", "none")
+def _nested_tensor_from_mask(g, t, mask, mask_check=None):
+    """The padded batch itself, carrying its keep mask."""
+    return _as_nested(g, t, sh._cast_to(g, mask, torch.bool))
+
+
+@pack.symbolic("aten::to_padded_tensor", since=9)
+@sh.parse_args("v", "f", "v")
+def to_padded_tensor(g, self, padding, output_size=None):
+    """Where(keep, x, padding) over a nested tensor made by _nested_tensor_from_mask, padded
+    to its own length (``output_size`` as nn.TransformerEncoder passes, the input's size)."""
+    keep = _nested_keep(self)
+    if keep is None:
+        sh._unimplemented("aten::to_padded_tensor", "a nested tensor not made from a mask")
+    if sh._is_none(output_size):
+        sh._unimplemented("aten::to_padded_tensor",
+                          "no output_size (the padded length would depend on the data)")
+    dtype = self.type().dtype() or torch.float32
+    return g.op("Where", sh._unsqueeze_helper(g, keep, [2]), self,
+                g.constant(torch.tensor(padding, dtype=dtype)))
 
 
 # -- cases ------------------------------------------------------------------------
@@ -161,6 +330,9 @@ pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_m
           (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), _bool_mask(2, 3, 4, 6), name="bool_mask_4d")
 pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
           (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), (2, 1, 4, 6), name="float_mask")
+pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+          (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), _bool_mask(2, 1, 1, 6),
+          name="padding_mask_over_queries")
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
           (1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), name="causal")
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -179,3 +351,72 @@ pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
           lambda: torch.randn(1, 2, 5, 8).half(), lambda: torch.randn(1, 2, 5, 8).half(),
           lambda: torch.randn(1, 2, 5, 8).half(), name="fp16", rtol=1e-2, atol=1e-2)
+
+
+class _SelfAttention(torch.nn.Module):
+    """nn.MultiheadAttention on x as query, key and value (its fast path's condition)."""
+
+    def __init__(self, **options) -> None:
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.options = options
+
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        return self.attention(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                              **self.options)
+
+
+def _padding(*shape: int):
+    """A key padding mask (True = padded) that leaves every row a key."""
+    def make() -> torch.Tensor:
+        mask = torch.rand(*shape) > 0.6
+        mask[..., 0] = False
+        return mask
+    return make
+
+
+def _encoder_layer(**options) -> torch.nn.TransformerEncoderLayer:
+    return torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, **options)
+
+
+_MHA, _ENCODER = "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"
+pack.case(_MHA, _SelfAttention(need_weights=False), (2, 5, 8), name="no_weights")
+pack.case(_MHA, _SelfAttention(), (2, 5, 8), name="mean_weights")
+pack.case(_MHA, _SelfAttention(average_attn_weights=False), (2, 5, 8), _padding(2, 5),
+          name="head_weights_padding_mask")
+pack.case(_MHA, _SelfAttention(need_weights=False), (2, 5, 8), _padding(2, 5),
+          lambda: torch.ones(5, 5, dtype=torch.bool).triu(1), name="both_masks")
+pack.case(_MHA, _SelfAttention(need_weights=False), (2, 5, 8), None, _padding(5, 5),
+          name="bool_attn_mask")
+pack.case(_MHA, _SelfAttention(need_weights=False), (2, 5, 8), _padding(2, 5),
+          name="dynamic", input_names=["x", "mask"],
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}})
+pack.case(_ENCODER, _encoder_layer(), (2, 5, 8))
+pack.case(_ENCODER, _encoder_layer(norm_first=True, activation="gelu"), (2, 5, 8),
+          name="norm_first_gelu")
+pack.case(_ENCODER, _encoder_layer(), (2, 5, 8), None, _padding(2, 5), name="padding_mask")
+pack.case(_ENCODER, _encoder_layer(), (2, 5, 8),
+          lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), name="src_mask")
+pack.case(_ENCODER, _encoder_layer(), (2, 5, 8),
+          lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), _padding(2, 5),
+          name="both_masks")
+pack.case(_ENCODER, _encoder_layer(), (2, 5, 8), None, _padding(2, 5), name="dynamic",
+          input_names=["x", "mask"],
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}})
+
+
+def _padded_encoder() -> torch.nn.TransformerEncoder:
+    """With a key padding mask in eval, it runs its layers on a nested tensor."""
+    return torch.nn.TransformerEncoder(_encoder_layer(), 2, norm=torch.nn.LayerNorm(8))
+
+
+def _left_padding(batch: int, length: int):
+    """A key padding mask with each row's padding at its end (a nested tensor's layout)."""
+    return lambda: torch.arange(length) >= torch.randint(1, length + 1, (batch, 1))
+
+
+for _op in ("aten::_nested_tensor_from_mask", "aten::to_padded_tensor"):
+    pack.case(_op, _padded_encoder(), (3, 5, 8), None, _left_padding(3, 5))
+    pack.case(_op, _padded_encoder(), (3, 5, 8), None, _left_padding(3, 5), name="dynamic",
+              input_names=["x", "mask"],
+              dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}})

@@ -601,22 +601,42 @@ def tensor_list(g, items: Sequence[Value]) -> Value:
     return result
 
 
-def _split(g, x: Value, axis: int, sizes: list[int], equal: int | None = None) -> list[Value]:
-    """Split ``x`` into pieces of ``sizes`` (by count from opset 18 when ``equal`` is given)."""
+def _split(g, x: Value, axis: int, sizes: list[int | Value],
+           equal: int | None = None) -> list[Value]:
+    """Split ``x`` into pieces of ``sizes`` (ints, or 0-d Values computed at run time; by
+    count from opset 18 when ``equal`` is given)."""
     if len(sizes) == 1:
         return [x]
     if equal is not None and g.opset >= 18:
         outs = g.op("Split", x, axis_i=axis, num_outputs_i=equal, outputs=equal)
     elif g.opset >= 13:
         outs = g.op("Split", x, ints(g, sizes), axis_i=axis, outputs=len(sizes))
-    else:
+    elif all(isinstance(size, int) for size in sizes):
         outs = g.op("Split", x, axis_i=axis, split_i=sizes, outputs=len(sizes))
+    else:
+        outs = _split_by_slices(g, x, axis, sizes)
     shape = list(x.type().symbolic_sizes() or [])
     for out, piece in zip(outs, sizes):
         if shape:
-            shape[axis] = piece
+            shape[axis] = piece if isinstance(piece, int) else None
         out.setType(Type.tensor(x.type().dtype(), list(shape) if shape else None))
     return list(outs)
+
+
+def _split_by_slices(g, x: Value, axis: int, sizes: list[int | Value]) -> list[Value]:
+    """Pieces of run-time sizes as Slices (opsets 10-12 take Split's sizes as an attribute)."""
+    pieces: list[Value] = []
+    start: int | Value = 0
+    for size in sizes:
+        if isinstance(start, int) and isinstance(size, int):
+            end: int | Value = start + size
+        else:
+            end = g.op("Add", *(g.constant(torch.tensor(v)) if isinstance(v, int)
+                                else sh._cast_to(g, v, torch.int64) for v in (start, size)))
+            end.setType(Type.tensor(torch.int64, []))
+        pieces.append(sh._slice_helper(g, x, [axis], [start], [end]))
+        start = end
+    return pieces
 
 
 def _split_dim(op: str, x: Value, dim: Value) -> tuple[int, int]:
@@ -637,7 +657,7 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
     if items is not None and len(items) == 1 and not sh._is_list(split_size):
         items = None
     if items is not None:
-        return tensor_list(g, _split(g, self, axis, [int(sh._item(i)) for i in items]))
+        return tensor_list(g, _split(g, self, axis, items))
     step = sh._get_const(split_size, "i", "split_size")
     sizes = [step] * (size // step) + ([size % step] if size % step else [])
     return tensor_list(g, _split(g, self, axis, sizes))
@@ -648,9 +668,14 @@ pack.alias(split, "aten::unsafe_split", since=7)
 
 @pack.symbolic("aten::split_with_sizes", since=7)
 def split_with_sizes(g, self: Value, split_sizes: Value, dim: Value | None = None) -> Value:
+    """Split; sizes computed at run time (``w.split([E, 2 * E])`` in nn.MultiheadAttention)
+    need Split's sizes input (13) or Slices (10)."""
     axis, _ = _split_dim("aten::split_with_sizes", self,
                          dim if dim is not None else g.python_constant(0))
-    return tensor_list(g, _split(g, self, axis, sh._get_const(split_sizes, "is", "split_sizes")))
+    sizes = int_list(split_sizes)
+    if sizes is None:
+        sh._unimplemented("aten::split_with_sizes", "split sizes that are not a list of ints")
+    return tensor_list(g, _split(g, self, axis, sizes))
 
 
 pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
@@ -720,6 +745,10 @@ pack.case("aten::split", lambda x: torch.cat(torch.ops.aten.split(x, [1, 3], 1)[
 pack.case("aten::split", lambda x: torch.stack(x.split(1)), (3, 2), name="as_list",
           min_opset=11)
 pack.case("aten::split_with_sizes", lambda x: x.split_with_sizes([2, 1], 0), (3, 2))
+pack.case("aten::split_with_sizes",  # nn.MultiheadAttention's w.split([E, E * 2])
+          lambda x, y: [t * 2 for t in x.split_with_sizes([y.size(1), y.size(1) * 2])],
+          (6, 2), (1, 2), name="run_time_sizes", min_opset=10, input_names=["x", "y"],
+          dynamic_axes={"x": [0], "y": [1]})
 pack.case("aten::unsafe_split", lambda x: torch.ops.aten.unsafe_split(x, 2), (3, 2))
 pack.case("aten::unsafe_split_with_sizes",
           lambda x: torch.ops.aten.unsafe_split_with_sizes(x, [1, 1], 1), (3, 2))
