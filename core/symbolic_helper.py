@@ -436,8 +436,8 @@ def _bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:
 def _run_symbolic(g: Any, name: str, *args: Any, type_: Type | None = None) -> Value:
     """Convert ``name`` (e.g. ``"aten::layer_norm"``) with the symbolic the registry names at
     ``g.opset``, for a fused op decomposed into the ops its unfused form uses. Python values
-    become constants; ``type_`` types an untyped result (the walker types only the node's). Declines when no
-    symbolic serves ``name``."""
+    become constants; ``type_`` types an untyped result (the walker types only the node's
+    outputs). Declines when no symbolic serves ``name``."""
     from oxport.walk import call_symbolic
 
     entry = g.conversion.registry.lookup(name, g.opset)
