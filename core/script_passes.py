@@ -274,3 +274,45 @@ def tuple_lowering_problem(graph: torch._C.Graph) -> str:
             return (f"a list of tuples ({node.kind()} at {_source(node)}): ONNX Sequences hold "
                     "tensors only; keep one list per tuple element instead")
     return "a tuple that cannot be flattened into separate values"
+
+
+# -- None checks that the hard-coded arguments decide ------------------------------------
+def fold_none_checks(graph: torch._C.Graph) -> None:
+    """Fold ``x is None`` / ``x is not None`` where the types decide it (a ``None`` argument,
+    or a value whose type cannot be None) and keep only the branch an ``if`` on it takes;
+    an Optional tuple such as ``nn.LSTM``'s ``hx=None`` then lowers to plain values."""
+    changed = True
+    while changed:
+        changed = False
+        for node in graph.findAllNodes("aten::__is__") + graph.findAllNodes("aten::__isnot__"):
+            known = [_none_ness(v) for v in node.inputs()]
+            if None in known or not any(known):
+                continue
+            result = all(known) if node.kind() == "aten::__is__" else not all(known)
+            with graph.insert_point_guard(node):
+                node.output().replaceAllUsesWith(graph.insertConstant(result))
+            node.destroy()
+            changed = True
+        for node in graph.findAllNodes("prim::If"):
+            condition = node.inputsAt(0)
+            if condition.node().kind() == "prim::Constant" and \
+                    condition.type().kind() == "BoolType":
+                _inline_branch(node, list(node.blocks())[0 if condition.toIValue() else 1])
+                changed = True
+                break
+
+
+def _none_ness(value: torch._C.Value) -> bool | None:
+    """True for None, False for a value that cannot be None, None when unknown."""
+    kind = value.type().kind()
+    if kind == "NoneType":
+        return True
+    return None if kind == "OptionalType" else False
+
+
+def _inline_branch(if_node: torch._C.Node, block: torch._C.Block) -> None:
+    for inner in list(block.nodes()):
+        inner.moveBefore(if_node)
+    for out, result in zip(list(if_node.outputs()), list(block.outputs())):
+        out.replaceAllUsesWith(result)
+    if_node.destroy()

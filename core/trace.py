@@ -311,10 +311,7 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
         bound = _with_defaults(model, positional, len(user_inputs))
         _bind_script_inputs(graph, user_inputs, bound)
-        # Fold what the hard-coded arguments decide (``if hx is None:``; numbers, strings,
-        # None, not tensors) before tuples are lowered (after threading it would undo the
-        # threaded block outputs).
-        torch._C._jit_pass_constant_propagation_immutable_types(graph)
+        script_passes.fold_none_checks(graph)  # before tuples are lowered
         _general_passes(graph)
         problems = script_passes.unsupported_constructs(graph)
         if problems:

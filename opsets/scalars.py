@@ -527,14 +527,15 @@ def _item(x: torch.Tensor) -> torch.Tensor:
     return x * x.sum().item()
 
 
-def _unchecked_cast(x: torch.Tensor, y: Optional[torch.Tensor]) -> torch.Tensor:
-    if y is not None:
-        return x + y
+def _optional_by_rank(x: torch.Tensor) -> torch.Tensor:
+    bias: Optional[torch.Tensor] = x * 2 if x.dim() == 2 else None  # known once the rank is
+    if bias is not None:
+        return x + bias
     return x
 
 
-def _none_check(x: torch.Tensor, y: Optional[torch.Tensor]) -> torch.Tensor:
-    if y is None:
+def _identity_test(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if x is y:
         return x
     return x - y
 
@@ -599,9 +600,9 @@ pack.case("aten::__and__.bool", _not_and_or, (2, 3), script=True, min_opset=9)
 pack.case("aten::__or__.bool", _not_and_or, (2, 3), script=True, min_opset=9)
 pack.case("aten::ScalarImplicit", _scalar_implicit, (2, 3), script=True, min_opset=8)
 pack.case("aten::item", _item, (2, 3), script=True)
-pack.case("prim::unchecked_cast", _unchecked_cast, (2, 3), (2, 3), script=True, min_opset=9)
-pack.case("aten::__isnot__", _unchecked_cast, (2, 3), (2, 3), script=True, min_opset=9)
-pack.case("aten::__is__", _none_check, (2, 3), (2, 3), script=True, min_opset=9)
+pack.case("prim::unchecked_cast", _optional_by_rank, (2, 3), script=True)
+pack.case("aten::__isnot__", _optional_by_rank, (2, 3), script=True)
+pack.case("aten::__is__", _identity_test, (2, 3), (2, 3), script=True)
 pack.case("prim::dtype", _dtype_device, (3,), script=True)
 pack.case("prim::device", _dtype_device, (3,), script=True)
 pack.case("aten::dim", _dtype_device, (3,), script=True)
