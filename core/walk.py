@@ -115,6 +115,7 @@ class Conversion:
         self.used: collections.Counter[SymbolicEntry] = collections.Counter()
         self.fallback_uses: list[FallbackUse] = []
         self.unconvertible: dict[str, Unconvertible] = {}
+        self._first_met: dict[str, int] = {}
         self.nodes_done = 0
         #: TorchScript nodes to visit (blocks included); set when the walk starts.
         self.nodes_total = 0
@@ -157,6 +158,8 @@ class Conversion:
             first = len(graph.nodes)
             self.convert_node(node, graph)
             _stamp_calls(graph.nodes[first:], node)
+        for ts_value in front.graph.outputs():
+            _collect_if_unconvertible(self.lookup(ts_value))
         return graph
 
     def convert_block(self, block: Any, graph: Graph, inputs: list[Value]) -> list[Value]:
@@ -334,15 +337,43 @@ class Conversion:
 
     def _record_unconvertible(self, node: torch._C.Node, graph: Graph, kind: str,
                               source: str, reason: str) -> None:
-        info = self.unconvertible.setdefault(kind, Unconvertible(kind))
-        info.count += 1
-        info.sources.append(source)
-        info.min_opset = self.registry.min_opset(kind)
-        info.reason = info.reason or reason
+        """Collect the node as unconvertible once the export needs it: its outputs are
+        deferred values that collect it when materialized (an emitted node or the graph
+        outputs use them), so a value no symbolic reads, such as the zeros an LSTM's
+        symbolic replaces by ONNX's default state, does not fail the export. A node without
+        outputs, or one that mutates an input, is collected at once."""
+        inputs = [self.lookup(v) for v in node.inputs()]
+        position, recorded = self.nodes_done, False
+
+        def record() -> None:
+            nonlocal recorded
+            if recorded:
+                return
+            recorded = True
+            if kind not in self.unconvertible:  # listed in the order the walk met them
+                self._first_met[kind] = position
+                self.unconvertible[kind] = Unconvertible(kind)
+                self.unconvertible = dict(sorted(self.unconvertible.items(),
+                                                 key=lambda item: self._first_met[item[0]]))
+            info = self.unconvertible[kind]
+            info.count += 1
+            info.sources.append(source)
+            info.min_opset = self.registry.min_opset(kind)
+            info.reason = info.reason or reason
+            for value in inputs:  # what fed it cannot be skipped either
+                _collect_if_unconvertible(value)
+
         for ts_value in node.outputs():
-            poison = Value(graph, ts_value.debugName(), Type.of(ts_value.type()))
-            poison.meta = {"unconvertible": kind}
-            self.env[ts_value.unique()] = poison
+            def materialize(target: Graph, ts_value: torch._C.Value = ts_value) -> Value:
+                record()
+                poison = Value(target, ts_value.debugName(), Type.of(ts_value.type()))
+                poison.meta = {"unconvertible": kind}
+                return poison
+            deferred = graph.deferred(Type.of(ts_value.type()), materialize)
+            deferred.meta = {"unconvertible": kind, "collect": record}
+            self.env[ts_value.unique()] = deferred
+        if not _may_defer(node):
+            record()
 
     def warn_fallback_uses(self) -> None:
         """One :class:`FallbackWarning` per op and fallback, with the source lines."""
@@ -366,6 +397,21 @@ class Conversion:
             f"{self.opset} is not supported:\n" + "\n".join(lines),
             list(self.unconvertible.values()),
         )
+
+
+def _collect_if_unconvertible(value: Value) -> None:
+    """Collect the unconvertible node behind ``value``, if it stands for one."""
+    if value.meta and "collect" in value.meta:
+        value.meta["collect"]()
+
+
+def _may_defer(node: torch._C.Node) -> bool:
+    """Whether an unconvertible node may wait to be collected until its outputs are needed:
+    it has outputs and a schema that mutates none of its arguments."""
+    if node.outputsSize() == 0:
+        return False
+    schema = node.schema()
+    return schema != "(no schema)" and "!" not in schema
 
 
 def _merge(ours: Type, theirs: Type) -> Type:
