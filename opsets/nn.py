@@ -273,14 +273,61 @@ pack.alias(nll_loss, "aten::nll_loss_nd", "aten::nll_loss2d", since=12)
 @pack.symbolic("aten::cross_entropy_loss", since=12)
 @sh.parse_args("v", "v", "v", "i", "i", "f")
 def cross_entropy_loss(g, self, target, weight, reduction, ignore_index, label_smoothing=0.0):
-    """SoftmaxCrossEntropyLoss for class-index targets."""
-    if label_smoothing:
-        sh._unimplemented("aten::cross_entropy_loss", "label_smoothing (no ONNX equivalent)")
-    if target.type().dtype() is not None and target.type().dtype().is_floating_point:
-        sh._unimplemented("aten::cross_entropy_loss", "class-probability targets")
+    """SoftmaxCrossEntropyLoss for class-index targets (with ``label_smoothing``, mixed with
+    the mean of ``-log p`` over the classes); ``-sum(t * log_softmax(x))`` for
+    class-probability targets."""
+    rank, classes = sh._get_tensor_rank(self), sh._get_tensor_dim_size(self, 1)
+    probabilities = target.type().dtype() is not None and target.type().dtype().is_floating_point
+    if (probabilities or label_smoothing) and (rank is None or rank < 2 or classes is None):
+        sh._unimplemented("aten::cross_entropy_loss",
+                          "smoothing or probability targets without a static (N, C, ...) input")
+    weights = None  # (1, C, 1, ...) for the smoothing and probability terms
+    if (probabilities or label_smoothing) and not sh._is_none(weight):
+        weights = sh._reshape_helper(g, weight, [1, classes] + [1] * (rank - 2))
+    if probabilities:
+        return _cross_entropy_probabilities(g, self, target, weights, reduction,
+                                            label_smoothing, classes)
     args = [self, target] if sh._is_none(weight) else [self, target, weight]
-    return g.op("SoftmaxCrossEntropyLoss", *args, reduction_s=_REDUCTIONS[reduction],
-                ignore_index_i=ignore_index)
+    if not label_smoothing:
+        return g.op("SoftmaxCrossEntropyLoss", *args, reduction_s=_REDUCTIONS[reduction],
+                    ignore_index_i=ignore_index)
+    loss, log_prob = g.op("SoftmaxCrossEntropyLoss", *args, reduction_s=_REDUCTIONS[reduction],
+                          ignore_index_i=ignore_index, outputs=2)
+    dtype = self.type().dtype() or torch.float32
+    smooth = g.op("Neg", sh._reducesum_helper(
+        g, log_prob if weights is None else g.op("Mul", log_prob, weights), [1], keepdims_i=0))
+    ignored = g.op("Equal", target, g.constant(torch.tensor(ignore_index, dtype=torch.int64)))
+    zero = g.constant(torch.tensor(0, dtype=dtype))
+    smooth = g.op("Where", ignored, zero, smooth)
+    if reduction:
+        smooth = sh._reducesum_helper(g, smooth, None, keepdims_i=0)
+    if reduction == 1:  # PyTorch divides by the weight of the counted targets, as nll_loss
+        counted = g.op("Not", ignored) if weights is None else g.op("Gather", weight, g.op(
+            "Where", ignored, g.constant(torch.tensor(0, dtype=torch.int64)), target), axis_i=0)
+        counted = g.op("Where", ignored, zero, sh._cast_to(
+            g, counted.setType(Type.tensor(torch.bool if weights is None else dtype)), dtype))
+        smooth = g.op("Div", smooth, sh._reducesum_helper(g, counted, None, keepdims_i=0))
+    mixed = g.op("Mul", loss, g.constant(torch.tensor(1 - label_smoothing, dtype=dtype)))
+    return g.op("Add", mixed, g.op("Mul", smooth, g.constant(torch.tensor(
+        label_smoothing / classes, dtype=dtype))))
+
+
+def _cross_entropy_probabilities(g, self: Value, target: Value, weights: Value | None,
+                                 reduction: int, label_smoothing: float, classes: int) -> Value:
+    dtype = self.type().dtype() or torch.float32
+    log_prob = sh._run_symbolic(g, "aten::log_softmax", self, 1, None, type_=self.type())
+    if label_smoothing:
+        kept = g.op("Mul", target, g.constant(torch.tensor(1 - label_smoothing, dtype=dtype)))
+        target = g.op("Add", kept, g.constant(torch.tensor(label_smoothing / classes,
+                                                           dtype=dtype)))
+    product = g.op("Mul", log_prob, target)
+    if weights is not None:
+        product = g.op("Mul", product, weights)
+    loss = g.op("Neg", sh._reducesum_helper(g, product, [1], keepdims_i=0))
+    if reduction:  # the mean is over every position but the classes
+        loss = sh._reduce_helper(g, "ReduceMean" if reduction == 1 else "ReduceSum", loss, None,
+                                 keepdims_i=0)
+    return loss
 
 
 class _Conv(torch.nn.Module):
@@ -409,3 +456,17 @@ pack.case("aten::cross_entropy_loss", lambda x, t: F.cross_entropy(x, t), (4, 5)
 pack.case("aten::cross_entropy_loss",
           lambda x, t, w: F.cross_entropy(x, t, weight=w, ignore_index=0, reduction="none"),
           (2, 4, 3), _indices(4, 2, 3), lambda: torch.rand(4), name="spatial_weight_none")
+for _reduction in ("mean", "sum", "none"):
+    pack.case("aten::cross_entropy_loss",
+              lambda x, t, w, r=_reduction: F.cross_entropy(x, t, weight=w, ignore_index=1,
+                                                            label_smoothing=0.2, reduction=r),
+              (4, 5, 3), _indices(5, 4, 3), lambda: torch.rand(5) + 0.1,
+              name=f"smoothing_weight_ignore_{_reduction}")
+    pack.case("aten::cross_entropy_loss",
+              lambda x, t, r=_reduction: F.cross_entropy(x, t, label_smoothing=0.1, reduction=r),
+              (4, 5), lambda: torch.rand(4, 5).softmax(1), name=f"probabilities_{_reduction}")
+pack.case("aten::cross_entropy_loss", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.3),
+          (4, 5), _indices(5, 4), name="smoothing")
+pack.case("aten::cross_entropy_loss", lambda x, t, w: F.cross_entropy(x, t, weight=w),
+          (2, 5, 3, 2), lambda: torch.rand(2, 5, 3, 2).softmax(1), lambda: torch.rand(5),
+          name="probabilities_spatial_weight")

@@ -301,6 +301,32 @@ def expand_as(g, self: Value, other: Value) -> Value:
     return g.op("Expand", self, shape_of(g, other))
 
 
+@pack.symbolic("aten::broadcast_tensors", since=7)
+def broadcast_tensors(g, tensors: Value) -> Value:
+    """Each tensor Expanded to the common shape: known when every shape is static, else the
+    shape of one tensor Expanded by all the others' (Expand broadcasts both ways). Tensors
+    of one static shape (a loss's input and target) need no Expand, so no opset 8."""
+    if not sh._is_packed_list(tensors):
+        sh._unimplemented("aten::broadcast_tensors", "a list of tensors built at run time")
+    items = sh._unpack_list(tensors)
+    shapes = [t.type().varyingSizes() for t in items]
+    static = all(s is not None and None not in s for s in shapes)
+    if static and all(shape == shapes[0] for shape in shapes):
+        return tensor_list(g, items)
+    if g.opset < 8:
+        sh._onnx_opset_unsupported_detailed("aten::broadcast_tensors", g.opset, 8,
+                                            "tensors of different or dynamic shapes need Expand")
+    if static:
+        target = list(torch.broadcast_shapes(*shapes))
+        return tensor_list(g, [t if shape == target else g.op("Expand", t, ints(g, target))
+                               for t, shape in zip(items, shapes)])
+    common = items[0]
+    for t in items[1:]:
+        common = g.op("Expand", common, shape_of(g, t))
+    target_shape = shape_of(g, common)
+    return tensor_list(g, [g.op("Expand", t, target_shape) for t in items])
+
+
 def _tile(g, self: Value, repeats: list[int | Value]) -> Value:
     rank = rank_of("aten::repeat", self)
     if len(repeats) > rank:
@@ -780,6 +806,13 @@ pack.case("aten::expand", lambda x: x.expand(2, -1, 4), (3, 1), name="neg1",
 pack.case("aten::expand", lambda x, y: x.expand(y.size(0), -1), (1, 3), (4, 2), name="dynamic",
           input_names=["x", "y"], dynamic_axes={"y": [0]})
 pack.case("aten::expand_as", lambda x, y: x.expand_as(y), (3, 1), (2, 3, 4))
+pack.case("aten::broadcast_tensors", torch.broadcast_tensors, (3, 1), (4,), (1, 1, 1),
+          min_opset=8)
+pack.case("aten::broadcast_tensors", lambda x, y: [t * 2 for t in torch.broadcast_tensors(x, y)],
+          (3, 4), (3, 4), name="same_shape")
+pack.case("aten::broadcast_tensors", lambda x, y: torch.broadcast_tensors(x, y), (3, 1),
+          (2, 1, 4), name="dynamic", input_names=["x", "y"], dynamic_axes={"x": [0], "y": [0, 2]},
+          min_opset=8)
 pack.case("aten::repeat", lambda x: x.repeat(2, 1, 3), (2, 3))
 pack.case("aten::tile", lambda x: x.tile((2,)), (2, 3))
 pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), (2, 3),

@@ -1,0 +1,391 @@
+"""Losses as model outputs (regression, binary, divergence, margin and ranking losses) and
+the distances they use (``pairwise_distance``, ``cosine_similarity``).
+
+Each is written with the elementwise ops and reductions PyTorch's own kernel computes;
+``reduction`` is 0 (none), 1 (mean over every element) or 2 (sum). ``nll_loss`` and
+``cross_entropy_loss`` live in the nn pack.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import Type, Value
+from oxport.opsets.elementwise import clamp_values, scalar
+
+pack = OpPack("oxport.losses")
+
+
+def _dtype(x: Value) -> torch.dtype:
+    return x.type().dtype() or torch.float32
+
+
+def _rank(x: Value, op: str) -> int:
+    rank = sh._get_tensor_rank(x)
+    if rank is None:
+        sh._unimplemented(op, "an input of unknown rank")
+    return rank
+
+
+def _reduce(g, loss: Value, reduction: int) -> Value:
+    if reduction == 0:
+        return loss
+    return sh._reduce_helper(g, "ReduceMean" if reduction == 1 else "ReduceSum", loss, None,
+                             keepdims_i=0)
+
+
+def _as(g, value: Value, like: Value) -> Value:
+    """``value`` in ``like``'s dtype (integer targets in float arithmetic)."""
+    return sh._cast_to(g, value, _dtype(like))
+
+
+def _abs_diff(g, self: Value, target: Value) -> Value:
+    return g.op("Abs", g.op("Sub", self, _as(g, target, self)))
+
+
+def _softplus_neg(g, x: Value) -> Value:
+    """``log(1 + exp(-x))`` without overflow: ``relu(-x) + log(1 + exp(-|x|))``."""
+    one = scalar(g, 1, _dtype(x))
+    tail = g.op("Log", g.op("Add", one, g.op("Exp", g.op("Neg", g.op("Abs", x)))))
+    return g.op("Add", g.op("Relu", g.op("Neg", x)), tail)
+
+
+def _equals(g, target: Value, number: float) -> Value:
+    return g.op("Equal", target, scalar(g, number, _dtype(target)))
+
+
+def _where_zero(g, condition: Value, value: Value) -> Value:
+    return g.op("Where", condition, value, scalar(g, 0, _dtype(value)))
+
+
+# -- regression ------------------------------------------------------------------------
+@pack.symbolic("aten::mse_loss", since=7)
+@sh.parse_args("v", "v", "i")
+def mse_loss(g, self, target, reduction=1):
+    diff = g.op("Sub", self, _as(g, target, self))
+    return _reduce(g, g.op("Mul", diff, diff), reduction)
+
+
+@pack.symbolic("aten::l1_loss", since=7)
+@sh.parse_args("v", "v", "i")
+def l1_loss(g, self, target, reduction=1):
+    return _reduce(g, _abs_diff(g, self, target), reduction)
+
+
+@pack.symbolic("aten::smooth_l1_loss", since=9)
+@sh.parse_args("v", "v", "i", "f")
+def smooth_l1_loss(g, self, target, reduction=1, beta=1.0):
+    """``0.5 d^2 / beta`` below ``beta``, ``d - 0.5 beta`` above (L1 when beta is 0)."""
+    d, dtype = _abs_diff(g, self, target), _dtype(self)
+    if beta == 0:
+        return _reduce(g, d, reduction)
+    quadratic = g.op("Mul", g.op("Mul", d, d), scalar(g, 0.5 / beta, dtype))
+    linear = g.op("Sub", d, scalar(g, 0.5 * beta, dtype))
+    loss = g.op("Where", g.op("Less", d, scalar(g, beta, dtype)), quadratic, linear)
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::huber_loss", since=9)
+@sh.parse_args("v", "v", "i", "f")
+def huber_loss(g, self, target, reduction=1, delta=1.0):
+    """``0.5 d^2`` below ``delta``, ``delta (d - 0.5 delta)`` above."""
+    d, dtype = _abs_diff(g, self, target), _dtype(self)
+    quadratic = g.op("Mul", g.op("Mul", d, d), scalar(g, 0.5, dtype))
+    linear = g.op("Mul", g.op("Sub", d, scalar(g, 0.5 * delta, dtype)), scalar(g, delta, dtype))
+    loss = g.op("Where", g.op("Less", d, scalar(g, delta, dtype)), quadratic, linear)
+    return _reduce(g, loss, reduction)
+
+
+# -- binary and divergence -------------------------------------------------------------
+@pack.symbolic("aten::binary_cross_entropy", since=7)
+@sh.parse_args("v", "v", "v", "i")
+def binary_cross_entropy(g, self, target, weight=None, reduction=1):
+    """``-(t log x + (1 - t) log(1 - x))``, each log clamped at -100 as PyTorch does."""
+    dtype, target = _dtype(self), _as(g, target, self)
+    one = scalar(g, 1, dtype)
+    log_x = clamp_values(g, "aten::binary_cross_entropy", g.op("Log", self), -100.0, None)
+    log_rest = clamp_values(g, "aten::binary_cross_entropy",
+                            g.op("Log", g.op("Sub", one, self)), -100.0, None)
+    loss = g.op("Sub", g.op("Mul", g.op("Sub", target, one), log_rest),
+                g.op("Mul", target, log_x))
+    if not sh._is_none(weight):
+        loss = g.op("Mul", loss, weight)
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::binary_cross_entropy_with_logits", since=7)
+@sh.parse_args("v", "v", "v", "v", "i")
+def binary_cross_entropy_with_logits(g, self, target, weight=None, pos_weight=None,
+                                     reduction=1):
+    """``(1 - t) x - w_pos log sigmoid(x)`` with ``w_pos = 1 + (pos_weight - 1) t``."""
+    dtype, target = _dtype(self), _as(g, target, self)
+    one = scalar(g, 1, dtype)
+    minus_log_sigmoid = _softplus_neg(g, self)
+    if not sh._is_none(pos_weight):
+        log_weight = g.op("Add", g.op("Mul", g.op("Sub", pos_weight, one), target), one)
+        minus_log_sigmoid = g.op("Mul", log_weight, minus_log_sigmoid)
+    loss = g.op("Add", g.op("Mul", g.op("Sub", one, target), self), minus_log_sigmoid)
+    if not sh._is_none(weight):
+        loss = g.op("Mul", loss, weight)
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::kl_div", since=9)
+@sh.parse_args("v", "v", "i", "b")
+def kl_div(g, self, target, reduction=1, log_target=False):
+    """``t (log t - x)`` (0 where t is 0; a negative t, not a distribution, gives 0 where
+    PyTorch gives NaN), or ``exp(t) (t - x)`` for log targets."""
+    target = _as(g, target, self)
+    if log_target:
+        loss = g.op("Mul", g.op("Exp", target), g.op("Sub", target, self))
+    else:
+        positive = g.op("Greater", target, scalar(g, 0, _dtype(self)))
+        entropy = _where_zero(g, positive, g.op("Mul", target, g.op("Log", target)))
+        loss = g.op("Sub", entropy, g.op("Mul", target, self))
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::poisson_nll_loss", since=9)
+@sh.parse_args("v", "v", "b", "b", "f", "i")
+def poisson_nll_loss(g, input, target, log_input, full, eps, reduction):
+    """``exp(x) - t x`` (log input) or ``x - t log(x + eps)``; ``full`` adds Stirling's
+    approximation of ``log(t!)`` where t > 1."""
+    dtype, target = _dtype(input), _as(g, target, input)
+    if log_input:
+        loss = g.op("Sub", g.op("Exp", input), g.op("Mul", target, input))
+    else:
+        loss = g.op("Sub", input, g.op("Mul", target, g.op("Log", g.op(
+            "Add", input, scalar(g, eps, dtype)))))
+    if full:
+        stirling = g.op("Add", g.op("Sub", g.op("Mul", target, g.op("Log", target)), target),
+                        g.op("Mul", scalar(g, 0.5, dtype), g.op(
+                            "Log", g.op("Mul", scalar(g, 2 * math.pi, dtype), target))))
+        loss = g.op("Add", loss, _where_zero(
+            g, g.op("Greater", target, scalar(g, 1, dtype)), stirling))
+    return _reduce(g, loss, reduction)
+
+
+# -- margins and ranking ---------------------------------------------------------------
+@pack.symbolic("aten::soft_margin_loss", since=7)
+@sh.parse_args("v", "v", "i")
+def soft_margin_loss(g, self, target, reduction=1):
+    """``log(1 + exp(-t x))``."""
+    return _reduce(g, _softplus_neg(g, g.op("Mul", _as(g, target, self), self)), reduction)
+
+
+@pack.symbolic("aten::margin_ranking_loss", since=7)
+@sh.parse_args("v", "v", "v", "f", "i")
+def margin_ranking_loss(g, input1, input2, target, margin=0.0, reduction=1):
+    """``max(0, margin - t (x1 - x2))``."""
+    ranked = g.op("Mul", _as(g, target, input1), g.op("Sub", input1, input2))
+    loss = g.op("Relu", g.op("Sub", scalar(g, margin, _dtype(input1)), ranked))
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::hinge_embedding_loss", since=11)
+@sh.parse_args("v", "v", "f", "i")
+def hinge_embedding_loss(g, self, target, margin=1.0, reduction=1):
+    """``x`` where t != -1 plus ``max(0, margin - x)`` where t != 1 (Equal on floats: 11)."""
+    target = _as(g, target, self)
+    below = g.op("Relu", g.op("Sub", scalar(g, margin, _dtype(self)), self))
+    loss = g.op("Add", _where_zero(g, g.op("Not", _equals(g, target, 1)), below),
+                _where_zero(g, g.op("Not", _equals(g, target, -1)), self))
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::cosine_embedding_loss", since=11)
+@sh.parse_args("v", "v", "v", "f", "i")
+def cosine_embedding_loss(g, input1, input2, target, margin=0.0, reduction=1):
+    """``1 - cos`` where t == 1, ``max(0, cos - margin)`` where t == -1; the cosine over the
+    dim after the target's, with PyTorch's 1e-12 added to each squared magnitude."""
+    dtype, axis = _dtype(input1), _rank(target, "aten::cosine_embedding_loss")
+    target = _as(g, target, input1)
+
+    def summed(a: Value, b: Value) -> Value:
+        return sh._reducesum_helper(g, g.op("Mul", a, b), [axis], keepdims_i=0)
+
+    tiny = scalar(g, 1e-12, dtype)
+    magnitudes = g.op("Mul", g.op("Add", summed(input1, input1), tiny),
+                      g.op("Add", summed(input2, input2), tiny))
+    cos = g.op("Div", summed(input1, input2), g.op("Sqrt", magnitudes))
+    positive = g.op("Sub", scalar(g, 1, dtype), cos)
+    negative = g.op("Relu", g.op("Sub", cos, scalar(g, margin, dtype)))
+    loss = g.op("Add", _where_zero(g, _equals(g, target, 1), positive),
+                _where_zero(g, _equals(g, target, -1), negative))
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::multi_margin_loss", since=9)
+@sh.parse_args("v", "v", "f", "f", "v", "i")
+def multi_margin_loss(g, self, target, p=1.0, margin=1.0, weight=None, reduction=1):
+    """``sum over j != y of max(0, margin - x[y] + x[j])^p (* weight[y]) / C`` for (N, C)."""
+    if _rank(self, "aten::multi_margin_loss") != 2 or p not in (1, 2):
+        sh._unimplemented("aten::multi_margin_loss", "inputs that are not (N, C), or p not 1 or 2")
+    dtype, classes = _dtype(self), sh._get_tensor_dim_size(self, 1)
+    if classes is None:
+        sh._unimplemented("aten::multi_margin_loss", "a dynamic number of classes")
+    labels = sh._unsqueeze_helper(g, sh._cast_to(g, target, torch.int64), [1])
+    is_label = g.op("Equal", labels, g.constant(torch.arange(classes).unsqueeze(0)))
+    picked = sh._reducesum_helper(g, _where_zero(g, is_label, self), [1])
+    z = g.op("Relu", g.op("Add", g.op("Sub", scalar(g, margin, dtype), picked), self))
+    if p == 2:
+        z = g.op("Mul", z, z)
+    if not sh._is_none(weight):
+        z = g.op("Mul", z, g.op("Gather", weight, labels, axis_i=0))
+    others = g.op("Where", is_label, scalar(g, 0, dtype), z)
+    loss = g.op("Div", sh._reducesum_helper(g, others, [1], keepdims_i=0),
+                scalar(g, classes, dtype))
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::multilabel_margin_loss", since=9)
+@sh.parse_args("v", "v", "i")
+def multilabel_margin_loss(g, self, target, reduction=1):
+    """``sum over targets j and non-targets k of max(0, 1 - (x[j] - x[k])) / C`` for (N, C);
+    a row's targets are its labels before the first -1."""
+    if _rank(self, "aten::multilabel_margin_loss") != 2:
+        sh._unimplemented("aten::multilabel_margin_loss", "inputs that are not (N, C)")
+    dtype, classes = _dtype(self), sh._get_tensor_dim_size(self, 1)
+    if classes is None:
+        sh._unimplemented("aten::multilabel_margin_loss", "a dynamic number of classes")
+    target = sh._cast_to(g, target, torch.int64)
+    ended = sh._cast_to(g, g.op("Less", target, g.constant(torch.tensor(0))), dtype)
+    # -1s at or before each position, by a product with an upper-triangular ones matrix.
+    ends_so_far = g.op("MatMul", ended, g.constant(torch.ones(classes, classes,
+                                                              dtype=dtype).triu()))
+    valid = g.op("Less", ends_so_far, scalar(g, 0.5, dtype))  # (N, J)
+    is_label = g.op("And", g.op("Equal", sh._unsqueeze_helper(g, target, [2]),
+                                g.constant(torch.arange(classes).view(1, 1, -1))),
+                    sh._unsqueeze_helper(g, valid, [2]))  # (N, J, C)
+    labelled = sh._cast_to(g, is_label.setType(Type.tensor(torch.bool)), dtype)
+    is_target = sh._reduce_helper(g, "ReduceMax", labelled, [1], keepdims_i=1)  # (N, 1, C)
+    picked = sh._reducesum_helper(g, g.op("Mul", labelled, sh._unsqueeze_helper(g, self, [1])),
+                                  [2])  # (N, J, 1)
+    hinge = g.op("Relu", g.op("Add", g.op("Sub", scalar(g, 1, dtype), picked),
+                              sh._unsqueeze_helper(g, self, [1])))
+    pairs = g.op("Mul", g.op("Mul", hinge, g.op("Sub", scalar(g, 1, dtype), is_target)),
+                 sh._cast_to(g, sh._unsqueeze_helper(g, valid, [2]).setType(
+                     Type.tensor(torch.bool)), dtype))
+    loss = g.op("Div", sh._reducesum_helper(g, pairs, [1, 2], keepdims_i=0),
+                scalar(g, classes, dtype))
+    return _reduce(g, loss, reduction)
+
+
+@pack.symbolic("aten::triplet_margin_loss", since=7)
+@sh.parse_args("v", "v", "v", "f", "f", "f", "b", "i")
+def triplet_margin_loss(g, anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
+                        reduction=1):
+    """``max(0, margin + d(a, p) - d(a, n))``, ``d(a, n)`` the smaller of it and ``d(p, n)``
+    with ``swap``."""
+    near = _pairwise_distance(g, anchor, positive, p, eps, False)
+    far = _pairwise_distance(g, anchor, negative, p, eps, False)
+    if swap:
+        far = g.op("Min", far, _pairwise_distance(g, positive, negative, p, eps, False))
+    loss = g.op("Relu", g.op("Sub", g.op("Add", scalar(g, margin, _dtype(anchor)), near), far))
+    return _reduce(g, loss, reduction)
+
+
+# -- distances -------------------------------------------------------------------------
+def _pairwise_distance(g, x1: Value, x2: Value, p: float, eps: float, keepdim: bool) -> Value:
+    diff = g.op("Add", g.op("Sub", x1, x2), scalar(g, eps, _dtype(x1)))
+    rank = max(_rank(x1, "aten::pairwise_distance"), _rank(x2, "aten::pairwise_distance"))
+    diff.setType(Type.tensor(_dtype(x1), [None] * rank))
+    return sh._run_symbolic(g, "aten::linalg_vector_norm", diff, p, [rank - 1], keepdim, None,
+                            type_=Type.tensor(_dtype(x1)))
+
+
+@pack.symbolic("aten::pairwise_distance", since=7)
+@sh.parse_args("v", "v", "f", "f", "b")
+def pairwise_distance(g, x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The p-norm of ``x1 - x2 + eps`` over the last dim."""
+    return _pairwise_distance(g, x1, x2, p, eps, keepdim)
+
+
+@pack.symbolic("aten::cosine_similarity", since=7)
+@sh.parse_args("v", "v", "i", "f")
+def cosine_similarity(g, x1, x2, dim=1, eps=1e-8):
+    """``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps))`` over ``dim``, as PyTorch computes it."""
+    ranks = [_rank(x, "aten::cosine_similarity") for x in (x1, x2)]
+    rank = max(ranks)
+    axis = dim % rank
+
+    def unit(x: Value, own_rank: int) -> Value:
+        if own_rank < rank:  # broadcast from the right, as PyTorch does
+            x = sh._unsqueeze_helper(g, x, list(range(rank - own_rank)))
+        norm = sh._reduce_helper(g, "ReduceL2", x, [axis], keepdims_i=1)
+        return g.op("Div", x, clamp_values(g, "aten::cosine_similarity", norm.setType(
+            Type.tensor(_dtype(x1))), eps, None))
+
+    return sh._reducesum_helper(g, g.op("Mul", unit(x1, ranks[0]), unit(x2, ranks[1])), [axis],
+                                keepdims_i=0)
+
+
+# -- cases ------------------------------------------------------------------------------
+def _unit(*shape: int):
+    """Probabilities in (0, 1)."""
+    return lambda: torch.rand(*shape).clamp(0.05, 0.95)
+
+
+def _signs(*shape: int):
+    return lambda: torch.randint(0, 2, shape).float() * 2 - 1
+
+
+pack.case("aten::mse_loss", F.mse_loss, (3, 4), (3, 4))
+pack.case("aten::mse_loss", lambda x, t: F.mse_loss(x, t, reduction="none"), (2, 3), (2, 3),
+          name="none")
+pack.case("aten::l1_loss", lambda x, t: F.l1_loss(x, t, reduction="sum"), (3, 4), (3, 4))
+pack.case("aten::smooth_l1_loss", lambda x, t: F.smooth_l1_loss(x, t, beta=0.5), (3, 4), (3, 4))
+pack.case("aten::smooth_l1_loss", lambda x, t: torch.ops.aten.smooth_l1_loss(x, t, 0, 0.0),
+          (3, 4), (3, 4), name="beta0")  # F.smooth_l1_loss calls l1_loss itself
+pack.case("aten::huber_loss", lambda x, t: F.huber_loss(x, t, reduction="none", delta=0.6),
+          (3, 4), (3, 4))
+pack.case("aten::binary_cross_entropy", F.binary_cross_entropy, _unit(3, 4), _unit(3, 4))
+pack.case("aten::binary_cross_entropy",
+          lambda x, t, w: F.binary_cross_entropy(x, t, weight=w, reduction="none"),
+          lambda: torch.tensor([0.0, 0.3, 1.0]), _unit(3), (3,), name="weight_saturated")
+pack.case("aten::binary_cross_entropy_with_logits", F.binary_cross_entropy_with_logits,
+          lambda: torch.randn(3, 4) * 30, _unit(3, 4), name="large_logits")
+pack.case("aten::binary_cross_entropy_with_logits",
+          lambda x, t, w, p: F.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=p,
+                                                                reduction="sum"),
+          (3, 4), _unit(3, 4), (4,), lambda: torch.rand(4) + 0.5, name="weights")
+pack.case("aten::kl_div", lambda x, t: F.kl_div(x, t, reduction="batchmean"),
+          lambda: torch.randn(3, 4).log_softmax(1),
+          lambda: torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.1, 0.2, 0.3, 0.4], [1.0, 0, 0, 0]]))
+pack.case("aten::kl_div", lambda x, t: F.kl_div(x, t, reduction="none", log_target=True),
+          (3, 4), (3, 4), name="log_target")
+pack.case("aten::poisson_nll_loss", F.poisson_nll_loss, (3, 4), _unit(3, 4))
+pack.case("aten::poisson_nll_loss",
+          lambda x, t: F.poisson_nll_loss(x, t, log_input=False, full=True, reduction="sum"),
+          _unit(3, 4), lambda: torch.rand(3, 4) * 4, name="full")
+pack.case("aten::soft_margin_loss", F.soft_margin_loss, (3, 4), _signs(3, 4))
+pack.case("aten::margin_ranking_loss",
+          lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.3), (5,), (5,), _signs(5))
+pack.case("aten::hinge_embedding_loss",
+          lambda x, t: F.hinge_embedding_loss(x, t, margin=0.5, reduction="none"),
+          (3, 4), _signs(3, 4))
+pack.case("aten::cosine_embedding_loss",
+          lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=0.2), (3, 5), (3, 5),
+          _signs(3))
+pack.case("aten::multi_margin_loss", F.multi_margin_loss, (3, 4),
+          lambda: torch.randint(0, 4, (3,)))
+pack.case("aten::multi_margin_loss",
+          lambda x, t, w: F.multi_margin_loss(x, t, p=2, margin=0.5, weight=w, reduction="none"),
+          (3, 4), lambda: torch.randint(0, 4, (3,)), lambda: torch.rand(4), name="p2_weight")
+pack.case("aten::multilabel_margin_loss", F.multilabel_margin_loss, (3, 4),
+          lambda: torch.tensor([[3, 0, -1, 1], [1, 2, 3, 0], [-1, 2, 1, 1]]))
+pack.case("aten::triplet_margin_loss", F.triplet_margin_loss, (3, 5), (3, 5), (3, 5))
+pack.case("aten::triplet_margin_loss",
+          lambda a, p, n: F.triplet_margin_loss(a, p, n, p=1, swap=True, reduction="none"),
+          (3, 5), (3, 5), (3, 5), name="l1_swap")
+pack.case("aten::pairwise_distance", F.pairwise_distance, (3, 5), (3, 5))
+pack.case("aten::pairwise_distance", lambda a, b: F.pairwise_distance(a, b, p=3, keepdim=True),
+          (2, 3, 5), (5,), name="p3_broadcast_keepdim")
+pack.case("aten::cosine_similarity", F.cosine_similarity, (3, 5), (3, 5))
+pack.case("aten::cosine_similarity", lambda a, b: F.cosine_similarity(a, b, dim=-1, eps=0.5),
+          (2, 3, 4), (3, 4), name="broadcast_eps")
