@@ -180,6 +180,31 @@ def embedding(g, weight: Value, indices: Value, *_: Value) -> Value:
     return g.op("Gather", weight, indices, axis_i=0)
 
 
+@pack.symbolic("aten::embedding_renorm_", since=11)
+@sh.parse_args("v", "v", "f", "f")
+def embedding_renorm_(g, self, indices, max_norm, norm_type):
+    """The rows ``indices`` name whose p-norm exceeds ``max_norm`` scaled to
+    ``max_norm / (norm + 1e-7)``; returns the whole new weight, which the walker writes
+    through to what ``self`` views (F.embedding passes ``weight.detach()``)."""
+    dtype = self.type().dtype() or torch.float32
+    if sh._get_tensor_rank(self) != 2:
+        sh._unimplemented("aten::embedding_renorm_", "a weight that is not 2-D")
+    norms = sh._run_symbolic(g, "aten::linalg_vector_norm", self, norm_type, [1], True, None,
+                             type_=Type.tensor(dtype, [None, 1]))
+    flat = sh._reshape_helper(g, indices, [-1])
+    rows = sh._slice_helper(g, g.op("Shape", self), [0], [0], [1])
+    hit = g.op("ScatterElements",
+               g.op("ConstantOfShape", rows, value_t=torch.tensor([0], dtype=torch.int64)), flat,
+               g.op("ConstantOfShape", g.op("Shape", flat),
+                    value_t=torch.tensor([1], dtype=torch.int64)), axis_i=0)
+    limit = g.constant(torch.tensor(max_norm, dtype=dtype))
+    too_long = g.op("And", sh._unsqueeze_helper(g, sh._cast_to(
+        g, hit.setType(Type.tensor(torch.int64, [None])), torch.bool), [1]),
+        g.op("Greater", norms, limit))
+    scale = g.op("Div", limit, g.op("Add", norms, g.constant(torch.tensor(1e-7, dtype=dtype))))
+    return g.op("Where", too_long, g.op("Mul", self, scale), self)
+
+
 _BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
 
 
@@ -414,6 +439,12 @@ def _indices(high: int, *shape: int):
 pack.case("aten::embedding", torch.nn.Embedding(10, 4), _indices(10, 2, 3))
 pack.case("aten::embedding", torch.nn.Embedding(10, 4, padding_idx=0), _indices(10, 5),
           name="padding_idx")
+# The weight is an input: eager renormalizes a module's weight in place before the export.
+pack.case("aten::embedding_renorm_", lambda x, w: F.embedding(x, w, max_norm=1.0),
+          _indices(10, 2, 5), (10, 4))
+pack.case("aten::embedding_renorm_",  # the renormalized weight reused, as by a tied layer
+          lambda x, w: F.embedding(x, w, max_norm=2.0, norm_type=1.0) @ w.t(),
+          lambda: torch.tensor([[1, 3, 3, 9]]), (10, 4), name="reused_l1")
 pack.case("aten::embedding_bag", torch.nn.EmbeddingBag(10, 3, mode="mean"), _indices(10, 6),
           lambda: torch.tensor([0, 4]), name="mean")
 pack.case("aten::embedding_bag", torch.nn.EmbeddingBag(10, 3, mode="sum"),

@@ -131,6 +131,12 @@ def size(g, self: Value, dim: Value | None = None) -> Value:
     return g.op("Gather", g.op("Shape", self), index, axis_i=0)
 
 
+@pack.symbolic("aten::numel", since=7)
+def numel(g, self: Value) -> Value:
+    """``x.numel()`` as a 0-d int64 (what F.embedding_bag asks of 2-D input)."""
+    return g.op("Size", self).setType(Type.tensor(torch.int64, []))
+
+
 @pack.symbolic("aten::view", since=7)
 def view(g, self: Value, size: Value) -> Value:
     return g.op("Reshape", self, _shape_input(g, size))
@@ -189,8 +195,17 @@ def _identity(name: str):
     return symbolic
 
 
-for _name in ("contiguous", "detach", "clone"):
+for _name in ("contiguous", "clone"):
     pack.symbolic(f"aten::{_name}", since=7)(_identity(_name))
+
+
+@pack.symbolic("aten::detach", since=7)
+def detach(g, self: Value) -> Value:
+    """The same tensor, sharing its storage: in-place writes to it reach ``self`` (F.embedding
+    with ``max_norm`` renormalizes ``weight.detach()`` in place)."""
+    node = g.original_node
+    g.conversion.views[node.output().unique()] = (node.inputsAt(0), lambda g, base, new: new)
+    return self
 
 
 # -- permutations ---------------------------------------------------------------
@@ -748,6 +763,10 @@ DYN = {"x": [0, 1]}
 pack.case("aten::size", lambda x: x.view(x.size(0), -1), (2, 3, 4), input_names=["x"],
           dynamic_axes={"x": [0]})
 pack.case("aten::size", lambda x: x.view(x.size()[::-1]), (2, 3), name="whole")
+pack.case("aten::numel", lambda x: x.view(x.numel() // 4, 4), (2, 3, 4), input_names=["x"],
+          dynamic_axes={"x": [0, 1]})
+pack.case("aten::numel", torch.nn.EmbeddingBag(10, 3), lambda: torch.randint(0, 10, (2, 4)),
+          name="embedding_bag_2d", min_opset=11)
 pack.case("aten::view", lambda x: x.view(4, -1), (2, 3, 4))
 pack.case("aten::reshape", lambda x: x.reshape(-1, 2), (2, 3, 4))
 pack.case("aten::view_as", lambda x, y: x.view_as(y), (2, 6), (3, 4))

@@ -389,6 +389,21 @@ def pixel_unshuffle(g, self, downscale_factor):
     return _rearrange(g, self, downscale_factor, "aten::pixel_unshuffle", shuffle=False)
 
 
+@pack.symbolic("aten::channel_shuffle", since=7)
+@sh.parse_args("v", "i")
+def channel_shuffle(g, self, groups):
+    """(N, g, C/g, rest) -> (N, C/g, g, rest) -> back to the input's shape."""
+    channels = sh._get_tensor_dim_size(self, 1)
+    if channels is None:
+        sh._unimplemented("aten::channel_shuffle", "a channel dimension that is not static")
+    grouped = sh._reshape_helper(g, self, [0, groups, channels // groups, -1])
+    swapped = g.op("Transpose", grouped, perm_i=[0, 2, 1, 3])
+    return g.op("Reshape", swapped, g.op("Shape", self))
+
+
+pack.alias(channel_shuffle, "aten::native_channel_shuffle", since=7)
+
+
 # -- im2col / col2im -------------------------------------------------------------------
 @pack.symbolic("aten::im2col", since=7)
 @sh.parse_args("v", "is", "is", "is", "is")
@@ -409,13 +424,42 @@ def im2col(g, self, kernel_size, dilation, padding, stride):
     return sh._squeeze_helper(g, out, [0]) if rank == 3 else out
 
 
+@pack.symbolic("aten::col2im", since=7)
+@sh.parse_args("v", "v", "is", "is", "is", "is")
+def col2im_7(g, self, output_size, kernel_size, dilation, padding, stride):
+    """The adjoint of im2col's one-hot Conv: a grouped ConvTranspose with the same kernels
+    adds each patch element back at its place (static sizes; Col2Im from 18)."""
+    rank = _rank(self, "aten::col2im")
+    size, rows = _int_items(output_size, "aten::col2im"), sh._get_tensor_dim_size(self, -2)
+    if not _is_static(size) or rows is None:
+        sh._onnx_opset_unsupported_detailed("aten::col2im", g.opset, 18,
+                                            "a run-time output size or number of rows")
+    kh, kw = kernel_size
+    reach = [d * (k - 1) + 1 for d, k in zip(dilation, kernel_size)]
+    blocks = [(n + 2 * p - r) // s + 1 for n, p, r, s in zip(size, padding, reach, stride)]
+    # The rows and columns no block reaches, as ConvTranspose's output_padding.
+    rest = [n + 2 * p - ((b - 1) * s + r)
+            for n, p, r, s, b in zip(size, padding, reach, stride, blocks)]
+    picks = torch.eye(kh * kw, dtype=self.type().dtype() or torch.float32)
+    weight = picks.reshape(kh * kw, 1, kh, kw).repeat(rows // (kh * kw), 1, 1, 1)
+    batched = sh._unsqueeze_helper(g, self, [0]) if rank == 2 else self
+    grid = sh._reshape_helper(g, batched, [0, rows, *blocks])
+    out = g.op("ConvTranspose", grid, g.constant(weight), kernel_shape_i=kernel_size,
+               dilations_i=dilation, pads_i=padding + padding, strides_i=stride,
+               group_i=rows // (kh * kw), output_padding_i=rest)
+    return sh._squeeze_helper(g, out, [0]) if rank == 2 else out
+
+
 @pack.symbolic("aten::col2im", since=18)
 @sh.parse_args("v", "v", "is", "is", "is", "is")
 def col2im(g, self, output_size, kernel_size, dilation, padding, stride):
-    """Col2Im (opset 18)."""
-    return g.op("Col2Im", self, _int64_vector(g, _int_items(output_size, "aten::col2im")),
-                g.constant(torch.tensor(kernel_size, dtype=torch.int64)),
-                dilations_i=dilation, pads_i=padding + padding, strides_i=stride)
+    """Col2Im (opset 18); unbatched input gets a batch axis for it."""
+    unbatched = _rank(self, "aten::col2im") == 2
+    out = g.op("Col2Im", sh._unsqueeze_helper(g, self, [0]) if unbatched else self,
+               _int64_vector(g, _int_items(output_size, "aten::col2im")),
+               g.constant(torch.tensor(kernel_size, dtype=torch.int64)),
+               dilations_i=dilation, pads_i=padding + padding, strides_i=stride)
+    return sh._squeeze_helper(g, out, [0]) if unbatched else out
 
 
 # -- Tensor.unfold ---------------------------------------------------------------------
@@ -553,6 +597,10 @@ pack.case("aten::pixel_shuffle", nn.PixelShuffle(3), (2, 3, 9, 2, 2), name="5d")
 pack.case("aten::pixel_shuffle", nn.PixelShuffle(2), (1, 8, 3, 4), name="dynamic",
           input_names=["x"], dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
 pack.case("aten::pixel_unshuffle", nn.PixelUnshuffle(2), (1, 2, 4, 6))
+pack.case("aten::channel_shuffle", nn.ChannelShuffle(3), (2, 6, 3, 4), input_names=["x"],
+          dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
+pack.case("aten::native_channel_shuffle", lambda x: torch.native_channel_shuffle(x, 2),
+          (1, 4, 5))
 pack.case("aten::pixel_unshuffle", nn.PixelUnshuffle(3), (3, 6, 6), name="3d")
 pack.case("aten::im2col", nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
           (2, 3, 5, 6))
@@ -562,3 +610,5 @@ pack.case("aten::unfold", lambda x: x.unfold(-1, 4, 4), (2, 3, 8), name="last_di
 pack.case("aten::unfold", lambda x: x.unfold(1, 2, 1), (1, 5, 2), name="dynamic", min_opset=11,
           input_names=["x"], dynamic_axes={"x": {1: "len"}})
 pack.case("aten::col2im", nn.Fold((4, 5), (2, 3), padding=(1, 0), stride=(1, 2)), (2, 12, 10))
+pack.case("aten::col2im", nn.Fold((6, 8), 2, dilation=(1, 2), stride=(2, 2)), (8, 9),
+          name="unbatched_uneven_dilated")
