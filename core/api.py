@@ -14,7 +14,7 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import functions, passes, progress, serialize, trace
+from oxport import functions, optimize, passes, progress, serialize, trace
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph
@@ -198,8 +198,9 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                 # Parameters the user feeds at run time must not be folded into constants.
                 frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}
                           if keep_initializers_as_inputs or not export_params else set())
-                folded = passes.fold_constants(graph, opset, frozen)
-                log.info("constant folding replaced %d nodes", folded)
+                optimize.optimize(graph, opset, frozen=frozen, dynamic_axes=_dynamic_inputs(
+                    graph, input_names, output_names, dynamic_axes),
+                    across_modules=not as_functions)
             passes.eliminate_dead_code(graph)
             for domain in list(graph.opset_imports):
                 if domain:
@@ -569,6 +570,28 @@ def _front_end(model: Any, args: Any) -> trace.FrontEnd:
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return trace.script_front_end(model, args)
     return trace.trace_module(model, args)
+
+
+def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
+                    output_names: Sequence[str] | None,
+                    dynamic_axes: Mapping[str, Any] | None) -> dict[int, dict[int, str]] | None:
+    """Graph input index -> {dynamic axis: its name}, for the clean-up passes; None (any
+    axis of any input may vary) when a key names neither an input nor a given output."""
+    if not dynamic_axes:
+        return {}
+    names = list(input_names or [])
+    index = {(names[i] if i < len(names) else serialize._clean(v.name)): i
+             for i, v in enumerate(graph.inputs)}
+    result: dict[int, dict[int, str]] = {}
+    for key, spec in dynamic_axes.items() if isinstance(dynamic_axes, Mapping) else ():
+        if key in index and isinstance(spec, (Mapping, list, tuple)):
+            pairs = spec.items() if isinstance(spec, Mapping) else [
+                (axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)]
+            result.setdefault(index[key], {}).update(
+                (a, str(n)) for a, n in pairs if isinstance(a, int) and not isinstance(a, bool))
+        elif key not in (output_names or ()):
+            return None
+    return result
 
 
 def _is_training(model: Any, mode: TrainingMode) -> bool:

@@ -20,8 +20,14 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Rando
 #: Ops never folded: a DequantizeLinear of a constant keeps a quantized weight stored as
 #: integers (folding would store it as float).
 _KEEP = {"DequantizeLinear"}
-#: Fold a node only when its inputs hold at most this many elements in all.
+#: Fold a node only when its inputs hold at most this many elements in all (ops whose
+#: result is a view of their input, such as Transpose, fold at any size: no bytes move).
 FOLD_MAX_ELEMENTS = 1 << 24
+_VIEWS = {"Shape", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice"}
+#: A result this large is not folded while one of its inputs stays in use by a node that
+#: is no repeat of it (the tied embedding and output layer of a language model): that
+#: would store the weight twice.
+DUPLICATE_MIN_ELEMENTS = 1024
 #: ... and through ``onnx.reference`` (ops without a numpy fast path) at most this many.
 REFERENCE_MAX_ELEMENTS = 1 << 12
 
@@ -74,6 +80,7 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
     #: a weight shared by two layers) reuses them instead of storing the result twice.
     done: dict[tuple[Any, ...], Node] = {}  # holds the node, so the ids in keys stay unique
     replace: dict[int, Value] = {}
+    consumers = _consumers(graph)
     for node in graph.nodes:
         if replace:
             node._inputs = [replace.get(id(v), v) if v is not None else None
@@ -88,19 +95,23 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
             continue
         key = _fold_key(node)
         if key in done:
-            replace.update((id(v), prev) for v, prev in zip(node._outputs, done[key]._outputs))
+            for value, prev in zip(node._outputs, done[key]._outputs):
+                replace[id(value)] = prev
+                consumers.setdefault(id(prev), []).extend(consumers.get(id(value), ()))
             folded += 1
             continue
         size = sum(_numel(v.const) for v in inputs if v is not None)
-        results = _fold_numpy(node, opset) if size <= FOLD_MAX_ELEMENTS else None
+        results = (_fold_numpy(node, opset)
+                   if size <= FOLD_MAX_ELEMENTS or node.op_type in _VIEWS else None)
         if results is None and size <= REFERENCE_MAX_ELEMENTS:
             results = _fold_reference(node, opset)
         if results is None or len(results) != len(node._outputs) \
-                or any(isinstance(r, list) for r in results):  # a Sequence is no initializer
+                or any(isinstance(r, list) for r in results) \
+                or _duplicates(node, key, results, consumers):  # (a Sequence: no initializer)
             kept.append(node)
             continue
         for value, result in zip(node._outputs, results):
-            tensor = torch.from_numpy(np.array(result, copy=True, order="C"))
+            tensor = _as_tensor(result)
             value.const = tensor
             value.setType(Type.of(tensor))
             value.producer = None
@@ -115,6 +126,43 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
                             for v in node._inputs]
         graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
     return folded
+
+
+def _consumers(graph: Graph) -> dict[int, list[Node | None]]:
+    """id(value) -> the nodes that use it (subgraphs included); None for a graph output."""
+    consumers: dict[int, list[Node | None]] = {}
+    for node in graph.walk():
+        for value in node._inputs:
+            if value is not None:
+                consumers.setdefault(id(value), []).append(node)
+    for value in graph.outputs:
+        consumers.setdefault(id(value), []).append(None)
+    return consumers
+
+
+def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
+                consumers: dict[int, list[Node | None]]) -> bool:
+    """Whether folding ``node`` would store a large constant next to the input it was
+    computed from, because that input has a use besides ``node`` and its exact repeats."""
+    if sum(int(np.size(r)) for r in results) < DUPLICATE_MIN_ELEMENTS:
+        return False
+    for value in node._inputs:
+        if value is None or _numel(value.const) < DUPLICATE_MIN_ELEMENTS:
+            continue
+        for other in consumers.get(id(value), ()):
+            if other is not node and (other is None or other.domain or (
+                    other.op_type != "Shape" and _fold_key(other) != key)):
+                return True
+    return False
+
+
+def _as_tensor(result: Any) -> torch.Tensor:
+    """A folded result as a tensor, sharing memory with it when numpy made a view (a
+    transposed weight is copied only when it is written)."""
+    array = np.asarray(result)
+    if not array.ndim or min(array.strides) < 0 or not array.flags.writeable:
+        array = array.copy()  # torch takes no negative strides nor read-only arrays
+    return torch.from_numpy(array)
 
 
 def _fold_key(node: Node) -> tuple[Any, ...]:

@@ -1,0 +1,452 @@
+"""Export speed, memory, file size and graph size: oxport against torch.onnx.
+
+Every export runs in a fresh subprocess; for each model the exporters are
+interleaved (floor, oxport, TorchScript, dynamo, floor, oxport, ...) and each
+figure is the median of ``--repeat`` runs. Per model it reports:
+
+* seconds of the export call, and the *floor*: ``torch.jit.trace`` of the model
+  (``check_trace=False``) plus writing its unique weight bytes once, raw, to a file,
+  both measured in their own fresh subprocess;
+* extra memory: peak RSS during the export (``VmHWM``, reset just before the call)
+  minus RSS before it, divided by the unique weight bytes;
+* file size (model plus external data) divided by the unique weight bytes;
+* node count (subgraphs included) of each exporter's model;
+* the largest ONNX Runtime vs eager error at the example inputs, and whether the
+  model also matches eager at a second size of every dynamic axis (rtol 1e-3,
+  atol 1e-5 each time).
+
+    python benchmarks/bench_export.py --quick            # small models, 1 repeat, < 3 min
+    python benchmarks/bench_export.py                    # every model but the 2 GB one
+    python benchmarks/bench_export.py --full             # and the > 2 GB GPT-2
+    python benchmarks/bench_export.py --models gpt2-small vgg-16 --exporters oxport ts
+    python benchmarks/bench_export.py --full --readme    # also rewrite benchmarks/README.md
+
+Machine load makes absolute times noisy; the ratios between exporters run
+interleaved are the figures to read. Children may write and use cached bytecode
+(a first, unrecorded run per exporter warms it) and use torch's default threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+EXPORTERS = ("floor", "oxport", "ts", "dynamo")
+LABELS = {"oxport": "oxport", "ts": "TorchScript", "dynamo": "dynamo", "floor": "floor"}
+OPSET = 20
+RTOL, ATOL = 1e-3, 1e-5
+MARKER = "@@bench@@"
+
+
+# -- the child: one export in a fresh process ----------------------------------------
+def _status() -> dict[str, int]:
+    with open("/proc/self/status") as handle:
+        text = handle.read()
+    return {key: int(re.search(rf"{key}:\s+(\d+)", text).group(1)) * 1024
+            for key in ("VmRSS", "VmHWM")}
+
+
+def _reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _export(exporter: str, model: Any, inputs: tuple[Any, ...], spec: Any, path: str
+            ) -> dict[str, Any]:
+    import torch
+
+    common = dict(input_names=spec.input_names, output_names=spec.output_names,
+                  dynamic_axes=spec.dynamic_axes, opset_version=OPSET)
+    if exporter == "oxport":
+        import oxport
+        result = oxport.export(model, inputs, path, **common)
+        return {"phases": result.timings}
+    if exporter == "ts":
+        torch.onnx.export(model, inputs, path, dynamo=False, **common)
+        return {}
+    if exporter == "dynamo":
+        # Its dynamic_axes conversion fails on *args forwards: the same axes as Dim.DYNAMIC.
+        dims = tuple({axis: torch.export.Dim.DYNAMIC for axis in spec.dynamic_axes.get(name, {})}
+                     for name in spec.input_names)
+        del common["dynamic_axes"]
+        torch.onnx.export(model, inputs, path, dynamo=True, dynamic_shapes=(dims,), **common)
+        return {}
+    raise ValueError(exporter)
+
+
+def _floor(model: Any, inputs: tuple[Any, ...], path: str) -> dict[str, Any]:
+    """``torch.jit.trace`` alone, then the unique weight bytes written once, raw."""
+    import torch
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        torch.jit.trace(model, inputs, check_trace=False)
+    traced = time.perf_counter() - start
+    seen: set[tuple[int, int, tuple[int, ...]]] = set()
+    with open(path, "wb") as handle:
+        for tensor in model.state_dict().values():
+            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+                   tuple(tensor.shape))
+            if key not in seen:
+                seen.add(key)
+                handle.write(memoryview(tensor.contiguous().numpy()).cast("B"))
+    return {"trace_s": traced, "write_s": time.perf_counter() - start - traced}
+
+
+def _count_nodes(graph: Any) -> int:
+    total = 0
+    for node in graph.node:
+        total += 1
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                total += _count_nodes(attr.g)
+            for sub in attr.graphs:
+                total += _count_nodes(sub)
+    return total
+
+
+def _run_ort(path: str, model: Any, inputs: tuple[Any, ...], names: list[str]
+             ) -> tuple[float, bool]:
+    """The largest |ORT - eager| over the outputs, and whether all are within tolerance."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    with torch.no_grad():
+        out = model(*inputs)
+    expected = [t.numpy() for t in ((out,) if isinstance(out, torch.Tensor) else out)]
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    by_name = dict(zip(names, inputs))
+    feeds = {i.name: by_name[i.name].numpy() for i in session.get_inputs()}
+    got = session.run(None, feeds)
+    worst, ok = 0.0, len(got) >= len(expected)
+    for ours, ref in zip(got, expected):
+        if ours.shape != ref.shape:
+            return float("inf"), False
+        diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        ok = ok and bool(np.allclose(ours, ref, rtol=RTOL, atol=ATOL))
+    return worst, ok
+
+
+def _verify(path: str, model: Any, spec: Any) -> dict[str, Any]:
+    import onnx
+    import torch
+
+    result: dict[str, Any] = {}
+    proto = onnx.load(path, load_external_data=False)
+    result["nodes"] = _count_nodes(proto.graph)
+    del proto
+    torch.manual_seed(1)
+    try:
+        result["max_err"], result["ort_ok"] = _run_ort(path, model, spec.inputs(), spec.input_names)
+    except Exception as exc:  # noqa: BLE001 - a model ORT cannot run is a result, not a crash
+        result["max_err"], result["ort_ok"] = None, False
+        result["ort_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    try:
+        result["dyn_err"], result["dyn_ok"] = _run_ort(path, model, spec.second(),
+                                                       spec.input_names)
+    except Exception as exc:  # noqa: BLE001
+        result["dyn_err"], result["dyn_ok"] = None, False
+        result["dyn_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return result
+
+
+def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[str, Any]:
+    import torch
+
+    from benchmarks.models import BY_NAME, unique_weight_bytes
+
+    warnings.simplefilter("ignore")
+    spec = BY_NAME[model_name]
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    torch.manual_seed(1)
+    inputs = spec.inputs()
+    if exporter == "oxport":
+        import oxport  # noqa: F401 - imports are not part of the export time
+    elif exporter == "dynamo":
+        import onnxscript  # noqa: F401
+        import torch.onnx._internal.exporter._core  # noqa: F401
+    path = os.path.join(out_dir, "model.onnx" if exporter != "floor" else "weights.bin")
+    result: dict[str, Any] = {"weight_bytes": unique_weight_bytes(model)}
+    before = _status()["VmRSS"]
+    result["peak_exact"] = _reset_peak()
+    start = time.perf_counter()
+    try:
+        if exporter == "floor":
+            result.update(_floor(model, inputs, path))
+        else:
+            result.update(_export(exporter, model, inputs, spec, path))
+    except Exception as exc:  # noqa: BLE001 - an exporter failing is a result
+        result["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+        return result
+    result["seconds"] = time.perf_counter() - start
+    status = _status()
+    result["extra_bytes"] = max(status["VmHWM"] - before, 0)
+    result["peak_bytes"] = status["VmHWM"]
+    result["rss_before"] = before
+    result["file_bytes"] = sum(os.path.getsize(os.path.join(out_dir, f))
+                               for f in os.listdir(out_dir))
+    result["files"] = len(os.listdir(out_dir))
+    if verify and exporter != "floor":
+        result.update(_verify(path, model, spec))
+    return result
+
+
+# -- the parent: interleaved runs, medians, the table --------------------------------
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # cached bytecode, as most installs have
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_child(model: str, exporter: str, verify: bool, env: dict[str, str], timeout: float
+              ) -> dict[str, Any]:
+    out_dir = tempfile.mkdtemp(prefix=f"bench-{model}-{exporter}-")
+    command = [sys.executable, os.path.abspath(__file__), "--child", model, exporter, out_dir]
+    if verify:
+        command.append("--verify")
+    load = os.getloadavg()[0]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s", "load": load}
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARKER):
+            result = json.loads(line[len(MARKER):])
+            result["load"] = load
+            return result
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    return {"error": f"child exited {proc.returncode}: {tail[0][:300]}", "load": load}
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None and "error" not in r]
+    return statistics.median(values) if values else None
+
+
+def summarize(model: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"model": model}
+    for exporter, results in runs.items():
+        ok = [r for r in results if "error" not in r]
+        entry: dict[str, Any] = {"runs": len(results), "ok": len(ok)}
+        if not ok:
+            entry["error"] = results[0].get("error") if results else "not run"
+        for key in ("seconds", "extra_bytes", "peak_bytes", "file_bytes", "trace_s", "write_s"):
+            entry[key] = _median(ok, key)
+        first = next((r for r in ok if "nodes" in r), None)
+        if first:
+            for key in ("nodes", "max_err", "ort_ok", "dyn_err", "dyn_ok", "files", "ort_error",
+                        "dyn_error"):
+                if key in first:
+                    entry[key] = first[key]
+        if exporter == "oxport" and ok:
+            phases = [r["phases"] for r in ok if "phases" in r]
+            entry["phases"] = {k: statistics.median(p.get(k, 0.0) for p in phases)
+                               for k in phases[0]} if phases else {}
+        if ok:
+            summary["weight_bytes"] = ok[0]["weight_bytes"]
+        summary[exporter] = entry
+    floor = summary.get("floor", {})
+    if floor.get("trace_s") is not None:
+        floor["seconds"] = floor["trace_s"] + floor["write_s"]
+    summary["load"] = statistics.mean(r.get("load", 0.0) for rs in runs.values() for r in rs)
+    return summary
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "–"
+
+
+def _mb(n: float | None) -> str:
+    return f"{n / 1e6:,.0f}" if n else "–"
+
+
+def _per_weight(entry: dict[str, Any], key: str, weights: int) -> str:
+    value = entry.get(key)
+    return f"{value / weights:.2f}" if value is not None and weights else "–"
+
+
+def _secs(entry: dict[str, Any]) -> str:
+    return f"{entry['seconds']:.2f}" if entry.get("seconds") else "fail"
+
+
+def _check(entry: dict[str, Any], key: str) -> str:
+    if entry.get("seconds") is None:
+        return "–"
+    value = entry.get(key)
+    return "–" if value is None else ("yes" if value else "**no**")
+
+
+def tables(summaries: list[dict[str, Any]]) -> str:
+    """The Markdown tables: time ratios, then memory, size, graph and numerics."""
+    time_rows = ["| model | weights MB | floor s (trace + write) | oxport s | oxport ÷ floor "
+                 "| TorchScript ÷ oxport | dynamo ÷ oxport |",
+                 "|---|--:|--:|--:|--:|--:|--:|"]
+    other_rows = ["| model | extra mem ÷ weights (ox / TS / dy) | file ÷ weights (ox / TS / dy) "
+                  "| nodes (ox / TS / dy) | ORT max abs err (ox) | matches eager, 2nd shape "
+                  "(ox / TS / dy) |", "|---|--:|--:|--:|--:|--:|"]
+    for s in summaries:
+        w = s.get("weight_bytes", 0)
+        ox, ts, dy, fl = (s.get(k, {}) for k in ("oxport", "ts", "dynamo", "floor"))
+        floor_text = (f"{fl['seconds']:.2f} ({fl['trace_s']:.2f} + {fl['write_s']:.2f})"
+                      if fl.get("seconds") else "–")
+        time_rows.append(
+            f"| {s['model']} | {_mb(w)} | {floor_text} | {_secs(ox)} | "
+            f"{_ratio(ox.get('seconds'), fl.get('seconds'))} | "
+            f"{_ratio(ts.get('seconds'), ox.get('seconds')) if ts.get('seconds') else 'fail'} | "
+            f"{_ratio(dy.get('seconds'), ox.get('seconds')) if dy.get('seconds') else 'fail'} |")
+        trio = (ox, ts, dy)
+        mem = " / ".join(_per_weight(e, "extra_bytes", w) for e in trio)
+        size = " / ".join(_per_weight(e, "file_bytes", w) for e in trio)
+        nodes = " / ".join(str(e.get("nodes", "–")) for e in trio)
+        err = ox.get("max_err")
+        err_text = "–" if err is None else f"{err:.1e}" + ("" if ox.get("ort_ok") else " **(over)**")
+        dyn = " / ".join(_check(e, "dyn_ok") for e in trio)
+        other_rows.append(f"| {s['model']} | {mem} | {size} | {nodes} | {err_text} | {dyn} |")
+    return "\n".join(time_rows) + "\n\n" + "\n".join(other_rows) + "\n"
+
+
+def failures(summaries: list[dict[str, Any]]) -> str:
+    lines = []
+    for s in summaries:
+        for exporter in ("oxport", "ts", "dynamo"):
+            entry = s.get(exporter, {})
+            for key in ("error", "ort_error", "dyn_error"):
+                if entry.get(key):
+                    lines.append(f"- {s['model']}, {LABELS[exporter]}: {entry[key]}")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import onnx
+    import onnxruntime
+    import torch
+
+    with open("/proc/meminfo") as handle:
+        total = int(re.search(r"MemTotal:\s+(\d+)", handle.read()).group(1)) * 1024
+    cpu = platform.processor() or platform.machine()
+    with open("/proc/cpuinfo") as handle:
+        found = re.search(r"model name\s*:\s*(.+)", handle.read())
+    if found:
+        cpu = found.group(1).strip()
+    return (f"{os.cpu_count()} cores ({cpu}), {total / 2**30:.0f} GiB RAM, Linux "
+            f"{platform.release()}, Python {platform.python_version()}, torch {torch.__version__}, "
+            f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, "
+            f"opset {OPSET}")
+
+
+def write_readme(text: str, mode: str) -> None:
+    path = os.path.join(HERE, "README.md")
+    with open(path) as handle:
+        readme = handle.read()
+    start, end = f"<!-- results:{mode} -->", f"<!-- /results:{mode} -->"
+    block = f"{start}\n{text.rstrip()}\n{end}"
+    if start in readme:
+        readme = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: block, readme,
+                        flags=re.S)
+    else:
+        readme = readme.rstrip() + "\n\n" + block + "\n"
+    with open(path, "w") as handle:
+        handle.write(readme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=3, metavar=("MODEL", "EXPORTER", "DIR"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="small models, 1 repeat")
+    parser.add_argument("--full", action="store_true", help="include the > 2 GB model")
+    parser.add_argument("--models", nargs="+", help="only these models (by name)")
+    parser.add_argument("--exporters", nargs="+", choices=EXPORTERS[1:],
+                        default=list(EXPORTERS[1:]), help="the floor always runs")
+    parser.add_argument("--repeat", type=int, help="runs per exporter (default 3, quick 1)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
+    parser.add_argument("--json", help="also write the summaries to this file")
+    parser.add_argument("--readme", action="store_true",
+                        help="write the tables into benchmarks/README.md")
+    args = parser.parse_args(argv)
+
+    if args.child:
+        result = child(*args.child, verify=args.verify)
+        print(MARKER + json.dumps(result), flush=True)
+        return 0
+
+    from benchmarks.models import BY_NAME, MODELS
+
+    if args.models:
+        unknown = [m for m in args.models if m not in BY_NAME]
+        if unknown:
+            parser.error(f"unknown models {unknown}; choose from {sorted(BY_NAME)}")
+        specs = [BY_NAME[m] for m in args.models]
+    elif args.quick:
+        specs = [s for s in MODELS if s.quick]
+    else:
+        specs = [s for s in MODELS if args.full or not s.full_only]
+    repeat = args.repeat or (1 if args.quick else 3)
+    exporters = ["floor", *args.exporters]
+    mode = "quick" if args.quick else "full" if args.full else "default"
+
+    env = _child_env()
+    print(machine(), flush=True)
+    for exporter in exporters:  # warm bytecode and file caches; not recorded
+        run_child(specs[0].name, exporter, False, env, args.timeout)
+    started = time.perf_counter()
+    summaries = []
+    for spec in specs:
+        runs: dict[str, list[dict[str, Any]]] = {e: [] for e in exporters}
+        for rep in range(repeat):
+            for exporter in exporters:
+                result = run_child(spec.name, exporter, rep == 0, env, args.timeout)
+                runs[exporter].append(result)
+                shown = (f"{result['seconds']:.2f} s" if "seconds" in result
+                         else f"FAILED: {result.get('error')}")
+                print(f"  {spec.name:18} {LABELS[exporter]:11} run {rep + 1}: {shown} "
+                      f"(load {result['load']:.1f})", flush=True)
+        summaries.append(summarize(spec.name, runs))
+    elapsed = time.perf_counter() - started
+
+    text = tables(summaries)
+    problems = failures(summaries)
+    print("\n" + text + ("\n" + problems if problems else ""))
+    load = statistics.mean(s["load"] for s in summaries)
+    print(f"{len(specs)} models, {repeat} run(s) each, {elapsed:.0f} s, mean load {load:.1f}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"machine": machine(), "mode": mode, "repeat": repeat,
+                       "summaries": summaries}, handle, indent=1)
+    if args.readme:
+        note = (f"{machine()}. {repeat} interleaved run(s) per exporter, median; mean load "
+                f"average {load:.1f} during the run ({time.strftime('%Y-%m-%d')}).")
+        write_readme(note + "\n\n" + text + ("\nFailures:\n\n" + problems if problems else ""),
+                     mode)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,788 @@
+"""Graph clean-ups that run with constant folding (``do_constant_folding=True``).
+
+* **Static shape arithmetic**: ``Shape`` results, and the ``Gather``/``Slice``/
+  ``Squeeze``/``Unsqueeze``/``Concat``/``Cast`` arithmetic on them, become
+  constants wherever the dims they read are static: no dynamic axis reaches them.
+  Which dims are static comes from one ONNX shape inference over the graph with
+  every weight as a typed input (no weight bytes), the dynamic axes as symbols. A
+  ``Reshape`` whose target shape mixes static and run-time dims gets a constant
+  target when its run-time dims are the data's own (``0``, copy) or one is left
+  (``-1``, inferred).
+* **Chains**: ``Transpose`` of ``Transpose``, ``Cast`` of a lossless ``Cast``,
+  ``Reshape`` of ``Reshape``, ``Squeeze``/``Unsqueeze`` pairs, ``Unsqueeze`` of
+  ``Unsqueeze``; casts to the same type and identity permutations disappear.
+* **Identity** nodes are bypassed.
+* **Common subexpressions**: a node repeating an earlier one (same op, attributes
+  and inputs; deterministic ai.onnx ops) reuses its outputs.
+
+Each pass returns how many nodes it changed; dead nodes are left to
+:func:`oxport.passes.eliminate_dead_code`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper
+
+from oxport import passes, serialize
+from oxport.ir import Graph, Node, Type, Value
+
+log = logging.getLogger("oxport.optimize")
+
+#: Integer tensors up to this many elements are followed as shape arithmetic.
+SHAPE_MAX_ELEMENTS = 64
+#: At most this many rounds of shape inference and folding.
+STATIC_ROUNDS = 4
+_INT_TYPES = {TensorProto.INT64: torch.int64, TensorProto.INT32: torch.int32}
+
+
+def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
+             dynamic_axes: Mapping[int, Mapping[int, str]] | None = None,
+             across_modules: bool = True) -> dict[str, int]:
+    """Fold constants and clean the graph up; returns counts per pass.
+
+    ``dynamic_axes`` maps the index of each graph input to ``{axis: name}`` for its
+    dynamic axes (None: every axis of every input may vary, each its own size); axes
+    with one name have one size, as in the exported model. ``frozen`` holds ids of
+    values never folded. ``across_modules=False`` shares values only between nodes of
+    the same module call (for ``export_modules_as_functions``).
+    """
+    counts = {"static_shapes": 0, "folded": 0, "chains": collapse_chains(graph, opset)}
+    # A Reshape whose target folds gives static dims that the next inference sees.
+    hints: dict[int, tuple[Any, ...]] = {}
+    for _ in range(STATIC_ROUNDS):
+        changed = fold_static_shapes(graph, opset, dynamic_axes, hints, across_modules)
+        counts["static_shapes"] += changed
+        counts["folded"] += passes.fold_constants(graph, opset, frozen)
+        if not changed:
+            break
+    counts["chains"] += collapse_chains(graph, opset)
+    counts["identities"] = remove_identities(graph)
+    counts["cse"] = eliminate_common_subexpressions(graph, across_modules)
+    counts["folded"] += passes.fold_constants(graph, opset, frozen)
+    counts["dead"] = passes.eliminate_dead_code(graph)
+    log.info("optimize: %s", counts)
+    return counts
+
+
+# -- shared helpers ------------------------------------------------------------------
+def _replace_uses(graph: Graph, replace: dict[int, Value]) -> None:
+    """Point every use of a replaced value (subgraphs and graph outputs too) at its
+    replacement, following chains of replacements."""
+    if not replace:
+        return
+
+    def final(value: Value | None) -> Value | None:
+        while value is not None and id(value) in replace:
+            value = replace[id(value)]
+        return value
+
+    for node in graph.walk():
+        node._inputs = [final(v) for v in node._inputs]
+        for kind, sub in node.attrs.values():
+            for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
+                subgraph.outputs = [final(v) for v in subgraph.outputs]
+    graph.outputs = [final(v) for v in graph.outputs]
+
+
+def _substitute(replace: dict[int, Value], old: Value, new: Value) -> None:
+    """Record that ``new`` stands for ``old`` (the same tensor); ``new`` takes ``old``'s
+    type when its own lacks a dtype or shape (graph outputs need them)."""
+    replace[id(old)] = new
+    mine, theirs = new.type(), old.type()
+    if theirs.kind() == "TensorType" and theirs.dtype() is not None and \
+            theirs.shape is not None and (mine.dtype() is None or mine.shape is None):
+        new.setType(theirs)
+
+
+def _const(value: Value | None) -> Any:
+    """The constant array of ``value``, or None."""
+    if value is None or not value.is_const or not isinstance(value.const, torch.Tensor):
+        return None
+    return value.const
+
+
+def _const_ints(value: Value | None) -> list[int] | None:
+    tensor = _const(value)
+    if tensor is None or tensor.dtype not in (torch.int64, torch.int32) or tensor.dim() > 1:
+        return None
+    return [int(v) for v in tensor.reshape(-1).tolist()]
+
+
+def _axes(node: Node, opset: int, since: int) -> list[int] | None:
+    """A node's ``axes``: an attribute before opset ``since``, input 1 from it."""
+    if opset < since:
+        return list(node.attrs["axes"][1]) if "axes" in node.attrs else None
+    return _const_ints(node._inputs[1]) if len(node._inputs) > 1 else None
+
+
+def _rank(value: Value) -> int | None:
+    return value.type().dim() if value.type().kind() == "TensorType" else None
+
+
+def _ints_value(graph: Graph, items: list[int]) -> Value:
+    """An int64 1-D constant for a new node input."""
+    tensor = torch.tensor(items, dtype=torch.int64)
+    value = Value(graph, graph.fresh_name("const"), Type.of(tensor))
+    value.const = tensor
+    graph.initializers[value.name] = value
+    return value
+
+
+def _make_constant(graph: Graph, node: Node, tensor: torch.Tensor) -> None:
+    """Turn ``node``'s only output into an initializer holding ``tensor`` (the node goes)."""
+    value = node._outputs[0]
+    value.const = tensor
+    value.setType(Type.of(tensor))
+    value.producer = None
+    value.name = graph.fresh_name("folded")
+    graph.initializers[value.name] = value
+
+
+# -- static shape arithmetic ---------------------------------------------------------
+class _Item:
+    """One element of a shape tensor: its traced value, whether it is static, and (for a
+    run-time dim read by ``Shape``) which value and axis it came from and the symbol shape
+    inference gave that dim (equal symbols are equal sizes)."""
+
+    __slots__ = ("value", "static", "origin", "symbol")
+
+    def __init__(self, value: int | None, static: bool, origin: tuple[int, int] | None = None,
+                 symbol: str | None = None) -> None:
+        self.value = value
+        self.static = static
+        self.origin = origin
+        self.symbol = symbol
+
+
+class _Known:
+    """A small integer tensor followed through shape arithmetic, element by element."""
+
+    __slots__ = ("shape", "items", "dtype")
+
+    def __init__(self, shape: tuple[int, ...], items: list[_Item], dtype: torch.dtype) -> None:
+        self.shape = shape
+        self.items = items
+        self.dtype = dtype
+
+    @property
+    def static(self) -> bool:
+        return all(item.static for item in self.items)
+
+    def signature(self) -> tuple[Any, ...] | None:
+        """What identifies the run-time values: static values and dim symbols (None when
+        some element has neither)."""
+        parts = []
+        for item in self.items:
+            if item.static:
+                parts.append(item.value)
+            elif item.symbol is not None:
+                parts.append(("symbol", item.symbol))
+            else:
+                return None
+        return self.shape, self.dtype, tuple(parts)
+
+    def tensor(self) -> torch.Tensor:
+        return torch.tensor([item.value for item in self.items], dtype=self.dtype).reshape(
+            self.shape)
+
+
+def fold_static_shapes(graph: Graph, opset: int,
+                       dynamic_axes: Mapping[int, Mapping[int, str]] | None = None,
+                       hints: dict[int, tuple[Any, ...]] | None = None,
+                       across_modules: bool = True) -> int:
+    """Replace shape arithmetic over static dims by constants and repeated run-time shape
+    values by their first computation; give Reshapes constant targets where their
+    run-time dims allow, and drop those that keep their input's shape.
+
+    ``hints`` (id(value) -> dims) are dims shape inference cannot derive (a ``Range``
+    over a run-time dim); new ones are added for the next call. Returns how many nodes
+    changed (new hints count too)."""
+    hints = {} if hints is None else hints
+    if not any(node.op_type in _SHAPE_OPS and not node.domain for node in graph.nodes):
+        return 0  # nothing reads a shape: skip the inference
+    dims = inferred_dims(graph, dynamic_axes, hints)
+    if not dims:
+        return 0
+    known: dict[int, _Known] = {}
+    canonical: dict[tuple[Any, ...], Value] = {}
+    replace: dict[int, Value] = {}
+    kept: list[Node] = []
+    changed = 0
+    for node in graph.nodes:
+        if replace:
+            node._inputs = [replace.get(id(v), v) if v is not None else None
+                            for v in node._inputs]
+        result = None if node.domain or len(node._outputs) != 1 else \
+            _SHAPE_RULES.get(node.op_type, _no_rule)(node, opset, known, dims)
+        if result is not None:
+            if any(item.static and item.value is None for item in result.items):
+                log.debug("static shape pass: %s has a static dim of unknown value", node)
+                result = None
+        if result is not None and result.static:
+            _make_constant(graph, node, result.tensor())
+            changed += 1
+            continue
+        if result is None and node.op_type == "Range":
+            length = _range_length(node, known)
+            if length is not None and hints.get(id(node._outputs[0])) != (length,):
+                hints[id(node._outputs[0])] = (length,)
+                changed += 1
+        if result is None and node.op_type == "Reshape" and _keeps_shape(node, dims):
+            _substitute(replace, node._outputs[0], node._inputs[0])
+            changed += 1
+            continue
+        if result is not None:
+            output = node._outputs[0]
+            signature = result.signature()
+            if signature is not None and not across_modules:
+                signature = (node.calls, *signature)
+            earlier = canonical.get(signature) if signature is not None else None
+            if earlier is not None:  # the same run-time values as an earlier result
+                replace[id(output)] = earlier
+                changed += 1
+                continue
+            if signature is not None:
+                canonical[signature] = output
+            known[id(output)] = result
+        elif node.op_type == "Reshape" and _constant_target(graph, node, known, dims):
+            changed += 1
+            if _keeps_shape(node, dims):
+                _substitute(replace, node._outputs[0], node._inputs[0])
+                continue
+        kept.append(node)
+    graph.nodes = kept
+    _replace_uses(graph, replace)
+    return changed
+
+
+_SHAPE_OPS = {"Shape", "Reshape", "Range"}
+
+
+def _no_rule(*_: Any) -> None:
+    return None
+
+
+def _known(value: Value | None, known: dict[int, _Known]) -> _Known | None:
+    if value is None:
+        return None
+    found = known.get(id(value))
+    if found is not None:
+        return found
+    tensor = _const(value)
+    if tensor is None or tensor.dtype not in (torch.int64, torch.int32) \
+            or tensor.numel() > SHAPE_MAX_ELEMENTS:
+        return None
+    return _Known(tuple(tensor.shape), [_Item(int(v), True) for v in tensor.reshape(-1).tolist()],
+                  tensor.dtype)
+
+
+def _shape_rule(node: Node, opset: int, known: dict[int, _Known],
+                dims: dict[int, tuple[Any, ...]]) -> _Known | None:
+    data = node._inputs[0]
+    inferred = dims.get(id(data))
+    traced = data.type().shape if data.type().kind() == "TensorType" else None
+    if inferred is None or traced is None or len(traced) != len(inferred):
+        return None
+    items = []
+    for axis, (ours, theirs) in enumerate(zip(traced, inferred)):
+        value = ours if isinstance(ours, int) else None
+        if isinstance(theirs, int):
+            if value is not None and value != theirs:
+                return None  # the trace and the inference disagree: leave it alone
+            items.append(_Item(theirs, True))
+        else:
+            items.append(_Item(value, False, (id(data), axis),
+                               theirs if isinstance(theirs, str) else None))
+    rank = len(items)
+    start = node.attrs.get("start", ("i", 0))[1]
+    end = node.attrs.get("end", ("i", rank))[1]
+    start, end = (max(0, min(rank, s + rank if s < 0 else s)) for s in (start, end))
+    items = items[start:end]
+    return _Known((len(items),), items, torch.int64)
+
+
+def _gather_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+    data, indices = _known(node._inputs[0], known), _const(node._inputs[1])
+    if data is None or indices is None or len(data.shape) != 1 \
+            or node.attrs.get("axis", ("i", 0))[1] not in (0, -1) \
+            or indices.dtype not in (torch.int64, torch.int32):
+        return None
+    size = data.shape[0]
+    picked = []
+    for index in indices.reshape(-1).tolist():
+        if not -size <= index < size:
+            return None
+        picked.append(data.items[index])
+    return _Known(tuple(indices.shape), picked, data.dtype)
+
+
+def _slice_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+    data = _known(node._inputs[0], known)
+    if data is None or len(data.shape) != 1:
+        return None
+    if opset < 10:
+        starts, ends = node.attrs["starts"][1], node.attrs["ends"][1]
+        axes, steps = node.attrs.get("axes", ("is", None))[1], None
+    else:
+        inputs = node._inputs + [None] * (5 - len(node._inputs))
+        starts, ends = _const_ints(inputs[1]), _const_ints(inputs[2])
+        axes = _const_ints(inputs[3]) if inputs[3] is not None else None
+        steps = _const_ints(inputs[4]) if inputs[4] is not None else None
+        if starts is None or ends is None or (inputs[3] is not None and axes is None) \
+                or (inputs[4] is not None and steps is None):
+            return None
+    if len(starts) != 1 or (axes is not None and list(axes) not in ([0], [-1])) \
+            or (steps is not None and steps[0] == 0):
+        return None
+    items = data.items[slice(starts[0], ends[0], steps[0] if steps else 1)]
+    return _Known((len(items),), items, data.dtype)
+
+
+def _reshaped(shape: tuple[int, ...], fn: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(fn(np.empty(shape, dtype=np.int8)).shape)
+    except (ValueError, np.exceptions.AxisError):
+        return None
+
+
+def _squeeze_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+    data = _known(node._inputs[0], known)
+    if data is None:
+        return None
+    axes = _axes(node, opset, 13)
+    has_axes = "axes" in node.attrs if opset < 13 else len(node._inputs) > 1
+    if has_axes and axes is None:
+        return None
+    shape = _reshaped(data.shape, lambda a: np.squeeze(a, axis=None if axes is None
+                                                        else tuple(axes)))
+    return None if shape is None else _Known(shape, data.items, data.dtype)
+
+
+def _unsqueeze_rule(node: Node, opset: int, known: dict[int, _Known],
+                    dims: Any) -> _Known | None:
+    data, axes = _known(node._inputs[0], known), _axes(node, opset, 13)
+    if data is None or axes is None:
+        return None
+    shape = _reshaped(data.shape, lambda a: np.expand_dims(a, tuple(axes)))
+    return None if shape is None else _Known(shape, data.items, data.dtype)
+
+
+def _concat_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+    parts = [_known(v, known) for v in node._inputs]
+    if any(p is None or len(p.shape) != 1 for p in parts) or not parts \
+            or len({p.dtype for p in parts}) != 1 or node.attrs["axis"][1] not in (0, -1):
+        return None
+    items = [item for part in parts for item in part.items]
+    return _Known((len(items),), items, parts[0].dtype)
+
+
+def _cast_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+    data, target = _known(node._inputs[0], known), _INT_TYPES.get(node.attrs["to"][1])
+    if data is None or target is None:
+        return None
+    return _Known(data.shape, data.items, target)
+
+
+def _identity_rule(node: Node, opset: int, known: dict[int, _Known],
+                   dims: Any) -> _Known | None:
+    return _known(node._inputs[0], known)
+
+
+def _reshape_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+    data, target = _known(node._inputs[0], known), _const_ints(node._inputs[1])
+    if data is None or target is None or 0 in target:
+        return None
+    shape = _reshaped(data.shape, lambda a: a.reshape(target))
+    return None if shape is None else _Known(shape, data.items, data.dtype)
+
+
+def _arithmetic(op: Any) -> Any:
+    def rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
+        a, b = _known(node._inputs[0], known), _known(node._inputs[1], known)
+        if a is None or b is None or a.dtype != b.dtype:
+            return None
+        if len(a.items) == 1 and len(b.items) != 1:
+            shape, pairs = b.shape, [(a.items[0], item) for item in b.items]
+        elif len(b.items) == 1 or a.shape == b.shape:
+            shape = a.shape if len(a.shape) >= len(b.shape) else b.shape
+            pairs = list(zip(a.items, b.items * len(a.items) if len(b.items) == 1 else b.items))
+        else:
+            return None
+        items = []
+        for x, y in pairs:
+            if x.value is None or y.value is None or (op is _truncated_div and y.value == 0):
+                items.append(_Item(None, False))
+            else:
+                items.append(_Item(op(x.value, y.value), x.static and y.static))
+        return _Known(shape, items, a.dtype)
+    return rule
+
+
+def _truncated_div(a: int, b: int) -> int:
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+_SHAPE_RULES = {
+    "Shape": _shape_rule, "Gather": _gather_rule, "Slice": _slice_rule,
+    "Squeeze": _squeeze_rule, "Unsqueeze": _unsqueeze_rule, "Concat": _concat_rule,
+    "Cast": _cast_rule, "Identity": _identity_rule, "Reshape": _reshape_rule,
+    "Add": _arithmetic(lambda a, b: a + b), "Sub": _arithmetic(lambda a, b: a - b),
+    "Mul": _arithmetic(lambda a, b: a * b), "Div": _arithmetic(_truncated_div),
+}
+
+
+def _constant_target(graph: Graph, node: Node, known: dict[int, _Known],
+                     dims: dict[int, tuple[Any, ...]]) -> bool:
+    """Give ``Reshape(data, shape)`` a constant ``shape`` when each run-time element is
+    the data's own dim at that position (``0`` copies it) but at most one (``-1``)."""
+    target = known.get(id(node._inputs[1]))
+    if target is None or len(target.shape) != 1 or node.attrs.get("allowzero", ("i", 0))[1]:
+        return False
+    data = id(node._inputs[0])
+    data_dims = dims.get(data, ())
+    out: list[int] = []
+    inferred = 0
+    for position, item in enumerate(target.items):
+        if item.static:
+            if item.value == -1:
+                inferred += 1
+            out.append(item.value)
+        elif item.origin == (data, position) or (
+                item.symbol is not None and position < len(data_dims)
+                and data_dims[position] == item.symbol):
+            out.append(0)
+        else:
+            inferred += 1
+            out.append(-1)
+    if inferred > 1:
+        return False
+    node._inputs[1] = _ints_value(graph, out)
+    return True
+
+
+def _range_length(node: Node, known: dict[int, _Known]) -> str | None:
+    """The symbol of ``Range(0, n, 1)``'s length when ``n`` is a run-time dim."""
+    start, limit, delta = (_known(v, known) for v in node._inputs[:3])
+    if start is None or limit is None or delta is None or len(limit.items) != 1:
+        return None
+    first, step, end = start.items[0], delta.items[0], limit.items[0]
+    if (first.static, first.value, step.static, step.value) != (True, 0, True, 1) \
+            or end.static or end.symbol is None or end.symbol.startswith("unk__"):
+        return None  # an unk__ symbol means nothing to the next inference
+    return end.symbol
+
+
+def _keeps_shape(node: Node, dims: dict[int, tuple[Any, ...]]) -> bool:
+    """Whether a Reshape to a constant target gives its input's own shape: every target
+    element copies (``0``) or equals the input's static dim, but at most one ``-1``."""
+    target = _const_ints(node._inputs[1])
+    data = dims.get(id(node._inputs[0]))
+    if target is None or data is None or len(target) != len(data) \
+            or node.attrs.get("allowzero", ("i", 0))[1]:
+        return False
+    inferred = 0
+    for wanted, dim in zip(target, data):
+        if wanted == -1:
+            inferred += 1
+        elif wanted != 0 and wanted != dim:
+            return False
+    return inferred <= 1
+
+
+def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | None = None,
+                  hints: Mapping[int, tuple[Any, ...]] | None = None
+                  ) -> dict[int, tuple[Any, ...]]:
+    """id(value) -> its dims as ONNX shape inference derives them (an int for a static
+    dim, else a symbol or None), for the top-level values it could type.
+
+    One inference over the graph without weight bytes: inputs typed with their dynamic
+    axes as symbols (every axis when ``dynamic_axes`` is None), weights as typed inputs
+    (initializers of at most ``SHAPE_MAX_ELEMENTS`` elements keep their values).
+    Returns {} when inference fails.
+    """
+    namer = serialize._Namer()
+    axes: dict[str, dict[int, str]] = {}
+    for index, value in enumerate(graph.inputs):
+        name = namer.name(value)
+        rank = _rank(value) or 0
+        if dynamic_axes is None:
+            axes[name] = {axis: f"{name}_{axis}" for axis in range(rank)}
+        else:
+            axes[name] = {axis % rank: label for axis, label in
+                          dynamic_axes.get(index, {}).items() if -rank <= axis < rank}
+    for value in graph.initializers.values():
+        namer.name(value)
+    proto = serialize._graph_proto(graph, namer, False, False, {}, {})
+    for value in graph.inputs:
+        proto.input.append(serialize._value_info(namer.name(value), value.type(), axes))
+    for value in graph.initializers.values():  # small ones with their data: shape operands
+        if isinstance(value.const, torch.Tensor) and value.const.numel() <= SHAPE_MAX_ELEMENTS:
+            proto.initializer.append(serialize.tensor_proto(namer.name(value), value.const))
+            continue
+        header = serialize.tensor_header(namer.name(value), value.const)
+        proto.input.append(helper.make_tensor_value_info(
+            header.name, header.data_type, list(header.dims)))
+    for value in graph.outputs:
+        proto.output.append(helper.make_value_info(namer.name(value), onnx.TypeProto()))
+    for value_id, hinted in (hints or {}).items():
+        name = namer.names.get(value_id)
+        value = next((o for n in graph.nodes for o in n._outputs if id(o) == value_id), None) \
+            if name is not None else None
+        if value is not None and value.type().dtype() is not None:
+            proto.value_info.append(helper.make_tensor_value_info(
+                name, serialize._onnx_elem(value.type().dtype()), list(hinted)))
+    model = helper.make_model(proto, opset_imports=[
+        helper.make_opsetid(domain, version) for domain, version in graph.opset_imports.items()])
+    model.functions.extend(graph.functions)
+    model.ir_version = serialize.ir_version(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:  # noqa: BLE001 - inference is an optimisation: skip it on any error
+        log.debug("shape inference failed, no static shape folding: %s", exc)
+        return {}
+    by_name = {name: value_id for value_id, name in namer.names.items()}
+    dims: dict[int, tuple[Any, ...]] = {}
+    for info in [*inferred.graph.value_info, *inferred.graph.input]:
+        value_id = by_name.get(info.name)
+        tensor = info.type.tensor_type
+        if value_id is None or not info.type.HasField("tensor_type") \
+                or not tensor.HasField("shape"):
+            continue
+        dims[value_id] = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                               for d in tensor.shape.dim)
+    return dims
+
+
+# -- chains ---------------------------------------------------------------------------
+_SAFE_CASTS = {
+    torch.bool: {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                 torch.float16, torch.bfloat16, torch.float32, torch.float64},
+    torch.uint8: {torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+                  torch.float64},
+    torch.int8: {torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+                 torch.float64},
+    torch.int16: {torch.int32, torch.int64, torch.float32, torch.float64},
+    torch.int32: {torch.int64, torch.float64},
+    torch.float16: {torch.float32, torch.float64},
+    torch.bfloat16: {torch.float32, torch.float64},
+    torch.float32: {torch.float64},
+}
+
+
+def collapse_chains(graph: Graph, opset: int) -> int:
+    """Rewire the second node of Transpose/Cast/Reshape/Squeeze/Unsqueeze chains to read
+    the first one's input (dead first nodes go with dead-code removal); drop no-op casts
+    and identity permutations. Returns how many nodes changed."""
+    replace: dict[int, Value] = {}
+    changed = 0
+    for node in graph.nodes:
+        node._inputs = [replace.get(id(v), v) if v is not None else None for v in node._inputs]
+        if node.domain or len(node._outputs) != 1 or not node._inputs \
+                or node._inputs[0] is None:
+            continue
+        rule = _CHAIN_RULES.get(node.op_type)
+        result = rule(graph, node, opset) if rule is not None else None
+        if isinstance(result, Value):
+            _substitute(replace, node._outputs[0], result)
+            changed += 1
+        elif result:
+            changed += 1
+    if replace:
+        graph.nodes = [n for n in graph.nodes
+                       if not (n._outputs and id(n._outputs[0]) in replace)]
+        _replace_uses(graph, replace)
+    return changed
+
+
+def _producer(value: Value, op_type: str) -> Node | None:
+    node = value.producer
+    if node is None or node.op_type != op_type or node.domain or value.is_const:
+        return None
+    return node
+
+
+def _transpose_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
+    perm = node.attrs.get("perm", (None, None))[1]
+    if perm is None:
+        return None
+    if list(perm) == list(range(len(perm))):
+        return node._inputs[0]
+    first = _producer(node._inputs[0], "Transpose")
+    inner = first.attrs.get("perm", (None, None))[1] if first is not None else None
+    if inner is None or len(inner) != len(perm):
+        return None
+    composed = [inner[p] for p in perm]
+    if composed == list(range(len(composed))):
+        return first._inputs[0]
+    node._inputs[0] = first._inputs[0]
+    node.attrs["perm"] = ("is", composed)
+    return True
+
+
+def _cast_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
+    from oxport.types import JitScalarType
+
+    try:
+        target = JitScalarType.from_onnx_type(node.attrs["to"][1]).dtype()
+    except Exception:  # noqa: BLE001 - an ONNX type torch has no dtype for: leave it
+        return None
+    source = node._inputs[0].type().dtype() if node._inputs[0].type().kind() == "TensorType" \
+        else None
+    if source == target:
+        return node._inputs[0]
+    first = _producer(node._inputs[0], "Cast")
+    if first is None:
+        return None
+    origin = first._inputs[0]
+    origin_dtype = origin.type().dtype() if origin.type().kind() == "TensorType" else None
+    middle = node._inputs[0].type().dtype()
+    if origin_dtype is None or middle is None or middle not in _SAFE_CASTS.get(origin_dtype, ()):
+        return None
+    if origin_dtype == target:
+        return origin
+    node._inputs[0] = origin
+    return True
+
+
+def _reshape_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
+    target = _const_ints(node._inputs[1])
+    if target is None:
+        return None
+    rank = _rank(node._inputs[0])
+    if (rank, target) in ((0, [1]), (1, [])):
+        # A scalar to a 1-element vector and back: Unsqueeze/Squeeze, which shape
+        # inference follows through shape arithmetic (and the pairs then cancel).
+        node.op_type = "Unsqueeze" if rank == 0 else "Squeeze"
+        node.attrs.pop("allowzero", None)
+        if opset < 13:
+            node.attrs["axes"] = ("is", [0])
+            node._inputs = node._inputs[:1]
+        else:
+            node._inputs[1] = _ints_value(graph, [0])
+        return _CHAIN_RULES[node.op_type](graph, node, opset) or True
+    first = _producer(node._inputs[0], "Reshape")
+    if first is None or (0 in target and not node.attrs.get("allowzero", ("i", 0))[1]):
+        return None
+    node._inputs[0] = first._inputs[0]
+    return True
+
+
+def _squeeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
+    first = _producer(node._inputs[0], "Unsqueeze")
+    axes = _axes(node, opset, 13)
+    if first is None or axes is None:
+        return None
+    inner = _axes(first, opset, 13)
+    rank = _rank(node._inputs[0])
+    if inner is None or rank is None:
+        return None
+    if sorted(a % rank for a in axes) == sorted(a % rank for a in inner):
+        return first._inputs[0]
+    return None
+
+
+def _unsqueeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
+    axes = _axes(node, opset, 13)
+    if axes is None:
+        return None
+    squeezed = _producer(node._inputs[0], "Squeeze")
+    if squeezed is not None:
+        inner = _axes(squeezed, opset, 13)
+        rank = _rank(squeezed._inputs[0])
+        if inner is not None and rank is not None and \
+                sorted(a % rank for a in axes) == sorted(a % rank for a in inner):
+            return squeezed._inputs[0]
+    first = _producer(node._inputs[0], "Unsqueeze")
+    inner = _axes(first, opset, 13) if first is not None else None
+    rank = _rank(first._inputs[0]) if first is not None else None
+    if inner is None or rank is None:
+        return None
+    final_rank = rank + len(inner) + len(axes)
+    outer = sorted(a % final_rank for a in axes)
+    kept = [p for p in range(final_rank) if p not in outer]
+    middle_rank = rank + len(inner)
+    merged = sorted(set(outer) | {kept[a % middle_rank] for a in inner})
+    node._inputs[0] = first._inputs[0]
+    if opset < 13:
+        node.attrs["axes"] = ("is", merged)
+    else:
+        node._inputs[1] = _ints_value(graph, merged)
+    return True
+
+
+_CHAIN_RULES = {"Transpose": _transpose_chain, "Cast": _cast_chain, "Reshape": _reshape_chain,
+                "Squeeze": _squeeze_chain, "Unsqueeze": _unsqueeze_chain}
+
+
+# -- Identity and common subexpressions -----------------------------------------------
+def remove_identities(graph: Graph) -> int:
+    """Bypass top-level Identity nodes (serialization adds one back where a graph output
+    needs its own value). Returns how many were removed."""
+    replace: dict[int, Value] = {}
+    for node in graph.nodes:
+        if node.op_type == "Identity" and not node.domain and node._inputs \
+                and node._inputs[0] is not None and len(node._outputs) == 1:
+            _substitute(replace, node._outputs[0], node._inputs[0])
+    if not replace:
+        return 0
+    graph.nodes = [n for n in graph.nodes if not (n._outputs and id(n._outputs[0]) in replace)]
+    _replace_uses(graph, replace)
+    return len(replace)
+
+
+def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -> int:
+    """Drop top-level nodes that repeat an earlier node (same deterministic ai.onnx op,
+    attributes and inputs; with ``across_modules=False`` also the same module call),
+    reusing its outputs. Returns how many were dropped."""
+    seen: dict[tuple[Any, ...], Node] = {}
+    replace: dict[int, Value] = {}
+    kept: list[Node] = []
+    for node in graph.nodes:
+        if replace:
+            node._inputs = [replace.get(id(v), v) if v is not None else None
+                            for v in node._inputs]
+        key = _cse_key(node)
+        if key is not None and not across_modules:
+            key = (node.calls, *key)
+        if key is None:
+            kept.append(node)
+            continue
+        earlier = seen.get(key)
+        if earlier is None:
+            seen[key] = node
+            kept.append(node)
+            continue
+        for value, kept_value in zip(node._outputs, earlier._outputs):
+            _substitute(replace, value, kept_value)
+    dropped = len(graph.nodes) - len(kept)
+    graph.nodes = kept
+    _replace_uses(graph, replace)
+    return dropped
+
+
+def _cse_key(node: Node) -> tuple[Any, ...] | None:
+    if node.domain or not node._outputs or node.op_type in passes._NONDETERMINISTIC:
+        return None
+    attrs = []
+    for name, (kind, value) in sorted(node.attrs.items()):
+        if kind in ("g", "gs"):
+            return None
+        if kind == "t":
+            if not isinstance(value, torch.Tensor) or value.numel() > SHAPE_MAX_ELEMENTS:
+                return None
+            value = (value.dtype, tuple(value.shape), tuple(value.reshape(-1).tolist()))
+        elif kind == "ts":
+            return None
+        else:
+            value = repr(value)
+        attrs.append((name, kind, value))
+    return (node.op_type, tuple(attrs), len(node._outputs),
+            tuple(id(v) if v is not None else None for v in node._inputs))

@@ -1,0 +1,379 @@
+"""Graph clean-ups (oxport.optimize) and dead-code removal: what each pass removes, and
+that ONNX Runtime computes the same as before (IR graphs) or as eager PyTorch (models),
+at the example size and at a second size of every dynamic axis."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto
+from torch import nn
+
+import oxport
+from oxport import optimize, passes, serialize
+from oxport.ir import Graph, Type, Value
+
+TOL = {"rtol": 1e-3, "atol": 1e-5}
+
+
+# -- helpers --------------------------------------------------------------------------
+def _session(data: bytes) -> ort.InferenceSession:
+    return ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+
+
+def _ir_run(graph: Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    data = serialize.to_bytes(serialize.serialize(graph))
+    onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
+    return _session(data).run(None, feeds)
+
+
+def _same_after(build: Callable[[], Graph], apply: Callable[[Graph], object],
+                feeds: dict[str, np.ndarray]) -> Graph:
+    """Build the graph twice; ``apply`` the pass to the second; ORT results must agree."""
+    expected = _ir_run(build(), feeds)
+    graph = build()
+    apply(graph)
+    for got, want in zip(_ir_run(graph, feeds), expected, strict=True):
+        np.testing.assert_allclose(got, want, **TOL)
+    return graph
+
+
+def _ops(graph: Graph) -> list[str]:
+    return [n.op_type for n in graph.nodes]
+
+
+def _ints(graph: Graph, values: list[int]) -> Value:
+    return graph.add_initializer(graph.fresh_name("c"), torch.tensor(values, dtype=torch.int64))
+
+
+def _root(opset: int = 17) -> Graph:
+    graph = Graph()
+    graph.use_domain("", opset)
+    return graph
+
+
+def _node(graph: Graph, op: str, inputs: list, type_: Type, **attrs) -> Value:
+    out = graph.add_node("", op, inputs, 1, {k: v for k, v in attrs.items()}).outputs()[0]
+    return out.setType(type_)
+
+
+def _export(model: nn.Module, args: tuple, **kwargs) -> bytes:
+    f = io.BytesIO()
+    oxport.export(model, args, f, **kwargs)
+    return f.getvalue()
+
+
+def _check(data: bytes, model: nn.Module, *inputs: torch.Tensor) -> None:
+    session = _session(data)
+    feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
+    with torch.no_grad():
+        expected = model(*inputs)
+    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    for got, want in zip(session.run(None, feeds), expected, strict=True):
+        np.testing.assert_allclose(got, want.numpy(), **TOL)
+
+
+def _op_counts(data: bytes) -> Counter:
+    return Counter(n.op_type for n in onnx.load_from_string(data).graph.node)
+
+
+F32 = torch.float32
+
+
+# -- dead code ------------------------------------------------------------------------
+def test_a_dead_chain_goes_entirely():
+    graph = _root()
+    x = graph.add_input("x", Type.tensor(F32, (2, 3)))
+    a = _node(graph, "Relu", [x], Type.tensor(F32, (2, 3)))
+    b = _node(graph, "Neg", [a], Type.tensor(F32, (2, 3)))
+    _node(graph, "Exp", [b], Type.tensor(F32, (2, 3)))  # a -> b -> exp: nothing uses it
+    graph.outputs = [_node(graph, "Sigmoid", [x], Type.tensor(F32, (2, 3)))]
+    assert passes.eliminate_dead_code(graph) == 3
+    assert _ops(graph) == ["Sigmoid"]
+
+
+def _if_graph(dead_inside: bool) -> Graph:
+    """An If whose then-branch reads an outer value (kept) and may hold a dead chain."""
+    graph = _root()
+    x = graph.add_input("x", Type.tensor(F32, (3,)))
+    cond = graph.add_input("c", Type.tensor(torch.bool, ()))
+    outer = _node(graph, "Relu", [x], Type.tensor(F32, (3,)))
+    _node(graph, "Neg", [_node(graph, "Abs", [x], Type.tensor(F32, (3,)))],
+          Type.tensor(F32, (3,)))  # dead at the top level
+    then, other = Graph("then", parent=graph), Graph("else", parent=graph)
+    then.outputs = [_node(then, "Exp", [outer], Type.tensor(F32, (3,)))]
+    if dead_inside:
+        _node(then, "Cos", [_node(then, "Sin", [outer], Type.tensor(F32, (3,)))],
+              Type.tensor(F32, (3,)))
+    other.outputs = [_node(other, "Identity", [x], Type.tensor(F32, (3,)))]
+    graph.outputs = [_node(graph, "If", [cond], Type.tensor(F32, (3,)),
+                           then_branch=("g", then), else_branch=("g", other))]
+    return graph
+
+
+def test_dead_chains_go_in_subgraphs_too_and_outer_values_they_use_stay():
+    feeds = {"x": np.array([-1.0, 0.5, 2.0], np.float32), "c": np.array(True)}
+    graph = _same_after(lambda: _if_graph(True), passes.eliminate_dead_code, feeds)
+    assert _ops(graph) == ["Relu", "If"]  # Abs -> Neg went, Relu (used inside) stayed
+    assert _ops(graph.nodes[1].attrs["then_branch"][1]) == ["Exp"]
+
+
+# -- chains, Identity, common subexpressions ------------------------------------------
+def test_transpose_pairs_compose_and_cancel():
+    def build(perms: list[list[int]]) -> Callable[[], Graph]:
+        def make() -> Graph:
+            graph = _root()
+            value = graph.add_input("x", Type.tensor(F32, (2, 3, 4)))
+            shape = np.empty((2, 3, 4))
+            for perm in perms:
+                shape = shape.transpose(perm)
+                value = _node(graph, "Transpose", [value], Type.tensor(F32, shape.shape),
+                              perm=("is", perm))
+            graph.outputs = [value]
+            return graph
+        return make
+
+    feeds = {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4)}
+    apply = lambda g: (optimize.collapse_chains(g, 17), passes.eliminate_dead_code(g))  # noqa: E731
+    composed = _same_after(build([[1, 0, 2], [0, 2, 1]]), apply, feeds)
+    assert _ops(composed) == ["Transpose"]
+    assert composed.nodes[0].attrs["perm"] == ("is", [1, 2, 0])
+    cancelled = _same_after(build([[2, 0, 1], [1, 2, 0]]), apply, feeds)
+    assert _ops(cancelled) == ["Identity"]  # the output needs a node of its own
+
+
+@pytest.mark.parametrize("dtypes, kept", [
+    ((torch.int32, torch.int64, F32), 1),    # a lossless middle cast goes
+    ((F32, torch.int64, F32), 2),            # float -> int -> float rounds: both stay
+    ((F32, torch.float64, F32), 0),          # back to the input's type: no cast at all
+])
+def test_cast_chains(dtypes, kept):
+    source, middle, target = dtypes
+
+    def build() -> Graph:
+        graph = _root()
+        x = graph.add_input("x", Type.tensor(source, (4,)))
+        onnx_type = {torch.int64: TensorProto.INT64, F32: TensorProto.FLOAT,
+                     torch.float64: TensorProto.DOUBLE}
+        a = _node(graph, "Cast", [x], Type.tensor(middle, (4,)), to=("i", onnx_type[middle]))
+        b = _node(graph, "Cast", [a], Type.tensor(target, (4,)), to=("i", onnx_type[target]))
+        graph.outputs = [_node(graph, "Neg", [b], Type.tensor(target, (4,)))]
+        return graph
+
+    values = np.array([1.7, -2.5, 3.0, 4.4]).astype(torch.empty(0, dtype=source).numpy().dtype)
+    graph = _same_after(build, lambda g: (optimize.collapse_chains(g, 17),
+                                          passes.eliminate_dead_code(g)), {"x": values})
+    assert Counter(_ops(graph))["Cast"] == kept
+
+
+def test_reshape_squeeze_and_unsqueeze_chains():
+    def build() -> Graph:
+        graph = _root(13)
+        x = graph.add_input("x", Type.tensor(F32, (2, 6)))
+        r = _node(graph, "Reshape", [x, _ints(graph, [3, 4])], Type.tensor(F32, (3, 4)))
+        r = _node(graph, "Reshape", [r, _ints(graph, [4, 3])], Type.tensor(F32, (4, 3)))
+        u = _node(graph, "Unsqueeze", [r, _ints(graph, [0])], Type.tensor(F32, (1, 4, 3)))
+        u = _node(graph, "Unsqueeze", [u, _ints(graph, [-1, 2])], Type.tensor(F32, (1, 4, 1, 3, 1)))
+        s = _node(graph, "Squeeze", [_node(graph, "Unsqueeze", [x, _ints(graph, [1])],
+                                           Type.tensor(F32, (2, 1, 6))), _ints(graph, [1])],
+                  Type.tensor(F32, (2, 6)))
+        graph.outputs = [u, _node(graph, "Neg", [s], Type.tensor(F32, (2, 6)))]
+        return graph
+
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(2, 6)}
+    graph = _same_after(build, lambda g: (optimize.collapse_chains(g, 13),
+                                          passes.eliminate_dead_code(g)), feeds)
+    assert Counter(_ops(graph)) == Counter({"Reshape": 1, "Unsqueeze": 1, "Neg": 1})
+    unsqueeze = graph.nodes[_ops(graph).index("Unsqueeze")]
+    assert unsqueeze.inputs()[1].const.tolist() == [0, 2, 4]
+
+
+def test_scalar_reshapes_become_squeeze_and_unsqueeze_pairs_that_cancel():
+    def build() -> Graph:
+        graph = _root(13)
+        x = graph.add_input("x", Type.tensor(torch.int64, (1,)))
+        scalar = _node(graph, "Reshape", [x, _ints(graph, [])], Type.tensor(torch.int64, ()))
+        back = _node(graph, "Reshape", [scalar, _ints(graph, [1])], Type.tensor(torch.int64, (1,)))
+        graph.outputs = [_node(graph, "Neg", [back], Type.tensor(torch.int64, (1,)))]
+        return graph
+
+    graph = _same_after(build, lambda g: (optimize.collapse_chains(g, 13),
+                                          passes.eliminate_dead_code(g)),
+                        {"x": np.array([5], np.int64)})
+    assert _ops(graph) == ["Neg"]
+
+
+def test_identities_are_bypassed_and_repeats_shared():
+    def build() -> Graph:
+        graph = _root()
+        x = graph.add_input("x", Type.tensor(F32, (3,)))
+        i = _node(graph, "Identity", [x], Type.tensor(F32, (3,)))
+        a = _node(graph, "Exp", [i], Type.tensor(F32, (3,)))
+        b = _node(graph, "Exp", [x], Type.tensor(F32, (3,)))  # the same as a once i goes
+        graph.outputs = [_node(graph, "Add", [a, b], Type.tensor(F32, (3,))),
+                         _node(graph, "Identity", [a], Type.tensor(F32, (3,)))]
+        return graph
+
+    def apply(graph: Graph) -> None:
+        assert optimize.remove_identities(graph) == 2
+        assert optimize.eliminate_common_subexpressions(graph) == 1
+
+    graph = _same_after(build, apply, {"x": np.array([0.0, 1.0, -1.0], np.float32)})
+    assert _ops(graph) == ["Exp", "Add"]
+    assert graph.outputs[1] is graph.nodes[0].outputs()[0]
+
+
+def test_random_ops_are_never_shared():
+    graph = _root()
+    first = _node(graph, "RandomNormal", [], Type.tensor(F32, (2,)), shape=("is", [2]))
+    second = _node(graph, "RandomNormal", [], Type.tensor(F32, (2,)), shape=("is", [2]))
+    graph.outputs = [first, second]
+    assert optimize.eliminate_common_subexpressions(graph) == 0
+
+
+# -- static shape arithmetic -----------------------------------------------------------
+class Heads(nn.Module):
+    """Attention-style reshapes: split into heads, move them, merge them back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq = x.size(0), x.size(1)
+        h = self.proj(x).view(batch, seq, 4, x.size(-1) // 4).transpose(1, 2)
+        h = torch.softmax(h, dim=-1).transpose(1, 2)
+        return h.reshape(x.size(0), x.size(1), -1) + torch.arange(x.size(1)).unsqueeze(-1)
+
+
+def test_static_shapes_fold_completely_without_dynamic_axes():
+    model, x = Heads().eval(), torch.randn(2, 5, 16)
+    data = _export(model, (x,))
+    counts = _op_counts(data)
+    assert not {"Shape", "Gather", "Slice", "Concat", "Squeeze"} & set(counts), counts
+    _check(data, model, x)
+
+
+def test_only_dynamic_dims_stay_computed_and_shape_reads_are_shared():
+    model, x = Heads().eval(), torch.randn(2, 5, 16)
+    axes = {"x": {0: "batch", 1: "seq"}}
+    data = _export(model, (x,), input_names=["x"], dynamic_axes=axes)
+    plain = _export(model, (x,), input_names=["x"], dynamic_axes=axes, do_constant_folding=False)
+    counts, before = _op_counts(data), _op_counts(plain)
+    assert counts["Shape"] <= 1 < before["Shape"], (counts, before)
+    assert sum(counts.values()) < sum(before.values()) // 2
+    for size in [(2, 5, 16), (3, 9, 16), (1, 1, 16)]:
+        _check(data, model, torch.randn(*size))
+
+
+class Rows(nn.Module):
+    """A data-dependent size (NonZero) must never become a constant."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        picked = torch.nonzero(x > 0)
+        return picked.view(picked.size(0), -1).sum(0) + picked.size(0)
+
+
+def test_data_dependent_sizes_are_not_folded():
+    model = Rows()
+    data = _export(model, (torch.tensor([1.0, -1.0, 2.0, 3.0]),))
+    assert "Shape" in _op_counts(data)
+    for values in ([1.0, -1.0, 2.0, 3.0], [-1.0, -1.0, 2.0, -3.0]):
+        _check(data, model, torch.tensor(values))
+
+
+def test_reshape_targets_use_copy_and_infer_for_run_time_dims():
+    class Flat(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.view(x.size(0), x.size(1) * 3, 2).exp()
+
+    model, x = Flat(), torch.randn(3, 4, 6)
+    data = _export(model, (x,), input_names=["x"], dynamic_axes={"x": [0, 1]})
+    proto = onnx.load_from_string(data)
+    reshape = next(n for n in proto.graph.node if n.op_type == "Reshape")
+    target = next(t for t in proto.graph.initializer if t.name == reshape.input[1])
+    assert onnx.numpy_helper.to_array(target).tolist() == [0, -1, 2]
+    for size in [(3, 4, 6), (2, 7, 6)]:
+        _check(data, model, torch.randn(*size))
+
+
+def test_a_failing_shape_inference_leaves_the_graph_as_it_was(monkeypatch):
+    def fail(*args, **kwargs):
+        raise onnx.shape_inference.InferenceError("cannot infer")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
+    model, x = Heads().eval(), torch.randn(2, 5, 16)
+    data = _export(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "b", 1: "s"}})
+    assert {"Shape", "Concat", "Div"} <= set(_op_counts(data))  # the arithmetic stays
+    _check(data, model, torch.randn(3, 7, 16))
+
+
+# -- weights ----------------------------------------------------------------------------
+class TiedLM(nn.Module):
+    """An embedding whose table is also the output layer (GPT-2 style)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(300, 32)
+        self.head = nn.Linear(32, 300, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.embed(ids)))
+
+
+def test_a_tied_weight_is_stored_once_not_transposed_beside_itself():
+    model, ids = TiedLM().eval(), torch.randint(0, 300, (2, 7))
+    data = _export(model, (ids,), input_names=["ids"], dynamic_axes={"ids": [0, 1]})
+    weights = 300 * 32 * 4
+    assert weights <= len(data) < weights * 1.05
+    for size in [(2, 7), (4, 3)]:
+        _check(data, model, torch.randint(0, 300, size))
+
+
+def test_a_folded_transpose_shares_the_weight_memory():
+    model = nn.Sequential(nn.Linear(8, 4, bias=False)).eval()
+    result = oxport.convert(model, (torch.randn(2, 3, 8),))
+    (weight,) = result.serialized.weights
+    assert list(weight.tensor.shape) == [8, 4]
+    assert weight.tensor.untyped_storage().data_ptr() == \
+        model[0].weight.untyped_storage().data_ptr()
+    data = result.to_bytes()
+    _check(data, model, torch.randn(2, 3, 8))
+
+
+# -- a transformer ----------------------------------------------------------------------
+def test_a_small_gpt2_keeps_few_shape_nodes_and_runs_at_a_second_size():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100,
+                                     n_positions=64, use_cache=False)
+    lm = transformers.GPT2LMHeadModel(config).eval()
+
+    class Logits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return self.lm(ids, attention_mask=mask).logits
+
+    model = Logits().eval()
+    axes = {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}
+    ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
+    data = _export(model, (ids, mask), input_names=["ids", "mask"], dynamic_axes=axes)
+    plain = _export(model, (ids, mask), input_names=["ids", "mask"], dynamic_axes=axes,
+                    do_constant_folding=False)
+    counts = _op_counts(data)
+    assert counts["Shape"] <= 4 and sum(counts.values()) < sum(_op_counts(plain).values()) / 2
+    for batch, seq in [(2, 8), (3, 5), (1, 11)]:
+        ids = torch.randint(0, 100, (batch, seq))
+        mask = torch.ones(batch, seq, dtype=torch.int64)
+        _check(data, model, ids, mask)
