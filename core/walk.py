@@ -227,6 +227,9 @@ class Conversion:
         kwargs = ts_attributes(node)
         if kind == "prim::PythonOp":
             args, kwargs["name"] = python_op_arguments(node, inputs), node.pyname()
+        outs = out_arguments(node)
+        if outs:  # an out= overload: the symbolic computes, _write_through writes ``out``
+            args = [arg for index, arg in enumerate(args) if index not in outs]
         reason = ""
         # A symbolic that declines hands the node to the next one serving it (a shadowed pack).
         for entry in self.symbolic_candidates(node, kind):
@@ -255,7 +258,7 @@ class Conversion:
             else:
                 if self._map(node, graph, result, kind):
                     self.used[entry] += 1
-                    self._write_through(g, node, kind)
+                    self._write_through(g, node, kind, outs)
                     return
                 reason = f"the symbolic from {entry.provenance} returned None"
             break
@@ -269,13 +272,25 @@ class Conversion:
 
         self._record_unconvertible(node, graph, kind, g.source, reason)
 
-    def _write_through(self, g: GraphContext, node: torch._C.Node, kind: str) -> None:
-        """After an in-place aten op (``x[1].copy_(v)``), later uses of what it mutated, and
-        of every base that value views, see the new value."""
-        if not (kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__")) \
-                or node.outputsSize() != 1 or node.inputsSize() == 0:
-            return
-        target, value = node.inputsAt(0), self.env.get(node.output().unique())
+    def _write_through(self, g: GraphContext, node: torch._C.Node, kind: str,
+                       outs: Sequence[int] = ()) -> None:
+        """After an in-place aten op (``x[1].copy_(v)``) or an out= overload (``torch.add(a,
+        b, out=c)``), later uses of what it wrote, and of every base that views, see the new
+        value."""
+        if outs and len(outs) == node.outputsSize():
+            for index, output in zip(outs, node.outputs()):
+                self._write(g, node.inputsAt(index), output)
+        elif kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__") \
+                and node.outputsSize() == 1 and node.inputsSize() > 0:
+            self._write(g, node.inputsAt(0), node.output())
+
+    def _write(self, g: GraphContext, target: torch._C.Value, output: torch._C.Value) -> None:
+        """``output`` is ``target`` written: it views what ``target`` views (``v.zero_()
+        .add_(x)`` on a view ``v`` reaches its base), and ``target``'s value is its own."""
+        link = self.views.get(target.unique())
+        if link is not None:
+            self.views[output.unique()] = link
+        value = self.env.get(output.unique())
         while value is not None and target.type().kind() == "TensorType":
             self.env[target.unique()] = value
             link = self.views.get(target.unique())
@@ -397,6 +412,18 @@ class Conversion:
             f"{self.opset} is not supported:\n" + "\n".join(lines),
             list(self.unconvertible.values()),
         )
+
+
+def out_arguments(node: torch._C.Node) -> list[int]:
+    """The input positions of an out= overload's outputs (keyword-only arguments written in
+    place, ``*, Tensor(a!) out``); empty for other nodes."""
+    schema = node.schema()
+    if schema == "(no schema)" or "!" not in schema:
+        return []
+    arguments = torch._C.parse_schema(schema).arguments
+    return [index for index, argument in enumerate(arguments)
+            if argument.kwarg_only and argument.alias_info is not None
+            and argument.alias_info.is_write]
 
 
 def _collect_if_unconvertible(value: Value) -> None:

@@ -347,7 +347,8 @@ pack.case("aten::huber_loss", lambda x, t: F.huber_loss(x, t, reduction="none", 
 pack.case("aten::binary_cross_entropy", F.binary_cross_entropy, _unit(3, 4), _unit(3, 4))
 pack.case("aten::binary_cross_entropy",
           lambda x, t, w: F.binary_cross_entropy(x, t, weight=w, reduction="none"),
-          lambda: torch.tensor([0.0, 0.3, 1.0]), _unit(3), (3,), name="weight_saturated")
+          lambda: torch.tensor([0.0, 0.3, 1.0]), _unit(3), (3,), name="weight_saturated",
+          min_opset=8)  # F.binary_cross_entropy expands the weight
 pack.case("aten::binary_cross_entropy_with_logits", F.binary_cross_entropy_with_logits,
           lambda: torch.randn(3, 4) * 30, _unit(3, 4), name="large_logits")
 pack.case("aten::binary_cross_entropy_with_logits",

@@ -280,6 +280,37 @@ for _rank in (1, 2, 3):
     pack.symbolic(f"aten::adaptive_max_pool{_rank}d", since=7)(_adaptive_max_pool_nd(_rank))
 
 
+# -- max unpool -----------------------------------------------------------------------
+def _max_unpool(g, self: Value, indices: Value, output_size: Value, op: str) -> Value:
+    """Each value scattered to its index in its plane's flattened output: PyTorch's indices
+    count within each (N, C) plane, ONNX MaxUnpool's across the whole tensor."""
+    sizes = sh._maybe_get_const(output_size, "is")
+    rank = sh._get_tensor_rank(self)
+    if not isinstance(sizes, list) or rank is None:
+        sh._unimplemented(op, "a run-time output size or an input of unknown rank")
+    lead = rank - len(sizes)
+    dtype = self.type().dtype() or torch.float32
+    leading = sh._slice_helper(g, g.op("Shape", self), [0], [0], [lead])
+    flat = [0] * lead + [-1]
+    zeros = g.op("ConstantOfShape", g.op("Concat", leading, g.constant(torch.tensor(
+        [math.prod(sizes)])), axis_i=0), value_t=torch.zeros(1, dtype=dtype))
+    out = g.op("ScatterElements", zeros, sh._reshape_helper(g, indices, flat),
+               sh._reshape_helper(g, self, flat), axis_i=lead)
+    return g.op("Reshape", out, g.op("Concat", leading, g.constant(torch.tensor(sizes)),
+                                     axis_i=0))
+
+
+@pack.symbolic("aten::max_unpool2d", since=11)
+def max_unpool2d(g, self: Value, indices: Value, output_size: Value) -> Value:
+    """nn.MaxUnpool1d/2d (F.max_unpool1d unpools a trailing axis of 1)."""
+    return _max_unpool(g, self, indices, output_size, "aten::max_unpool2d")
+
+
+@pack.symbolic("aten::max_unpool3d", since=11)
+def max_unpool3d(g, self: Value, indices: Value, output_size: Value, *_: Value) -> Value:
+    return _max_unpool(g, self, indices, output_size, "aten::max_unpool3d")
+
+
 # -- cases ----------------------------------------------------------------------------
 nn = torch.nn
 _DYNAMIC = dict(input_names=["x"], dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
@@ -344,3 +375,17 @@ pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d(1, return_indices=Tr
 pack.case("aten::adaptive_max_pool3d", nn.AdaptiveMaxPool3d(1), (1, 2, 3, 4, 5))
 pack.case("aten::adaptive_max_pool2d", nn.AdaptiveMaxPool2d((2, 4)), (1, 2, 1, 1),
           name="grow_single", min_opset=8)
+
+
+def _pool_unpool(dims: int, kernel: int, stride: int, size: list[int]):
+    """Max pool then unpool; F.max_unpool*d traces only with an output_size of ints (in
+    torch 2.13 its size check fails on traced sizes)."""
+    pool = getattr(torch.nn.functional, f"max_pool{dims}d")
+    unpool = getattr(torch.nn.functional, f"max_unpool{dims}d")
+    return lambda x: unpool(*pool(x, kernel, stride, return_indices=True), kernel, stride,
+                            output_size=size)
+
+
+pack.case("aten::max_unpool2d", _pool_unpool(2, 2, 2, [6, 7]), (2, 3, 6, 7))
+pack.case("aten::max_unpool2d", _pool_unpool(1, 3, 2, [8]), (2, 3, 8), name="1d_overlapping")
+pack.case("aten::max_unpool3d", _pool_unpool(3, 2, 2, [4, 4, 5]), (1, 2, 4, 4, 5))
