@@ -6,7 +6,8 @@ with ``onnx.checker`` (full) and compared with eager PyTorch. A layer oxport can
 export is listed in ``EXPECTED_UNSUPPORTED`` with the op and the reason, and its test
 asserts the export raises :class:`~oxport.errors.UnsupportedOperatorError` naming that
 op, so the list cannot silently rot. ``test_every_layer_is_listed`` fails when a torch
-release adds a layer this table does not know.
+release adds a layer this table does not know. The attention layers are also exported
+with dynamic batch and sequence axes and run at a second size.
 """
 
 from __future__ import annotations
@@ -320,6 +321,10 @@ CASES: dict[str, Case] = {
     "MultiheadAttention[bool_masks_batch_first]": case(
         call(lambda: _mha(True), lambda m, q, k, a, p: m(q, k, k, attn_mask=a, key_padding_mask=p)),
         (B, T, E), (B, 4, E), mask(T, 4), mask(B, 4)),
+    "MultiheadAttention[seq_first_padding_mask_no_weights]": case(
+        call(lambda: _mha(False),
+             lambda m, x, p: m(x, x, x, key_padding_mask=p, need_weights=False)),
+        (T, B, E), mask(B, T)),
     "MultiheadAttention[kdim_vdim_bias_kv]": case(
         call(lambda: _mha(False, kdim=6, vdim=3, add_bias_kv=True, add_zero_attn=True),
              lambda m, q, k, v: m(q, k, v)), (T, B, E), (4, B, 6), (4, B, 3)),
@@ -333,6 +338,9 @@ CASES: dict[str, Case] = {
     "TransformerEncoderLayer[causal]": case(
         call(_encoder_layer, lambda m, x, a: m(x, src_mask=a, is_causal=True)),
         (B, T, E), _causal(T), newest=False),
+    "TransformerEncoderLayer[both_masks]": case(
+        call(_encoder_layer, lambda m, x, a, p: m(x, src_mask=a, src_key_padding_mask=p)),
+        (B, T, E), mask(T, T), mask(B, T), newest=False),
     "TransformerEncoder": case(
         lambda: nn.TransformerEncoder(_encoder_layer(), 2, enable_nested_tensor=False),
         (B, T, E), newest=False),
@@ -356,6 +364,11 @@ CASES: dict[str, Case] = {
         call(lambda: nn.TransformerDecoder(_decoder_layer(), 2),
              lambda m, x, mem, a: m(x, mem, tgt_mask=a, tgt_is_causal=True)),
         (B, T, E), (B, 4, E), _causal(T), newest=False),
+    "Transformer[seq_first_padding_masks]": case(
+        call(lambda: nn.Transformer(E, 2, 1, 1, 16),
+             lambda m, src, tgt, p, q: m(src, tgt, src_key_padding_mask=p,
+                                         tgt_key_padding_mask=q, memory_key_padding_mask=p)),
+        (4, B, E), (T, B, E), mask(B, 4), mask(B, T), newest=False),
     "Transformer": case(
         call(lambda: nn.Transformer(E, 2, 1, 1, 16, batch_first=True),
              lambda m, src, tgt, a: m(src, tgt, tgt_mask=a)),
@@ -416,10 +429,10 @@ EXPECTED_UNSUPPORTED: dict[str, tuple[str, str]] = {
                             "pooling regions drawn at random on every call; no ONNX equivalent"),
     "FractionalMaxPool3d": ("aten::fractional_max_pool3d",
                             "pooling regions drawn at random on every call; no ONNX equivalent"),
-    "LSTM[proj_size]": ("aten::lstm", "ONNX LSTM has no projection of the hidden state, and "
-                                      "the rnn pack does not unroll one"),
-    "CTCLoss": ("aten::ctc_loss", "a dynamic program over alignments: no ONNX operator, and no "
-                                  "Loop decomposition yet"),
+    "LSTM[proj_size]": ("aten::lstm", ("ONNX LSTM has no projection of the hidden state, "
+                                       "and the rnn pack does not unroll one")),
+    "CTCLoss": ("aten::ctc_loss", ("a dynamic program over alignments: no ONNX operator, "
+                                   "and no Loop decomposition yet")),
 }
 
 #: Public ``torch.nn`` Module classes that are not layers to export.
@@ -493,3 +506,42 @@ def test_every_layer_is_listed() -> None:
     assert not public - covered, f"torch.nn layers without a case: {sorted(public - covered)}"
     assert not covered - public, f"cases for no torch.nn class: {sorted(covered - public)}"
     assert set(EXPECTED_UNSUPPORTED) <= set(CASES)
+
+
+# -- attention layers with dynamic batch and sequence axes, run at a second size --------
+def _padded(batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and a key padding mask with each row's padding at its end."""
+    return (torch.randn(batch, length, E),
+            torch.arange(length) >= torch.randint(1, length + 1, (batch, 1)))
+
+
+DYNAMIC = {
+    "MultiheadAttention[fast_path]": call(lambda: _mha(True),
+                                          lambda m, x, p: m(x, x, x, key_padding_mask=p)),
+    "MultiheadAttention[cross]": call(lambda: _mha(True), lambda m, x, p: m(
+        x[:, :3], x, x, key_padding_mask=p, need_weights=False)[0]),
+    "TransformerEncoder[nested_padding]": call(
+        lambda: nn.TransformerEncoder(_encoder_layer(), 2),
+        lambda m, x, p: m(x, src_key_padding_mask=p)),
+    "TransformerDecoderLayer": call(_decoder_layer,
+                                    lambda m, x, p: m(x, x, memory_key_padding_mask=p)),
+}
+
+
+@pytest.mark.parametrize("opset", sorted({*OPSETS, testing.max_runtime_opset()}))
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_attention_layer_at_a_second_size(name: str, opset: int) -> None:
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = DYNAMIC[name]().eval()
+    axes = {0: "batch", 1: "seq"}
+    data = testing.roundtrip_bytes(model, _padded(2, 5), opset_version=opset,
+                                   input_names=["x", "mask"],
+                                   dynamic_axes={"x": axes, "mask": axes})
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x, mask = _padded(3, 7)
+    with torch.no_grad():
+        expected = model(x, mask)
+    testing.compare(expected, session.run(None, {"x": x.numpy(), "mask": mask.numpy()}),
+                    rtol=1e-3, atol=1e-5, where=f"{name} at opset {opset}")
