@@ -1,4 +1,5 @@
-"""Pooling: max and average pooling (1-3 d), with indices, and adaptive pooling.
+"""Pooling: max and average pooling (1-3 d), with indices, adaptive pooling and max
+unpooling; unbatched (C, *spatial) inputs pool with a batch axis of 1.
 
 PyTorch's ``ceil_mode`` drops a last window that would start in the right
 padding, so ceil and floor mode then agree. ONNX Runtime does the same, but
@@ -9,6 +10,7 @@ changes the output (or the shape is not static).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -59,6 +61,22 @@ class _Window:
         """Whether ceil_mode changes the output (True when shapes are unknown)."""
         return self.ceil_mode and (self.spatial is None or
                                    self.torch_out(True) != self.torch_out(False))
+
+
+def _unbatched(rank: int, fn):
+    """``fn``, also for an unbatched (C, *spatial) input: pooled with a batch axis of 1,
+    which its outputs lose again (ONNX pools take (N, C, *spatial) only)."""
+    @functools.wraps(fn)
+    def symbolic(g, input: Value, *args):
+        if sh._get_tensor_rank(input) != rank + 1:
+            return fn(g, input, *args)
+        batched = sh._unsqueeze_helper(g, input, [0]).setType(
+            Type.tensor(input.type().dtype(), (1, *input.type().symbolic_sizes())))
+        result = fn(g, batched, *args)
+        if isinstance(result, tuple):
+            return tuple(None if r is None else sh._squeeze_helper(g, r, [0]) for r in result)
+        return sh._squeeze_helper(g, result, [0])
+    return symbolic
 
 
 def _check_opset(g, window: _Window) -> None:
@@ -144,13 +162,14 @@ def _max_pool_nd_with_indices(rank: int):
 
 
 for _rank in (1, 2, 3):
-    pack.symbolic(f"aten::max_pool{_rank}d", since=7)(_max_pool_nd(_rank))
+    pack.symbolic(f"aten::max_pool{_rank}d", since=7)(_unbatched(_rank, _max_pool_nd(_rank)))
     pack.symbolic(f"aten::max_pool{_rank}d_with_indices", since=8)(
-        _max_pool_nd_with_indices(_rank))
+        _unbatched(_rank, _max_pool_nd_with_indices(_rank)))
 
 
 # -- average pool -------------------------------------------------------------------
 @pack.symbolic("aten::avg_pool1d", since=7)
+@functools.partial(_unbatched, 1)
 @sh.parse_args("v", "is", "is", "is", "i", "i")
 def avg_pool1d(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad):
     """AveragePool (ceil_mode from opset 10)."""
@@ -173,7 +192,7 @@ def _avg_pool_nd(rank: int):
 
 
 for _rank in (2, 3):
-    pack.symbolic(f"aten::avg_pool{_rank}d", since=7)(_avg_pool_nd(_rank))
+    pack.symbolic(f"aten::avg_pool{_rank}d", since=7)(_unbatched(_rank, _avg_pool_nd(_rank)))
 
 
 # -- adaptive pools -------------------------------------------------------------------
@@ -276,8 +295,10 @@ def _adaptive_max_pool_nd(rank: int):
 
 
 for _rank in (1, 2, 3):
-    pack.symbolic(f"aten::adaptive_avg_pool{_rank}d", since=7)(_adaptive_avg_pool_nd(_rank))
-    pack.symbolic(f"aten::adaptive_max_pool{_rank}d", since=7)(_adaptive_max_pool_nd(_rank))
+    pack.symbolic(f"aten::adaptive_avg_pool{_rank}d", since=7)(
+        _unbatched(_rank, _adaptive_avg_pool_nd(_rank)))
+    pack.symbolic(f"aten::adaptive_max_pool{_rank}d", since=7)(
+        _unbatched(_rank, _adaptive_max_pool_nd(_rank)))
 
 
 # -- max unpool -----------------------------------------------------------------------
@@ -388,4 +409,16 @@ def _pool_unpool(dims: int, kernel: int, stride: int, size: list[int]):
 
 pack.case("aten::max_unpool2d", _pool_unpool(2, 2, 2, [6, 7]), (2, 3, 6, 7))
 pack.case("aten::max_unpool2d", _pool_unpool(1, 3, 2, [8]), (2, 3, 8), name="1d_overlapping")
+pack.case("aten::max_unpool2d", _pool_unpool(2, 2, 2, [4, 6]), (3, 4, 6), name="unbatched")
+# Unbatched (C, *spatial) inputs pool with a batch axis of 1.
+pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2, ceil_mode=True), (2, 7, 7), name="unbatched")
+pack.case("aten::max_pool1d", nn.MaxPool1d(2), (3, 6), name="unbatched")
+pack.case("aten::max_pool2d_with_indices", nn.MaxPool2d(2, return_indices=True), (2, 4, 6),
+          name="unbatched")
+pack.case("aten::avg_pool1d", nn.AvgPool1d(3, 2, padding=1), (3, 7), name="unbatched")
+pack.case("aten::avg_pool3d", nn.AvgPool3d(2), (2, 4, 4, 4), name="unbatched")
+pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((1, 2)), (3, 4, 4),
+          name="unbatched")
+pack.case("aten::adaptive_max_pool1d", nn.AdaptiveMaxPool1d(1, return_indices=True), (3, 5),
+          name="unbatched_indices", min_opset=8)
 pack.case("aten::max_unpool3d", _pool_unpool(3, 2, 2, [4, 4, 5]), (1, 2, 4, 4, 5))
