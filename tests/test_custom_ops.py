@@ -15,18 +15,7 @@ from oxport import plugin_manager, plugins
 from oxport import symbolic_helper as sh
 from oxport.ir import Type
 from oxport.walk import Unconvertible
-
-_LIBRARIES: list[torch.library.Library] = []
-
-
-def define_op(namespace: str, name: str, schema: str, impl) -> None:
-    """A ``torch.library`` op (as a C++ TORCH_LIBRARY would), once per process."""
-    if hasattr(getattr(torch.ops, namespace), name):
-        return
-    library = torch.library.Library(namespace, "FRAGMENT")
-    library.define(f"{name}{schema}")
-    library.impl(name, impl, "CompositeExplicitAutograd")
-    _LIBRARIES.append(library)
+from tests.torch_ops import define_op
 
 
 define_op("custom_ops", "foo_forward",

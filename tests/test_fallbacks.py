@@ -20,19 +20,9 @@ from oxport.errors import (
     UnsupportedOperatorError,
 )
 from oxport.types import OperatorExportTypes
+from tests.torch_ops import define_op
 
 ATEN = "org.pytorch.aten"
-_LIBRARIES: list[torch.library.Library] = []
-
-
-def define_op(namespace: str, name: str, schema: str, impl) -> None:
-    """A ``torch.library`` op, once per process (it lives as long as its Library)."""
-    if hasattr(getattr(torch.ops, namespace), name):
-        return
-    library = torch.library.Library(namespace, "FRAGMENT")
-    library.define(f"{name}{schema}")
-    library.impl(name, impl, "CompositeExplicitAutograd")
-    _LIBRARIES.append(library)
 
 
 define_op("foo_namespace", "bar", "(Tensor a, Tensor b) -> Tensor", lambda a, b: a * b + a)
