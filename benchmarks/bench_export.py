@@ -29,6 +29,7 @@ interleaved are the figures to read. Children may write and use cached bytecode
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -88,8 +89,11 @@ def _export(exporter: str, model: Any, inputs: tuple[Any, ...], spec: Any, path:
         # Its dynamic_axes conversion fails on *args forwards: the same axes as Dim.DYNAMIC.
         dims = tuple({axis: torch.export.Dim.DYNAMIC for axis in spec.dynamic_axes.get(name, {})}
                      for name in spec.input_names)
+        varargs = any(p.kind == p.VAR_POSITIONAL
+                      for p in inspect.signature(model.forward).parameters.values())
         del common["dynamic_axes"]
-        torch.onnx.export(model, inputs, path, dynamo=True, dynamic_shapes=(dims,), **common)
+        torch.onnx.export(model, inputs, path, dynamo=True,
+                          dynamic_shapes=(dims,) if varargs else dims, **common)
         return {}
     raise ValueError(exporter)
 
@@ -185,7 +189,9 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[st
     inputs = spec.inputs()
     if exporter == "oxport":
         import oxport  # noqa: F401 - imports are not part of the export time
-    elif exporter == "dynamo":
+    elif exporter in ("ts", "dynamo"):
+        import torch.onnx  # noqa: F401
+    if exporter == "dynamo":
         import onnxscript  # noqa: F401
         import torch.onnx._internal.exporter._core  # noqa: F401
     path = os.path.join(out_dir, "model.onnx" if exporter != "floor" else "weights.bin")

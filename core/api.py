@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import gc
 import io
 import logging
 import os
@@ -38,6 +40,23 @@ EXPORT_TYPE_FALLBACKS = {
     OperatorExportTypes.ONNX_FALLTHROUGH: ("fallthrough",),
 }
 _in_export = False
+
+
+def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` with Python's cyclic garbage collector paused: an export allocates enough
+    objects to set off full collections, each a scan of every object of the process (a
+    quarter of a second with a transformers model loaded), and frees nothing cyclic
+    that matters before it ends."""
+    @functools.wraps(fn)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+    return paused
 
 
 @dataclasses.dataclass
@@ -90,6 +109,7 @@ class ExportResult:
         return counts
 
 
+@_gc_paused
 def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFunction,
            args: Any, f: str | os.PathLike[str] | IO[bytes], export_params: bool = True,
            verbose: bool = False, training: TrainingMode = TrainingMode.EVAL,
@@ -146,6 +166,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     return result
 
 
+@_gc_paused
 def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool = False,
             training: TrainingMode = TrainingMode.EVAL,
             input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,

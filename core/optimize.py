@@ -57,11 +57,12 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
     # A Reshape whose target folds gives static dims that the next inference sees.
     hints: dict[int, tuple[Any, ...]] = {}
     for _ in range(STATIC_ROUNDS):
-        changed = fold_static_shapes(graph, opset, dynamic_axes, hints, across_modules)
-        counts["static_shapes"] += changed
+        before = _reshape_state(graph), dict(hints)
+        counts["static_shapes"] += fold_static_shapes(graph, opset, dynamic_axes, hints,
+                                                      across_modules)
         counts["folded"] += passes.fold_constants(graph, opset, frozen)
-        if not changed:
-            break
+        if (_reshape_state(graph), hints) == before:
+            break  # no new dims for the next inference to see
     counts["chains"] += collapse_chains(graph, opset)
     counts["identities"] = remove_identities(graph)
     counts["cse"] = eliminate_common_subexpressions(graph, across_modules)
@@ -69,6 +70,12 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
     counts["dead"] = passes.eliminate_dead_code(graph)
     log.info("optimize: %s", counts)
     return counts
+
+
+def _reshape_state(graph: Graph) -> tuple[int, int]:
+    """Reshapes, and those with a constant target: what changes the dims inference sees."""
+    reshapes = [n for n in graph.nodes if n.op_type == "Reshape" and not n.domain]
+    return len(reshapes), sum(1 for n in reshapes if n._inputs[1].is_const)
 
 
 # -- shared helpers ------------------------------------------------------------------
@@ -532,11 +539,10 @@ def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | 
             header.name, header.data_type, list(header.dims)))
     for value in graph.outputs:
         proto.output.append(helper.make_value_info(namer.name(value), onnx.TypeProto()))
+    outputs = {id(o): o for n in graph.nodes for o in n._outputs} if hints else {}
     for value_id, hinted in (hints or {}).items():
-        name = namer.names.get(value_id)
-        value = next((o for n in graph.nodes for o in n._outputs if id(o) == value_id), None) \
-            if name is not None else None
-        if value is not None and value.type().dtype() is not None:
+        name, value = namer.names.get(value_id), outputs.get(value_id)
+        if name is not None and value is not None and value.type().dtype() is not None:
             proto.value_info.append(helper.make_tensor_value_info(
                 name, serialize._onnx_elem(value.type().dtype()), list(hinted)))
     model = helper.make_model(proto, opset_imports=[

@@ -313,6 +313,33 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return quotient + (inexact & ((a < 0) != (b < 0))).astype(a.dtype)
 
 
+def _compare(fn: Any):
+    def fold(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+        a, b = arrays
+        if a.dtype != b.dtype or a.dtype.kind not in "biuf":
+            raise _Unfoldable
+        return fn(a, b)
+    return fold
+
+
+def _logical(fn: Any):
+    def fold(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+        if any(a.dtype != np.bool_ for a in arrays):
+            raise _Unfoldable
+        return fn(*arrays)
+    return fold
+
+
+def _constant_of_shape(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    value = attrs.get("value")
+    fill = np.zeros(1, np.float32) if value is None else (
+        _to_numpy(value).reshape(-1) if isinstance(value, torch.Tensor) else None)
+    shape = [int(d) for d in arrays[0].reshape(-1)]
+    if fill is None or fill.size != 1 or any(d < 0 for d in shape):
+        raise _Unfoldable
+    return np.full(shape, fill[0], dtype=fill.dtype)
+
+
 _NUMPY_CASTS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8,
                 TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
                 TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
@@ -322,6 +349,11 @@ _NUMPY_FOLDERS = {
     "Transpose": _transpose, "Identity": lambda arrays, attrs, opset: arrays[0],
     "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
     "Div": _binary(_divide),
+    "Equal": _compare(np.equal), "Less": _compare(np.less), "Greater": _compare(np.greater),
+    "LessOrEqual": _compare(np.less_equal), "GreaterOrEqual": _compare(np.greater_equal),
+    "Not": _logical(np.logical_not), "And": _logical(np.logical_and),
+    "Or": _logical(np.logical_or), "Xor": _logical(np.logical_xor),
+    "ConstantOfShape": _constant_of_shape,
 }
 
 

@@ -134,10 +134,12 @@ class PluginManager:
         self.entry_points: list[Any] = []
 
     # -- loading ----------------------------------------------------------
-    def load(self) -> SymbolicRegistry:
-        """Load every selected plugin, register it, and check hook names."""
+    def load(self, entry_points: list[Any] | None = None) -> SymbolicRegistry:
+        """Load every selected plugin (of ``entry_points``, by default the installed ones),
+        register it, and check hook names."""
         # Built-in packs first, so an installed pack's shadowing is seen and reported.
-        available = self.entry_points = sorted(_entry_points(), key=lambda e: (
+        found = _entry_points() if entry_points is None else entry_points
+        available = self.entry_points = sorted(found, key=lambda e: (
             _distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
         if self.selection.autoload or self.selection.allow:
             _check_duplicates(available)
@@ -351,13 +353,15 @@ def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
     with _lock:
         manager = _cache.get(selection)
         if manager is None:
+            entry_points = None
             if _installed is None:
-                _installed = _fingerprint(_entry_points())
+                entry_points = _entry_points()
+                _installed = _fingerprint(entry_points)
             key = (selection, _installed)
             manager = _loaded.get(key)
             if manager is None or not all(p.ok for p in manager.plugins):
                 manager = PluginManager(selection)
-                manager.load()
+                manager.load(entry_points)
                 _loaded[key] = manager
             _cache[selection] = manager
         return manager

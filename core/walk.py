@@ -18,7 +18,7 @@ import os
 import sys
 import sysconfig
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -299,14 +299,16 @@ class Conversion:
             target, write = link
             value = write(g, self.lookup(target), value)
 
-    def symbolic_candidates(self, node: torch._C.Node, kind: str) -> list[SymbolicEntry]:
-        """Every symbolic serving the node at this opset, the one that wins first."""
+    def symbolic_candidates(self, node: torch._C.Node, kind: str) -> Iterator[SymbolicEntry]:
+        """Every symbolic serving the node at this opset, the one that wins first (the
+        others are looked up only if it declines)."""
         first = self.lookup_symbolic(node, kind)
         if first is None:
-            return []
+            return
+        yield first
         rest = [e for e in self.registry.entries(kind) if e is not first and e.serves(self.opset)]
         rest.sort(key=lambda e: (e.layer, e.override), reverse=True)
-        return [first, *rest]
+        yield from rest
 
     def lookup_symbolic(self, node: torch._C.Node, kind: str) -> SymbolicEntry | None:
         """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``) if one serves and
@@ -456,8 +458,13 @@ def count_nodes(block: Any) -> int:
 def source_of(node: torch._C.Node) -> str:
     """The user's source line for a node: the first frame outside torch and oxport."""
     text = node.sourceRange()
-    if not text:
-        return ""
+    return _user_frame(text) if text else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_frame(text: str) -> str:
+    """The first user frame of a source range (the repeated layers of a model share
+    their call stacks: each is read once)."""
     frames = [line.strip() for line in text.splitlines() if line.strip()]
     for frame in frames:
         if _EXAMPLES in frame or (_TORCH_DIR not in frame and _OXPORT_DIR + os.sep not in frame
@@ -475,8 +482,13 @@ def scope_of(node: torch._C.Node) -> str:
 def call_chain(node: torch._C.Node) -> tuple[str, ...]:
     """The module calls a node was made in, outermost first, below the model itself:
     ``("layers.0", "layers.0.act#1")`` (``#n`` marks a module's repeated calls)."""
+    return _calls(node.scopeName())
+
+
+@functools.lru_cache(maxsize=4096)
+def _calls(scope_name: str) -> tuple[str, ...]:
     calls = []
-    for part in node.scopeName().split("/") if node.scopeName() else ():
+    for part in scope_name.split("/") if scope_name else ():
         call = part.removeprefix("__module.model").removeprefix("__module").lstrip(".")
         if call:
             calls.append(call)

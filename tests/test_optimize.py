@@ -125,6 +125,46 @@ def test_dead_chains_go_in_subgraphs_too_and_outer_values_they_use_stay():
     assert _ops(graph.nodes[1].attrs["then_branch"][1]) == ["Exp"]
 
 
+# -- the numpy folding fast path for comparisons, logic and ConstantOfShape ------------
+I64 = np.array([[3, -1, 0], [7, 3, -2]], np.int64)
+BOOLS = np.array([[True, False, True], [False, False, True]])
+FAST_CASES = [
+    ("Equal", [I64, np.array([3, 3, 0], np.int64)], {}),
+    ("Less", [I64, np.array(1, np.int64)], {}),
+    ("Greater", [I64.astype(np.float32), np.float32([[0.5], [3.0]])], {}),
+    ("LessOrEqual", [I64, I64[:1]], {}),
+    ("GreaterOrEqual", [I64, np.array(3, np.int64)], {}),
+    ("Not", [BOOLS], {}),
+    ("And", [BOOLS, BOOLS[:1]], {}),
+    ("Or", [BOOLS, np.array(False)], {}),
+    ("Xor", [BOOLS, BOOLS[::-1]], {}),
+    ("ConstantOfShape", [np.array([2, 3], np.int64)], {}),
+    ("ConstantOfShape", [np.array([4], np.int64)], {"value": ("t", torch.tensor([7], dtype=torch.int64))}),
+    ("ConstantOfShape", [np.array([0, 2], np.int64)], {"value": ("t", torch.tensor([1.5]))}),
+]
+
+
+def _one_node(op: str, arrays: list, attrs: dict) -> Graph:
+    graph = _root()
+    inputs = [graph.add_initializer(f"c{i}", torch.from_numpy(np.array(a)))
+              for i, a in enumerate(arrays)]
+    graph.outputs = graph.add_node("", op, inputs, 1, attrs).outputs()
+    return graph
+
+
+@pytest.mark.parametrize("op, arrays, attrs", FAST_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(FAST_CASES)])
+def test_numpy_folding_matches_onnx_reference(op, arrays, attrs, monkeypatch):
+    (expected,) = passes._fold_reference(_one_node(op, arrays, attrs).nodes[0], 17)
+    monkeypatch.setattr(passes, "_fold_reference", lambda node, opset: pytest.fail(
+        f"{node.op_type} went to onnx.reference"))
+    graph = _one_node(op, arrays, attrs)
+    assert passes.fold_constants(graph, 17) == 1
+    got = graph.outputs[0].const.numpy()
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
 # -- chains, Identity, common subexpressions ------------------------------------------
 def test_transpose_pairs_compose_and_cancel():
     def build(perms: list[list[int]]) -> Callable[[], Graph]:
