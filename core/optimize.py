@@ -51,9 +51,12 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
     dynamic axes (None: every axis of every input may vary, each its own size); axes
     with one name have one size, as in the exported model. ``frozen`` holds ids of
     values never folded. ``across_modules=False`` shares values only between nodes of
-    the same module call (for ``export_modules_as_functions``).
+    the same module call and folds no batch norm into a convolution (for
+    ``export_modules_as_functions``: each module keeps its own nodes).
     """
-    counts = {"static_shapes": 0, "folded": 0, "chains": collapse_chains(graph, opset)}
+    counts = {"batchnorms": fuse_conv_batchnorm(graph, frozen) if across_modules else 0,
+              "static_shapes": 0,
+              "folded": 0, "chains": collapse_chains(graph, opset)}
     # A Reshape whose target folds gives static dims that the next inference sees.
     hints: dict[int, tuple[Any, ...]] = {}
     for _ in range(STATIC_ROUNDS):
@@ -150,6 +153,76 @@ def _make_constant(graph: Graph, node: Node, tensor: torch.Tensor) -> None:
     value.producer = None
     value.name = graph.fresh_name("folded")
     graph.initializers[value.name] = value
+
+
+# -- Conv + BatchNormalization ---------------------------------------------------------
+def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
+    """Fold inference-mode BatchNormalization into the Conv before it, when the Conv's
+    output feeds only the batch norm and its weight and bias only the Conv.
+
+    The new weight is a :class:`~oxport.serialize.LazyTensor` computed when written (no
+    copy of the weights is held during the export); it keeps the Conv weight's name, and
+    the bias the Conv bias's name (the batch norm's bias's when the Conv had none).
+    Returns how many batch norms went.
+    """
+    frozen = frozen or set()
+    consumers = passes._consumers(graph)
+    replace: dict[int, Value] = {}
+    fused: set[int] = set()
+    for norm in graph.nodes:
+        if norm.op_type != "BatchNormalization" or norm.domain or len(norm._inputs) != 5 \
+                or norm.attrs.get("training_mode", ("i", 0))[1] \
+                or any(consumers.get(id(v)) for v in norm._outputs[1:]):
+            continue
+        conv = norm._inputs[0].producer if norm._inputs[0] is not None else None
+        if conv is None or conv.op_type != "Conv" or conv.domain or len(conv._inputs) < 2 \
+                or consumers.get(id(conv._outputs[0])) != [norm]:
+            continue
+        weight, bias = conv._inputs[1], conv._inputs[2] if len(conv._inputs) > 2 else None
+        own = [v for v in (weight, bias) if v is not None]
+        stats = norm._inputs[1:]
+        if any(not _float_weight(v, graph, frozen) for v in [*own, *stats]) \
+                or any(consumers.get(id(v)) != [conv] for v in own):
+            continue
+        scale, beta, mean, var = (v.const.detach().float() for v in stats)
+        w = weight.const.detach()
+        if not scale.shape == beta.shape == mean.shape == var.shape == (w.shape[0],):
+            continue
+        factor = scale / torch.sqrt(var + norm.attrs.get("epsilon", ("f", 1e-5))[1])
+        b = bias.const.detach().float() if bias is not None else torch.zeros_like(mean)
+        new_bias = ((b - mean) * factor + beta).to(w.dtype)
+        bias_name = bias.name if bias is not None else (
+            stats[1].name if consumers.get(id(stats[1])) == [norm] else weight.name + ".bias")
+        for value in own:
+            del graph.initializers[value.name]
+        if bias is None and bias_name == stats[1].name:
+            del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
+        lazy = serialize.LazyTensor(w.shape, w.dtype, _scaled(w, factor))
+        conv._inputs[1:] = [
+            graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
+                                  parameter=True),
+            graph.add_initializer(bias_name, new_bias, parameter=True)]
+        _substitute(replace, norm._outputs[0], conv._outputs[0])
+        conv._outputs[0].setType(norm._outputs[0].type())
+        fused.add(id(norm))
+    if fused:
+        graph.nodes = [n for n in graph.nodes if id(n) not in fused]
+        _replace_uses(graph, replace)
+    return len(fused)
+
+
+def _float_weight(value: Value | None, graph: Graph, frozen: set[int]) -> bool:
+    """A floating-point tensor initializer that may be folded."""
+    tensor = _const(value)
+    return (tensor is not None and tensor.is_floating_point() and id(value) not in frozen
+            and graph.initializers.get(value.name) is value)
+
+
+def _scaled(weight: torch.Tensor, factor: torch.Tensor) -> Any:
+    def compute() -> torch.Tensor:
+        shape = (-1,) + (1,) * (weight.dim() - 1)
+        return (weight.float() * factor.reshape(shape)).to(weight.dtype)
+    return compute
 
 
 # -- static shape arithmetic ---------------------------------------------------------

@@ -37,16 +37,39 @@ EXTERNAL_ALIGNMENT = 64
 Progress = Callable[[int, int], None]
 
 
+class LazyTensor:
+    """A weight computed only when its bytes are written (and freed right after), e.g. a
+    convolution with a batch norm folded in: ``compute()`` returns the tensor."""
+
+    def __init__(self, shape: Sequence[int], dtype: torch.dtype,
+                 compute: Callable[[], torch.Tensor]) -> None:
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+        self.compute = compute
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def element_size(self) -> int:
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"LazyTensor({list(self.shape)}, {self.dtype})"
+
+
 @dataclasses.dataclass
 class Weight:
     """An initializer: its final name and the tensor that holds its bytes."""
 
     name: str
-    tensor: Any  # torch.Tensor or numpy.ndarray
+    tensor: Any  # torch.Tensor, numpy.ndarray or LazyTensor
 
     @property
     def nbytes(self) -> int:
-        if isinstance(self.tensor, torch.Tensor):
+        if isinstance(self.tensor, (torch.Tensor, LazyTensor)):
             return self.tensor.numel() * self.tensor.element_size()
         return int(self.tensor.nbytes)
 
@@ -451,7 +474,7 @@ def tensor_header(name: str, tensor: Any) -> TensorProto:
     """A TensorProto with name, dims and type but no data."""
     proto = TensorProto()
     proto.name = name
-    if isinstance(tensor, torch.Tensor):
+    if isinstance(tensor, (torch.Tensor, LazyTensor)):
         proto.dims.extend(tensor.shape)
         proto.data_type = _onnx_elem(tensor.dtype)
     else:
@@ -463,6 +486,8 @@ def tensor_header(name: str, tensor: Any) -> TensorProto:
 
 def raw_bytes(tensor: Any) -> memoryview:
     """The tensor's bytes, little-endian, without copying contiguous CPU tensors."""
+    if isinstance(tensor, LazyTensor):
+        tensor = tensor.compute()
     if isinstance(tensor, torch.Tensor):
         tensor = tensor.detach()
         if tensor.device.type != "cpu":
@@ -614,9 +639,18 @@ def check_target(path: str) -> None:
 
 
 def _temp(directory: str, name: str) -> str:
+    """A new empty file beside the target, with the permissions a plain ``open`` would give
+    (it is renamed into place: mkstemp's owner-only mode would stay on the model)."""
     fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+    finally:
+        os.close(fd)
     return temp
+
+
+_UMASK = os.umask(0o022)  # read once, at import (reading it means setting it)
+os.umask(_UMASK)
 
 
 def _varint(value: int) -> bytes:

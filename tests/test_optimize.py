@@ -389,6 +389,64 @@ def test_a_folded_transpose_shares_the_weight_memory():
     _check(data, model, torch.randn(2, 3, 8))
 
 
+# -- Conv + BatchNormalization ----------------------------------------------------------
+class ConvNorm(nn.Module):
+    def __init__(self, bias: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=bias)
+        self.bn = nn.BatchNorm2d(8)
+        self.grouped = nn.Conv2d(8, 8, 3, groups=4)
+        self.bn2 = nn.BatchNorm2d(8)
+        with torch.no_grad():
+            for norm in (self.bn, self.bn2):
+                norm.running_mean.uniform_(-1, 1)
+                norm.running_var.uniform_(0.5, 2)
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn2(self.grouped(torch.relu(self.bn(self.conv(x)))))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_batch_norms_fold_into_convolutions_lazily(bias):
+    model, x = ConvNorm(bias).eval(), torch.randn(2, 3, 10, 10)
+    result = oxport.convert(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    assert [n.op_type for n in result.graph.nodes] == ["Conv", "Relu", "Conv"]
+    weights = {w.name: w.tensor for w in result.serialized.weights}
+    assert sorted(weights) == sorted(["conv.weight", "conv.bias" if bias else "bn.bias",
+                                      "grouped.weight", "grouped.bias"])
+    assert isinstance(weights["conv.weight"], serialize.LazyTensor)  # computed when written
+    data = result.to_bytes()
+    for size in (2, 5):
+        _check(data, model, torch.randn(size, 3, 10, 10))
+
+
+def test_batch_norms_stay_in_training_exports_and_for_run_time_weights():
+    model, x = ConvNorm(), torch.randn(2, 3, 10, 10)
+    kept = oxport.convert(model.eval(), (x,), export_params=False).graph
+    assert Counter(_ops(kept))["BatchNormalization"] == 2
+    trained = oxport.convert(model, (x,), training=oxport.TrainingMode.TRAINING).graph
+    assert "ReduceMean" in _ops(trained)  # batch statistics, not folded running ones
+
+
+def test_a_convolution_whose_output_is_also_used_keeps_its_batch_norm():
+    class Both(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 1)
+            self.bn = nn.BatchNorm2d(4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x)
+            return self.bn(y) + y
+
+    model, x = Both().eval(), torch.randn(1, 3, 4, 4)
+    result = oxport.convert(model, (x,))
+    assert "BatchNormalization" in _ops(result.graph)
+    _check(result.to_bytes(), model, x)
+
+
 # -- a transformer ----------------------------------------------------------------------
 def test_a_small_gpt2_keeps_few_shape_nodes_and_runs_at_a_second_size():
     transformers = pytest.importorskip("transformers")

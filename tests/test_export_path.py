@@ -1,0 +1,104 @@
+"""The export path's plumbing: written files' permissions, lazily computed weights, the
+garbage collector paused only while exporting, and the numbers the benchmark checks
+(file size equal to the unique weights, one external-data file)."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from torch import nn
+
+import oxport
+from oxport import serialize
+
+
+def test_written_files_get_the_umask_permissions(tmp_path, monkeypatch):
+    monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", 16)
+    path = tmp_path / "m.onnx"
+    oxport.export(nn.Linear(8, 8), (torch.randn(2, 8),), str(path))
+    expected = 0o666 & ~serialize._UMASK
+    assert os.stat(path).st_mode & 0o777 == expected
+    assert os.stat(str(path) + ".data").st_mode & 0o777 == expected
+
+
+def test_lazy_weights_are_computed_when_written_and_in_model_protos():
+    calls = []
+
+    def compute() -> torch.Tensor:
+        calls.append(1)
+        return torch.arange(6.0).reshape(2, 3)
+
+    lazy = serialize.LazyTensor((2, 3), torch.float32, compute)
+    weight = serialize.Weight("w", lazy)
+    assert weight.nbytes == 24 and calls == []
+    header = serialize.tensor_header("w", lazy)
+    assert list(header.dims) == [2, 3] and header.data_type == onnx.TensorProto.FLOAT
+    proto = serialize.tensor_proto("w", lazy)
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(proto),
+                                  np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    assert calls == [1]
+
+
+def test_the_garbage_collector_is_paused_only_during_the_export():
+    seen = []
+
+    class Probe(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(gc.isenabled())
+            return x + 1
+
+    assert gc.isenabled()
+    oxport.convert(Probe(), (torch.randn(2),))
+    assert seen == [False] and gc.isenabled()
+
+    class Broken(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("no")
+
+    with pytest.raises(oxport.OnnxExporterError):
+        oxport.convert(Broken(), (torch.randn(2),))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        oxport.convert(Probe(), (torch.randn(2),))
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
+
+
+class Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(64, 16)
+        self.out = nn.Linear(16, 64, bias=False)
+        self.out.weight = self.embed.weight
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.proj(self.embed(ids)))
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_the_file_holds_each_unique_weight_once(tmp_path, external):
+    model, ids = Tied().eval(), torch.randint(0, 64, (2, 5))
+    path = str(tmp_path / "m.onnx")
+    oxport.export(model, (ids,), path, external_data=external, input_names=["ids"],
+                  dynamic_axes={"ids": [0, 1]})
+    unique = sum(p.numel() * 4 for p in model.parameters())  # parameters() lists tied once
+    files = sorted(os.listdir(tmp_path))
+    assert files == (["m.onnx", "m.onnx.data"] if external else ["m.onnx"])
+    data_bytes = os.path.getsize(path + ".data") if external else os.path.getsize(path)
+    assert unique <= data_bytes <= unique * 1.01 + (4096 if not external else 64 * 4)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for size in [(2, 5), (3, 9)]:
+        x = torch.randint(0, 64, size)
+        with torch.no_grad():
+            expected = model(x).numpy()
+        np.testing.assert_allclose(session.run(None, {"ids": x.numpy()})[0], expected,
+                                   rtol=1e-3, atol=1e-5)
