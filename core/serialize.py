@@ -300,18 +300,36 @@ def _infer_output_shapes(model: onnx.ModelProto, weights: Sequence[Weight]) -> N
                 dim.dim_param = derived.dim_param
 
 
+#: Integer initializers up to this many elements keep their values in weightless copies:
+#: they are shape operands (axes, sizes) that shape inference must read.
+WEIGHTLESS_MAX_ELEMENTS = 64
+
+
 def _weightless(model: onnx.ModelProto, weights: Sequence[Weight]) -> onnx.ModelProto:
-    """A copy of ``model`` (which holds no weight bytes) with the weights as typed inputs."""
+    """A copy of ``model`` (which holds no weight bytes) with the weights as typed inputs
+    (small initializers keep their values)."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     declared = {i.name for i in probe.graph.input}
     for weight in weights:
         if weight.name in declared:
             continue
+        if _is_shape_operand(weight.tensor):
+            probe.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
+            continue
         header = tensor_header(weight.name, weight.tensor)
         probe.graph.input.append(helper.make_tensor_value_info(
             weight.name, header.data_type, list(header.dims)))
     return probe
+
+
+def _is_shape_operand(tensor: Any) -> bool:
+    if isinstance(tensor, torch.Tensor):
+        return tensor.numel() <= WEIGHTLESS_MAX_ELEMENTS and tensor.dtype in (torch.int64,
+                                                                              torch.int32)
+    if isinstance(tensor, np.ndarray):
+        return tensor.size <= WEIGHTLESS_MAX_ELEMENTS and tensor.dtype in (np.int64, np.int32)
+    return False
 
 
 def _separate_outputs(graph: Graph) -> None:
