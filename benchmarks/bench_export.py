@@ -8,7 +8,9 @@ figure is the median of ``--repeat`` runs. Per model it reports:
   (``check_trace=False``) plus writing its unique weight bytes once, raw, to a file,
   both measured in their own fresh subprocess;
 * extra memory: peak RSS during the export (``VmHWM``, reset just before the call)
-  minus RSS before it, divided by the unique weight bytes;
+  minus RSS before it, divided by the unique weight bytes (one eager forward runs
+  before, for every exporter and the floor: first-call initialisation of torch's
+  kernels is not timed, and memory a forward pass needs anyway is not counted);
 * file size (model plus external data) divided by the unique weight bytes;
 * node count (subgraphs included) of each exporter's model;
 * the largest ONNX Runtime vs eager error at the example inputs, and whether the
@@ -187,6 +189,8 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[st
     model = spec.build().eval()
     torch.manual_seed(1)
     inputs = spec.inputs()
+    with torch.no_grad():  # first-call initialisation of torch's kernels is no export's cost
+        model(*inputs)
     if exporter == "oxport":
         import oxport  # noqa: F401 - imports are not part of the export time
     elif exporter in ("ts", "dynamo"):
