@@ -317,9 +317,9 @@ def tables(summaries: list[dict[str, Any]]) -> str:
     time_rows = ["| model | weights MB | floor s (trace + write) | oxport s | oxport ÷ floor "
                  "| TorchScript ÷ oxport | dynamo ÷ oxport |",
                  "|---|--:|--:|--:|--:|--:|--:|"]
-    other_rows = ["| model | extra mem ÷ weights (ox / TS / dy) | file ÷ weights (ox / TS / dy) "
-                  "| nodes (ox / TS / dy) | ORT max abs err (ox) | matches eager, 2nd shape "
-                  "(ox / TS / dy) |", "|---|--:|--:|--:|--:|--:|"]
+    other_rows = ["| model | extra mem ÷ weights (floor / ox / TS / dy) | file ÷ weights "
+                  "(ox / TS / dy) | nodes (ox / TS / dy) | ORT max abs err (ox) | matches "
+                  "eager, 2nd shape (ox / TS / dy) |", "|---|--:|--:|--:|--:|--:|"]
     for s in summaries:
         w = s.get("weight_bytes", 0)
         ox, ts, dy, fl = (s.get(k, {}) for k in ("oxport", "ts", "dynamo", "floor"))
@@ -331,7 +331,7 @@ def tables(summaries: list[dict[str, Any]]) -> str:
             f"{_ratio(ts.get('seconds'), ox.get('seconds')) if ts.get('seconds') else 'fail'} | "
             f"{_ratio(dy.get('seconds'), ox.get('seconds')) if dy.get('seconds') else 'fail'} |")
         trio = (ox, ts, dy)
-        mem = " / ".join(_per_weight(e, "extra_bytes", w) for e in trio)
+        mem = " / ".join(_per_weight(e, "extra_bytes", w) for e in (fl, *trio))
         size = " / ".join(_per_weight(e, "file_bytes", w) for e in trio)
         nodes = " / ".join(str(e.get("nodes", "–")) for e in trio)
         err = ox.get("max_err")
@@ -400,7 +400,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the summaries to this file")
     parser.add_argument("--readme", action="store_true",
                         help="write the tables into benchmarks/README.md")
+    parser.add_argument("--report", nargs="+", metavar="JSON",
+                        help="run nothing: print (and with --readme write) the tables of "
+                             "earlier --json files, models in file order")
     args = parser.parse_args(argv)
+
+    if args.report:
+        results = []
+        for path in args.report:
+            with open(path) as handle:
+                results.append(json.load(handle))
+        summaries = [s for r in results for s in r["summaries"]]
+        publish(summaries, min(r["repeat"] for r in results), results[0]["machine"],
+                "full", args.readme)
+        return 0
 
     if args.child:
         result = child(*args.child, verify=args.verify)
@@ -441,21 +454,28 @@ def main(argv: list[str] | None = None) -> int:
         summaries.append(summarize(spec.name, runs))
     elapsed = time.perf_counter() - started
 
-    text = tables(summaries)
-    problems = failures(summaries)
-    print("\n" + text + ("\n" + problems if problems else ""))
-    load = statistics.mean(s["load"] for s in summaries)
-    print(f"{len(specs)} models, {repeat} run(s) each, {elapsed:.0f} s, mean load {load:.1f}")
+    print(f"{len(specs)} models, {repeat} run(s) each, {elapsed:.0f} s")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"machine": machine(), "mode": mode, "repeat": repeat,
                        "summaries": summaries}, handle, indent=1)
-    if args.readme:
-        note = (f"{machine()}. {repeat} interleaved run(s) per exporter, median; mean load "
-                f"average {load:.1f} during the run ({time.strftime('%Y-%m-%d')}).")
+    publish(summaries, repeat, machine(), mode, args.readme)
+    return 0
+
+
+def publish(summaries: list[dict[str, Any]], repeat: int, described: str, mode: str,
+            readme: bool) -> None:
+    """Print the tables; with ``readme``, write them into README.md under ``mode``."""
+    text = tables(summaries)
+    problems = failures(summaries)
+    load = statistics.mean(s["load"] for s in summaries)
+    print("\n" + text + ("\n" + problems if problems else ""))
+    print(f"mean load average {load:.1f}")
+    if readme:
+        note = (f"{described}. {repeat} interleaved run(s) per exporter, median; mean load "
+                f"average {load:.1f} during the runs ({time.strftime('%Y-%m-%d')}).")
         write_readme(note + "\n\n" + text + ("\nFailures:\n\n" + problems if problems else ""),
                      mode)
-    return 0
 
 
 if __name__ == "__main__":

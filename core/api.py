@@ -76,8 +76,10 @@ class ExportResult:
         """The complete ModelProto, weights included (copies them)."""
         return self.serialized.to_model_proto()
 
-    def save(self, f: str | os.PathLike[str] | IO[bytes], external_data: bool | None = None) -> None:
-        """Write the model atomically to a path, or to a binary file object."""
+    def save(self, f: str | os.PathLike[str] | IO[bytes],
+             external_data: bool | str | None = None) -> None:
+        """Write the model atomically to a path, or to a binary file object
+        (``external_data`` as for :func:`export`)."""
         with progress.phase("write", self.timings) as advance:
             serialize.write(self.serialized, f, external_data=external_data, progress=advance)
 
@@ -122,7 +124,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
            autograd_inlining: bool = True, *, fallbacks: Sequence[str] | None = None,
            plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
-           autoload_plugins: bool | None = None, external_data: bool | None = None,
+           autoload_plugins: bool | None = None, external_data: bool | str | None = None,
            report: bool | str | os.PathLike[str] | None = None,
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
@@ -137,7 +139,8 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
 
     oxport adds, keyword-only: ``fallbacks`` (fallback plugins by name, in order),
     ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which plugins load), and
-    ``external_data`` (force it on or off; by default it is used past 2 GB), and ``report``
+    ``external_data`` (force it on or off; by default it is used past 2 GB, as one file
+    beside the model; ``"per_tensor"`` writes one file per weight), and ``report``
     (True prints an :class:`oxport.report.ExportReport`; a path writes it there, as JSON
     when the path ends in ``.json``, else as text).
 

@@ -573,13 +573,23 @@ def blame(serialized: Serialized, message: str) -> str:
 
 
 # -- writing -------------------------------------------------------------------------
+#: ``external_data=PER_TENSOR``: each weight in a file of its own, named after it.
+PER_TENSOR = "per_tensor"
+
+
 def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
-          external_data: bool | None = None, location: str | None = None,
+          external_data: bool | str | None = None, location: str | None = None,
           progress: Progress | None = None) -> None:
     """Write the model to a path (atomically) or a binary file object.
 
+    ``external_data``: None puts the weights in one file beside the model past 2 GB,
+    True always, False never; ``"per_tensor"`` puts each weight in a file of its own.
     ``progress(bytes_written, total_bytes)`` is called after each weight.
     """
+    if isinstance(external_data, str) and external_data != PER_TENSOR:
+        raise InvalidExportArgumentError(
+            f"external_data={external_data!r}: use None (automatic), True, False or "
+            f"{PER_TENSOR!r} (one file per weight).")
     use_external = (serialized.weight_bytes > EXTERNAL_DATA_THRESHOLD
                     if external_data is None else external_data)
     if not use_external and serialized.weight_bytes + serialized.model.ByteSize() > PROTOBUF_LIMIT:
@@ -600,7 +610,7 @@ def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
     _stream(serialized, f, progress)
 
 
-def _write_path(serialized: Serialized, path: str, use_external: bool,
+def _write_path(serialized: Serialized, path: str, use_external: bool | str,
                 location: str | None, progress: Progress | None = None) -> None:
     """Write to temporary files beside ``path``, then rename them into place.
 
@@ -611,7 +621,16 @@ def _write_path(serialized: Serialized, path: str, use_external: bool,
     check_target(path)
     temps: list[str] = []
     try:
-        if use_external:
+        if use_external == PER_TENSOR:
+            model, moves = _external_files(serialized, directory, temps, progress)
+            model_tmp = _temp(directory, os.path.basename(path))
+            temps.append(model_tmp)
+            with open(model_tmp, "wb") as handle:
+                handle.write(model.SerializeToString())
+            for temp, final in moves:
+                os.replace(temp, final)
+                temps.remove(temp)
+        elif use_external:
             location = location or os.path.basename(path) + ".data"
             data_tmp = _temp(directory, location)
             temps.append(data_tmp)
@@ -730,6 +749,40 @@ def _external(serialized: Serialized, data_file: IO[bytes], location: str,
         if progress is not None:
             progress(done, total)
     return model
+
+
+def _external_files(serialized: Serialized, directory: str, temps: list[str],
+                    progress: Progress | None = None
+                    ) -> tuple[onnx.ModelProto, list[tuple[str, str]]]:
+    """Each weight to a temporary file of its own (listed in ``temps``); returns the model
+    pointing at the final names, and the (temporary, final) paths to rename."""
+    model = onnx.ModelProto()
+    model.CopyFrom(serialized.model)
+    taken: set[str] = set()
+    moves = []
+    done, total = 0, serialized.weight_bytes
+    for weight in serialized.weights:
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", weight.name).lstrip(".") or "tensor"
+        location, n = base, 1
+        while location.lower() in taken:  # unique on case-insensitive file systems too
+            location, n = f"{base}.{n}", n + 1
+        taken.add(location.lower())
+        temp = _temp(directory, location)
+        temps.append(temp)
+        data = raw_bytes(weight.tensor)
+        with open(temp, "wb") as handle:
+            handle.write(data)
+        header = tensor_header(weight.name, weight.tensor)
+        header.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", "0"), ("length", str(len(data)))):
+            entry = header.external_data.add()
+            entry.key, entry.value = key, value
+        model.graph.initializer.append(header)
+        moves.append((temp, os.path.join(directory, location)))
+        done += len(data)
+        if progress is not None:
+            progress(done, total)
+    return model, moves
 
 
 def to_bytes(serialized: Serialized) -> bytes:

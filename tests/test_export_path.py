@@ -16,6 +16,7 @@ from torch import nn
 
 import oxport
 from oxport import serialize
+from oxport.errors import InvalidExportArgumentError
 
 
 def test_written_files_get_the_umask_permissions(tmp_path, monkeypatch):
@@ -102,3 +103,21 @@ def test_the_file_holds_each_unique_weight_once(tmp_path, external):
             expected = model(x).numpy()
         np.testing.assert_allclose(session.run(None, {"ids": x.numpy()})[0], expected,
                                    rtol=1e-3, atol=1e-5)
+
+
+def test_one_file_per_weight_on_request(tmp_path):
+    model, ids = Tied().eval(), torch.randint(0, 64, (2, 5))
+    path = str(tmp_path / "m.onnx")
+    oxport.export(model, (ids,), path, external_data="per_tensor")
+    proto = onnx.load(path, load_external_data=False)
+    locations = sorted(next(e.value for e in t.external_data if e.key == "location")
+                       for t in proto.graph.initializer)
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx", *locations])
+    assert len(locations) == 3 and "embed.weight" in locations  # the tied weight once
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        expected = model(ids).numpy()
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: ids.numpy()})[0],
+                               expected, rtol=1e-3, atol=1e-5)
+    with pytest.raises(InvalidExportArgumentError, match="per_tensor"):
+        oxport.export(model, (ids,), path, external_data="one_per_tensor")
