@@ -129,7 +129,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
 
-    The parameters are those of ``torch.onnx.export`` (TorchScript path). ``args`` is a
+    The parameters are those of torch.onnx's ``export`` (TorchScript path). ``args`` is a
     tuple of inputs, a single tensor, or a tuple ending in a dict of named arguments
     (end with an empty dict to pass a dict positionally); nested tuples, lists and dicts
     of tensors are flattened into graph inputs in order. Non-tensor arguments (ints,
