@@ -707,20 +707,59 @@ _GRAPH_INITIALIZER_TAG = bytes([(5 << 3) | 2])  # GraphProto.initializer
 _TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])    # TensorProto.raw_data
 
 
+#: A weight stored strided (a folded transpose is a view) is written through a buffer
+#: of this size, rows at a time, not copied whole.
+CHUNK_BYTES = 8 << 20
+
+
+class _Writer:
+    """Writes weights' raw bytes; owns the scratch buffer for strided ones."""
+
+    def __init__(self) -> None:
+        self.scratch: torch.Tensor | None = None
+
+    def weight(self, handle: IO[bytes], weight: Weight) -> int:
+        """Write ``weight``'s bytes; returns how many (``weight.nbytes``)."""
+        tensor = weight.tensor
+        if isinstance(tensor, torch.Tensor) and tensor.dim() >= 2 \
+                and not tensor.is_contiguous() and tensor.device.type == "cpu" \
+                and not tensor.is_quantized and 0 < tensor[0].nbytes <= CHUNK_BYTES:
+            tensor = tensor.detach()
+            if self.scratch is None:
+                self.scratch = torch.empty(CHUNK_BYTES, dtype=torch.uint8)
+            row = tensor[0].nbytes
+            step = CHUNK_BYTES // row
+            for start in range(0, tensor.shape[0], step):
+                part = tensor[start:start + step]
+                size = part.shape[0] * row
+                self.scratch[:size].view(tensor.dtype).view(part.shape).copy_(part)
+                handle.write(memoryview(self.scratch[:size].numpy()))
+            written = tensor.numel() * tensor.element_size()
+        else:
+            data = raw_bytes(tensor)
+            handle.write(data)
+            written = len(data)
+        if written != weight.nbytes:
+            raise OnnxExporterError(
+                f"Internal error: weight {weight.name!r} wrote {written} bytes, "
+                f"not {weight.nbytes}.")
+        return written
+
+
 def _stream(serialized: Serialized, handle: IO[bytes], progress: Progress | None = None) -> None:
     """Write the model, then each weight as a merged ``graph { initializer {...} }``."""
     handle.write(serialized.model.SerializeToString())
     done, total = 0, serialized.weight_bytes
+    writer = _Writer()
     for weight in serialized.weights:
-        data = raw_bytes(weight.tensor)
+        length = weight.nbytes
         header = tensor_header(weight.name, weight.tensor).SerializeToString()
-        tensor_len = len(header) + 1 + len(_varint(len(data))) + len(data)
+        tensor_len = len(header) + 1 + len(_varint(length)) + length
         graph_len = 1 + len(_varint(tensor_len)) + tensor_len
         handle.write(_MODEL_GRAPH_TAG + _varint(graph_len) + _GRAPH_INITIALIZER_TAG
                      + _varint(tensor_len) + header + _TENSOR_RAW_DATA_TAG
-                     + _varint(len(data)))
-        handle.write(data)
-        done += len(data)
+                     + _varint(length))
+        done += writer.weight(handle, weight)
         if progress is not None:
             progress(done, total)
 
@@ -730,22 +769,22 @@ def _external(serialized: Serialized, data_file: IO[bytes], location: str,
     model = onnx.ModelProto()
     model.CopyFrom(serialized.model)
     offset, done, total = 0, 0, serialized.weight_bytes
+    writer = _Writer()
     for weight in serialized.weights:
-        data = raw_bytes(weight.tensor)
         pad = (-offset) % EXTERNAL_ALIGNMENT
         if pad:
             data_file.write(b"\0" * pad)
             offset += pad
-        data_file.write(data)
+        length = writer.weight(data_file, weight)
         header = tensor_header(weight.name, weight.tensor)
         header.data_location = TensorProto.EXTERNAL
         for key, value in (("location", location), ("offset", str(offset)),
-                           ("length", str(len(data)))):
+                           ("length", str(length))):
             entry = header.external_data.add()
             entry.key, entry.value = key, value
         model.graph.initializer.append(header)
-        offset += len(data)
-        done += len(data)
+        offset += length
+        done += length
         if progress is not None:
             progress(done, total)
     return model
@@ -761,6 +800,7 @@ def _external_files(serialized: Serialized, directory: str, temps: list[str],
     taken: set[str] = set()
     moves = []
     done, total = 0, serialized.weight_bytes
+    writer = _Writer()
     for weight in serialized.weights:
         base = re.sub(r"[^A-Za-z0-9._-]", "_", weight.name).lstrip(".") or "tensor"
         location, n = base, 1
@@ -769,17 +809,16 @@ def _external_files(serialized: Serialized, directory: str, temps: list[str],
         taken.add(location.lower())
         temp = _temp(directory, location)
         temps.append(temp)
-        data = raw_bytes(weight.tensor)
         with open(temp, "wb") as handle:
-            handle.write(data)
+            length = writer.weight(handle, weight)
         header = tensor_header(weight.name, weight.tensor)
         header.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", location), ("offset", "0"), ("length", str(len(data)))):
+        for key, value in (("location", location), ("offset", "0"), ("length", str(length))):
             entry = header.external_data.add()
             entry.key, entry.value = key, value
         model.graph.initializer.append(header)
         moves.append((temp, os.path.join(directory, location)))
-        done += len(data)
+        done += length
         if progress is not None:
             progress(done, total)
     return model, moves

@@ -121,3 +121,30 @@ def test_one_file_per_weight_on_request(tmp_path):
                                expected, rtol=1e-3, atol=1e-5)
     with pytest.raises(InvalidExportArgumentError, match="per_tensor"):
         oxport.export(model, (ids,), path, external_data="one_per_tensor")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])
+def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype):
+    monkeypatch.setattr(serialize, "CHUNK_BYTES", 48)  # a few rows per chunk
+    base = torch.randn(7, 5) > 0 if dtype == torch.bool else torch.randn(7, 5).to(dtype)
+    strided = base.t()  # a folded Transpose is such a view
+    assert not strided.is_contiguous()
+    graph_weights = [serialize.Weight("w", strided), serialize.Weight("v", base)]
+    model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    data = serialize.to_bytes(serialize.Serialized(model, graph_weights, {}))
+    loaded = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load_from_string(data).graph.initializer}
+    np.testing.assert_array_equal(loaded["w"], strided.numpy())
+    np.testing.assert_array_equal(loaded["v"], base.numpy())
+
+
+def test_a_transposed_weight_past_the_chunk_size_runs_in_onnx_runtime(monkeypatch):
+    monkeypatch.setattr(serialize, "CHUNK_BYTES", 100)
+    model = nn.Linear(40, 30).eval()
+    x = torch.randn(2, 3, 40)
+    result = oxport.convert(model, (x,))
+    assert any(not w.tensor.is_contiguous() for w in result.serialized.weights)
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        expected = model(x).numpy()
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
+                               expected, rtol=1e-3, atol=1e-5)
