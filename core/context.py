@@ -45,8 +45,34 @@ class GraphContext:
         self.conversion = conversion
         self.original_node = original_node
         self.entry: Any = None
-        self.source = ""
-        self.scope = ""
+        self._source: str | None = None
+        self._scope: str | None = None
+
+    @property
+    def source(self) -> str:
+        """The user's source line of the node being converted (read when first asked)."""
+        if self._source is None:
+            from oxport.walk import source_of
+            self._source = source_of(self.original_node) if self.original_node is not None \
+                and hasattr(self.original_node, "sourceRange") else ""
+        return self._source
+
+    @source.setter
+    def source(self, text: str) -> None:
+        self._source = text
+
+    @property
+    def scope(self) -> str:
+        """The module path of the node being converted (read when first asked)."""
+        if self._scope is None:
+            from oxport.walk import scope_of
+            self._scope = scope_of(self.original_node) if self.original_node is not None \
+                and hasattr(self.original_node, "scopeName") else ""
+        return self._scope
+
+    @scope.setter
+    def scope(self, text: str) -> None:
+        self._scope = text
 
     @property
     def opset(self) -> int:
@@ -145,7 +171,7 @@ class GraphContext:
         """A context over a fresh subgraph (for If/Loop bodies), sharing this conversion."""
         child = GraphContext(Graph(self.graph.root.fresh_name(name), parent=self.graph),
                              self.conversion, self.original_node)
-        child.entry, child.source, child.scope = self.entry, self.source, self.scope
+        child.entry, child._source, child._scope = self.entry, self._source, self._scope
         return child
 
     def on(self, graph: Graph) -> GraphContext:
@@ -153,7 +179,7 @@ class GraphContext:
         if graph is self.graph:
             return self
         other = GraphContext(graph, self.conversion, self.original_node)
-        other.entry, other.source, other.scope = self.entry, self.source, self.scope
+        other.entry, other._source, other._scope = self.entry, self._source, self._scope
         return other
 
     def convert_block(self, block: Any, inputs: Sequence[Value]) -> list[Value]:

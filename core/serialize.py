@@ -623,30 +623,26 @@ def _write_path(serialized: Serialized, path: str, use_external: bool | str,
     try:
         if use_external == PER_TENSOR:
             model, moves = _external_files(serialized, directory, temps, progress)
-            model_tmp = _temp(directory, os.path.basename(path))
-            temps.append(model_tmp)
-            with open(model_tmp, "wb") as handle:
+            with _temp(directory, os.path.basename(path), temps) as handle:
                 handle.write(model.SerializeToString())
+            model_tmp = temps[-1]
             for temp, final in moves:
                 os.replace(temp, final)
                 temps.remove(temp)
         elif use_external:
             location = location or os.path.basename(path) + ".data"
-            data_tmp = _temp(directory, location)
-            temps.append(data_tmp)
-            with open(data_tmp, "wb") as data_file:
+            with _temp(directory, location, temps) as data_file:
                 model = _external(serialized, data_file, location, progress)
-            model_tmp = _temp(directory, os.path.basename(path))
-            temps.append(model_tmp)
-            with open(model_tmp, "wb") as handle:
+            data_tmp = temps[-1]
+            with _temp(directory, os.path.basename(path), temps) as handle:
                 handle.write(model.SerializeToString())
+            model_tmp = temps[-1]
             os.replace(data_tmp, os.path.join(directory, location))
             temps.remove(data_tmp)
         else:
-            model_tmp = _temp(directory, os.path.basename(path))
-            temps.append(model_tmp)
-            with open(model_tmp, "wb") as handle:
+            with _temp(directory, os.path.basename(path), temps) as handle:
                 _stream(serialized, handle, progress)
+            model_tmp = temps[-1]
         os.replace(model_tmp, path)
         temps.remove(model_tmp)
     except OSError as exc:
@@ -675,15 +671,22 @@ def check_target(path: str) -> None:
             f"{os.path.join(path, 'model.onnx')!r}.")
 
 
-def _temp(directory: str, name: str) -> str:
-    """A new empty file beside the target, with the permissions a plain ``open`` would give
-    (it is renamed into place: mkstemp's owner-only mode would stay on the model)."""
+def _temp(directory: str, name: str, temps: list[str]) -> IO[bytes]:
+    """A new empty file beside the target, open for writing, its path appended to ``temps``.
+
+    It gets the permissions a plain ``open`` would give (it is renamed into place:
+    mkstemp's owner-only mode would stay on the model), and it is written through the
+    descriptor mkstemp opened: reopening it with truncation would make ext4 flush it to
+    disk on close (its replace-via-truncate heuristic), which costs as much as the write.
+    """
     fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    temps.append(temp)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
-    finally:
+        return os.fdopen(fd, "wb")
+    except BaseException:
         os.close(fd)
-    return temp
+        raise
 
 
 _UMASK = os.umask(0o022)  # read once, at import (reading it means setting it)
@@ -807,10 +810,9 @@ def _external_files(serialized: Serialized, directory: str, temps: list[str],
         while location.lower() in taken:  # unique on case-insensitive file systems too
             location, n = f"{base}.{n}", n + 1
         taken.add(location.lower())
-        temp = _temp(directory, location)
-        temps.append(temp)
-        with open(temp, "wb") as handle:
+        with _temp(directory, location, temps) as handle:
             length = writer.weight(handle, weight)
+        temp = temps[-1]
         header = tensor_header(weight.name, weight.tensor)
         header.data_location = TensorProto.EXTERNAL
         for key, value in (("location", location), ("offset", "0"), ("length", str(length))):

@@ -153,7 +153,8 @@ class Conversion:
             type_ = Type.of(ts_value.type())
             self.env[ts_value.unique()] = graph.add_initializer(
                 name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
-        self.nodes_total = count_nodes(front.graph)
+        if self.progress is not None:
+            self.nodes_total = count_nodes(front.graph)
         for node in front.graph.nodes():
             first = len(graph.nodes)
             self.convert_node(node, graph)
@@ -211,8 +212,6 @@ class Conversion:
         kind = node.kind()
         inputs = [self.lookup(v) for v in node.inputs()]
         g = GraphContext(graph, self, node)
-        g.source = source_of(node)
-        g.scope = scope_of(node)
         self.nodes_done += 1
         if self.progress is not None:
             self.progress(self.nodes_done, max(self.nodes_total, self.nodes_done))
