@@ -182,7 +182,8 @@ class PluginManager:
         if problem:
             self._broken(info, "hook check", PluginError(problem))
             return
-        registrar = Registrar(self.registry, info.provenance)
+        provenance = info.provenance
+        registrar = Registrar(self.registry, provenance)
         for hook_name in _REGISTRATION_HOOKS:
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                 if impl.plugin_name != info.name:
@@ -198,21 +199,21 @@ class PluginManager:
                 except Exception as exc:  # a third party's hook may raise anything
                     self._broken(info, hook_name, exc)
                     return
-        self._summarize(info)
+        self._summarize(info, provenance)
 
-    def _summarize(self, info: PluginInfo) -> None:
-        provenance = info.provenance
+    def _summarize(self, info: PluginInfo, provenance: Provenance) -> None:
+        """Count what ``provenance`` (the object its registrar stamped) registered."""
         registry = self.registry
         mine = [e for entries in registry._entries.values() for e in entries
-                if e.provenance == provenance]
+                if e.provenance is provenance]
         ops = sorted({e.name for e in mine})
         counts = {
             "symbolics": len(mine),
             "fallbacks": sum(1 for f in registry.fallbacks.values()
-                             if f.provenance == provenance),
-            "domains": sum(1 for p in registry.domain_providers.values() if p == provenance),
-            "passes": sum(1 for p in registry.passes if p[2] == provenance),
-            "cases": sum(1 for c in registry.cases if c.provenance == provenance),
+                             if f.provenance is provenance),
+            "domains": sum(1 for p in registry.domain_providers.values() if p is provenance),
+            "passes": sum(1 for p in registry.passes if p[2] is provenance),
+            "cases": sum(1 for c in registry.cases if c.provenance is provenance),
         }
         info.registered = {k: n for k, n in counts.items() if n}
         info.ops = ops

@@ -80,6 +80,8 @@ def phase(name: str, timings: dict[str, float] | None = None) -> Iterator[Advanc
         for listener in listeners:
             listener.phase_advanced(name, done, total)
 
+    advance.listened = bool(listeners)  # type: ignore[attr-defined] - work out totals only then
+
     for listener in listeners:
         listener.phase_started(name)
     start = time.perf_counter()

@@ -14,6 +14,7 @@ unless one of them says ``override=True``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import re
@@ -370,6 +371,9 @@ class OpPack:
     def case(self, op: str | Iterable[str], model: Any, *inputs: Any, **options: Any) -> None:
         """Declare a test case: ``model(*inputs)`` must export ``op`` and match eager.
 
+        ``model`` is a module, a function, or an ``nn.Module`` subclass taking no
+        arguments, built when the case runs (so loading the pack does not build it).
+
         ``inputs`` are tensors, shape tuples (random float32), or one zero-argument
         callable returning the input tuple. ``options`` are :class:`OpCase` fields.
         """
@@ -386,7 +390,7 @@ class OpPack:
         for name, fn, since, override in self._symbolics:
             registrar.register(name, fn, since, override=override)
         for case in self._cases:
-            registrar.add_case(dataclasses.replace(case))
+            registrar.add_case(copy.copy(case))
 
     @hookimpl
     def oxport_register_symbolics(self, registry: Registrar) -> None:

@@ -153,12 +153,13 @@ class Conversion:
             type_ = Type.of(ts_value.type())
             self.env[ts_value.unique()] = graph.add_initializer(
                 name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
-        if self.progress is not None:
+        if getattr(self.progress, "listened", self.progress is not None):
             self.nodes_total = count_nodes(front.graph)
         for node in front.graph.nodes():
             first = len(graph.nodes)
             self.convert_node(node, graph)
-            _stamp_calls(graph.nodes[first:], node)
+            if len(graph.nodes) > first:
+                _stamp_calls(graph.nodes[first:], node)
         for ts_value in front.graph.outputs():
             _collect_if_unconvertible(self.lookup(ts_value))
         return graph
@@ -210,7 +211,11 @@ class Conversion:
     # -- one node ----------------------------------------------------------
     def convert_node(self, node: torch._C.Node, graph: Graph) -> None:
         kind = node.kind()
-        inputs = [self.lookup(v) for v in node.inputs()]
+        env = self.env
+        try:
+            inputs = [env[v.unique()] for v in node.inputs()]
+        except KeyError:
+            inputs = [self.lookup(v) for v in node.inputs()]  # raises, naming the value
         g = GraphContext(graph, self, node)
         self.nodes_done += 1
         if self.progress is not None:

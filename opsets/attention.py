@@ -405,9 +405,12 @@ pack.case(_ENCODER, _encoder_layer(), (2, 5, 8), None, _padding(2, 5), name="dyn
           dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}})
 
 
-def _padded_encoder() -> torch.nn.TransformerEncoder:
-    """With a key padding mask in eval, it runs its layers on a nested tensor."""
-    return torch.nn.TransformerEncoder(_encoder_layer(), 2, norm=torch.nn.LayerNorm(8))
+class _PaddedEncoder(torch.nn.TransformerEncoder):
+    """With a key padding mask in eval, it runs its layers on a nested tensor (declared as
+    a class: built when its case runs)."""
+
+    def __init__(self) -> None:
+        super().__init__(_encoder_layer(), 2, norm=torch.nn.LayerNorm(8))
 
 
 def _left_padding(batch: int, length: int):
@@ -416,7 +419,7 @@ def _left_padding(batch: int, length: int):
 
 
 for _op in ("aten::_nested_tensor_from_mask", "aten::to_padded_tensor"):
-    pack.case(_op, _padded_encoder(), (3, 5, 8), None, _left_padding(3, 5))
-    pack.case(_op, _padded_encoder(), (3, 5, 8), None, _left_padding(3, 5), name="dynamic",
+    pack.case(_op, _PaddedEncoder, (3, 5, 8), None, _left_padding(3, 5))
+    pack.case(_op, _PaddedEncoder, (3, 5, 8), None, _left_padding(3, 5), name="dynamic",
               input_names=["x", "mask"],
               dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}})

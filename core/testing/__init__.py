@@ -150,6 +150,8 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
 
     case, entry, opset = case_run.case, case_run.entry, case_run.opset
     model = case.model
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        model = model()  # declared as a class: built when the case runs, not at import
     if case.script and not isinstance(model, torch.jit.ScriptModule | torch.jit.ScriptFunction):
         model = _script(model)
     model = as_module(model)
