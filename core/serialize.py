@@ -33,6 +33,10 @@ PROTOBUF_LIMIT = 2**31 - 1
 #: Leave room for the graph itself below the protobuf limit.
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**26
 EXTERNAL_ALIGNMENT = 64
+#: With external data, weights smaller than this stay inline in the model file: ONNX
+#: Runtime reads shape operands (a Reshape's target, Unsqueeze axes) only from inline
+#: data, and a file or an aligned slot per tiny tensor buys nothing.
+EXTERNAL_MIN_BYTES = 1024
 #: ``progress(bytes_written, total_bytes)``, called by :func:`write` after each weight.
 Progress = Callable[[int, int], None]
 
@@ -774,6 +778,12 @@ def _external(serialized: Serialized, data_file: IO[bytes], location: str,
     offset, done, total = 0, 0, serialized.weight_bytes
     writer = _Writer()
     for weight in serialized.weights:
+        if weight.nbytes < EXTERNAL_MIN_BYTES:
+            model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
+            done += weight.nbytes
+            if progress is not None:
+                progress(done, total)
+            continue
         pad = (-offset) % EXTERNAL_ALIGNMENT
         if pad:
             data_file.write(b"\0" * pad)
@@ -805,6 +815,12 @@ def _external_files(serialized: Serialized, directory: str, temps: list[str],
     done, total = 0, serialized.weight_bytes
     writer = _Writer()
     for weight in serialized.weights:
+        if weight.nbytes < EXTERNAL_MIN_BYTES:
+            model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
+            done += weight.nbytes
+            if progress is not None:
+                progress(done, total)
+            continue
         base = re.sub(r"[^A-Za-z0-9._-]", "_", weight.name).lstrip(".") or "tensor"
         location, n = base, 1
         while location.lower() in taken:  # unique on case-insensitive file systems too

@@ -86,7 +86,8 @@ class Tied(nn.Module):
 
 
 @pytest.mark.parametrize("external", [False, True])
-def test_the_file_holds_each_unique_weight_once(tmp_path, external):
+def test_the_file_holds_each_unique_weight_once(tmp_path, monkeypatch, external):
+    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # every weight in the data file
     model, ids = Tied().eval(), torch.randint(0, 64, (2, 5))
     path = str(tmp_path / "m.onnx")
     oxport.export(model, (ids,), path, external_data=external, input_names=["ids"],
@@ -105,7 +106,8 @@ def test_the_file_holds_each_unique_weight_once(tmp_path, external):
                                    rtol=1e-3, atol=1e-5)
 
 
-def test_one_file_per_weight_on_request(tmp_path):
+def test_one_file_per_weight_on_request(tmp_path, monkeypatch):
+    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # a file for every weight
     model, ids = Tied().eval(), torch.randint(0, 64, (2, 5))
     path = str(tmp_path / "m.onnx")
     oxport.export(model, (ids,), path, external_data="per_tensor")
@@ -121,6 +123,43 @@ def test_one_file_per_weight_on_request(tmp_path):
                                expected, rtol=1e-3, atol=1e-5)
     with pytest.raises(InvalidExportArgumentError, match="per_tensor"):
         oxport.export(model, (ids,), path, external_data="one_per_tensor")
+
+
+class _Flatten(nn.Module):
+    """A Reshape whose target folds to a small int64 initializer (a shape operand)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 300)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).reshape(x.shape[0], 3, 100)
+
+
+@pytest.mark.parametrize("external", [True, "per_tensor"])
+def test_small_initializers_stay_inline_beside_external_data(tmp_path, external):
+    """ONNX Runtime reads a Reshape's target only from inline data (a GPT-2 past 2 GB
+    failed to load when its shape operands were external)."""
+    model, x = _Flatten().eval(), torch.randn(2, 16)
+    path = str(tmp_path / "m.onnx")
+    oxport.export(model, (x,), path, external_data=external, input_names=["x"],
+                  dynamic_axes={"x": [0]})
+    stored = onnx.load(path, load_external_data=False)
+    inline = {t.name for t in stored.graph.initializer
+              if t.data_location != onnx.TensorProto.EXTERNAL}
+    external_names = {t.name for t in stored.graph.initializer} - inline
+    assert external_names and all(
+        onnx.numpy_helper.to_array(t).nbytes < serialize.EXTERNAL_MIN_BYTES
+        for t in stored.graph.initializer if t.name in inline)
+    assert any(t.data_type == onnx.TensorProto.INT64 for t in stored.graph.initializer
+               if t.name in inline)  # the Reshape target
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for batch in (2, 5):
+        x = torch.randn(batch, 16)
+        with torch.no_grad():
+            expected = model(x).numpy()
+        np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], expected,
+                                   rtol=1e-3, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])

@@ -136,6 +136,7 @@ def test_inference_failure_leaves_output_dims_open(monkeypatch):
 # -- external data ----------------------------------------------------------------------
 def test_external_data_past_the_threshold(tmp_path, monkeypatch):
     monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", 1024)
+    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # every weight external
     model, x = MLP().eval(), torch.randn(3, 8)
     f = str(tmp_path / "big.onnx")
     oxport.export(model, x, f)
