@@ -224,7 +224,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                           if keep_initializers_as_inputs or not export_params else set())
                 optimize.optimize(graph, opset, frozen=frozen, dynamic_axes=_dynamic_inputs(
                     graph, input_names, output_names, dynamic_axes),
-                    across_modules=not as_functions)
+                    across_modules=not as_functions,
+                    constants_as_initializers=not keep_initializers_as_inputs)
             passes.eliminate_dead_code(graph)
             for domain in list(graph.opset_imports):
                 if domain:

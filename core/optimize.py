@@ -11,7 +11,10 @@
 * **Chains**: ``Transpose`` of ``Transpose``, ``Cast`` of a lossless ``Cast``,
   ``Reshape`` of ``Reshape``, ``Squeeze``/``Unsqueeze`` pairs, ``Unsqueeze`` of
   ``Unsqueeze``; casts to the same type and identity permutations disappear.
-* **Identity** nodes are bypassed.
+* **Identity** nodes are bypassed, and so are ``Add``/``Sub`` of an integer zero and
+  ``Mul``/``Div`` by one that broadcast to nothing.
+* **Constant** nodes at the top level become initializers (not with
+  ``keep_initializers_as_inputs``, nor in module functions).
 * **Common subexpressions**: a node repeating an earlier one (same op, attributes
   and inputs; deterministic ai.onnx ops) reuses its outputs.
 
@@ -44,7 +47,8 @@ _INT_TYPES = {TensorProto.INT64: torch.int64, TensorProto.INT32: torch.int32}
 
 def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
              dynamic_axes: Mapping[int, Mapping[int, str]] | None = None,
-             across_modules: bool = True) -> dict[str, int]:
+             across_modules: bool = True, constants_as_initializers: bool = True
+             ) -> dict[str, int]:
     """Fold constants and clean the graph up; returns counts per pass.
 
     ``dynamic_axes`` maps the index of each graph input to ``{axis: name}`` for its
@@ -53,6 +57,8 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
     values never folded. ``across_modules=False`` shares values only between nodes of
     the same module call and folds no batch norm into a convolution (for
     ``export_modules_as_functions``: each module keeps its own nodes).
+    ``constants_as_initializers=False`` keeps Constant nodes (``keep_initializers_as_inputs``
+    would make each a graph input).
     """
     counts = {"batchnorms": fuse_conv_batchnorm(graph, frozen) if across_modules else 0,
               "static_shapes": 0,
@@ -68,9 +74,13 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
             break  # no new dims for the next inference to see
     counts["chains"] += collapse_chains(graph, opset)
     counts["identities"] = remove_identities(graph)
+    counts["neutral"] = remove_neutral_arithmetic(graph)
+    counts["chains"] += collapse_chains(graph, opset)
     counts["cse"] = eliminate_common_subexpressions(graph, across_modules)
     counts["folded"] += passes.fold_constants(graph, opset, frozen)
     counts["dead"] = passes.eliminate_dead_code(graph)
+    if across_modules and constants_as_initializers:
+        counts["constants"] = constants_to_initializers(graph)
     log.info("optimize: %s", counts)
     return counts
 
@@ -802,6 +812,69 @@ _CHAIN_RULES = {"Transpose": _transpose_chain, "Cast": _cast_chain, "Reshape": _
 
 
 # -- Identity and common subexpressions -----------------------------------------------
+def constants_to_initializers(graph: Graph) -> int:
+    """Top-level ``Constant`` nodes become initializers of the same value (what folded
+    constants already are; the dynamo exporter's graphs carry no Constant nodes either).
+    Returns how many became initializers."""
+    replace: dict[int, Value] = {}
+    for node in graph.nodes:
+        if node.op_type != "Constant" or node.domain or len(node._outputs) != 1 \
+                or list(node.attrs) != ["value"] or node.attrs["value"][0] != "t" \
+                or not isinstance(node.attrs["value"][1], torch.Tensor):
+            continue
+        output = node._outputs[0]
+        initializer = graph.add_initializer(output.name or "const", node.attrs["value"][1],
+                                            output.type())
+        _substitute(replace, output, initializer)
+    if not replace:
+        return 0
+    graph.nodes = [n for n in graph.nodes if not (n._outputs and id(n._outputs[0]) in replace)]
+    _replace_uses(graph, replace)
+    return len(replace)
+
+
+#: x + 0, x - 0 (integers: a float -0.0 + 0 is +0.0), x * 1, x / 1 are x.
+_NEUTRAL = {"Add": (0, True), "Sub": (0, False), "Mul": (1, True), "Div": (1, False)}
+
+
+def remove_neutral_arithmetic(graph: Graph) -> int:
+    """Bypass top-level Add/Sub of zero (integer tensors) and Mul/Div by one whose output
+    is the other operand unchanged: same dtype, and the constant broadcasts to nothing
+    (a scalar, or all dims 1 with no more dims than the operand). Returns how many."""
+    replace: dict[int, Value] = {}
+    for node in graph.nodes:
+        rule = _NEUTRAL.get(node.op_type)
+        if rule is None or node.domain or len(node._inputs) != 2 or len(node._outputs) != 1:
+            continue
+        neutral, commutes = rule
+        sides = [(node._inputs[0], node._inputs[1])]
+        if commutes:
+            sides.append((node._inputs[1], node._inputs[0]))
+        for operand, other in sides:
+            const = _const(other)
+            if operand is None or const is None or not _keeps(operand, const, neutral):
+                continue
+            _substitute(replace, node._outputs[0], operand)
+            break
+    if not replace:
+        return 0
+    graph.nodes = [n for n in graph.nodes if not (n._outputs and id(n._outputs[0]) in replace)]
+    _replace_uses(graph, replace)
+    return len(replace)
+
+
+def _keeps(operand: Value, const: torch.Tensor, neutral: int) -> bool:
+    """Whether ``operand (op) const`` is ``operand``: see :func:`remove_neutral_arithmetic`."""
+    dtype, shape = operand.type().dtype(), operand.type().shape
+    if dtype is None or const.dtype != dtype or const.numel() != 1:
+        return False
+    if neutral == 0 and (dtype.is_floating_point or dtype.is_complex):
+        return False
+    if const.dim() and (shape is None or const.dim() > len(shape)):
+        return False
+    return bool(const.reshape(()).item() == neutral)
+
+
 def remove_identities(graph: Graph) -> int:
     """Bypass top-level Identity nodes (serialization adds one back where a graph output
     needs its own value). Returns how many were removed."""

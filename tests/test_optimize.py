@@ -475,3 +475,36 @@ def test_a_small_gpt2_keeps_few_shape_nodes_and_runs_at_a_second_size():
         ids = torch.randint(0, 100, (batch, seq))
         mask = torch.ones(batch, seq, dtype=torch.int64)
         _check(data, model, ids, mask)
+
+
+# -- neutral arithmetic and constants ---------------------------------------------------
+class _Neutral(nn.Module):
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = ids.shape[1] + 0                      # an integer + 0: gone
+        positions = torch.arange(n) * 1           # * 1: gone
+        return x + 0.0, x * torch.ones(1, 1, 1), positions + ids
+
+
+def test_neutral_arithmetic_goes_where_it_changes_nothing():
+    model, x, ids = _Neutral(), torch.randn(2, 3), torch.randint(0, 9, (2, 4))
+    data = _export(model, (x, ids), input_names=["x", "ids"],
+                   dynamic_axes={"x": [0], "ids": [0, 1]})
+    ops = Counter(n.op_type for n in onnx.load_from_string(data).graph.node)
+    # Kept: a float + 0.0 (-0.0 + 0.0 is +0.0) and a * 1 that broadcasts x to rank 3.
+    assert ops["Add"] == 2 and ops["Mul"] == 1, ops
+    session = _session(data)
+    for size in [(2, 3, 2, 4), (5, 3, 3, 7)]:
+        x, ids = torch.randn(*size[:2]), torch.randint(0, 9, size[2:])
+        got = session.run(None, {"x": x.numpy(), "ids": ids.numpy()})
+        for ours, theirs in zip(got, model(x, ids)):
+            np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6, atol=0)
+
+
+def test_constant_nodes_become_initializers_unless_initializers_are_inputs():
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.Softplus(beta=2.0)), torch.randn(2, 4)
+    folded = onnx.load_from_string(_export(model, (x,)))
+    assert not [n for n in folded.graph.node if n.op_type == "Constant"]
+    as_inputs = onnx.load_from_string(_export(model, (x,), keep_initializers_as_inputs=True))
+    initializers = {t.name for t in as_inputs.graph.initializer}
+    assert initializers <= {i.name for i in as_inputs.graph.input}
+    _check(_export(model, (x,)), model, x)
