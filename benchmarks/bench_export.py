@@ -371,7 +371,8 @@ def failures(summaries: list[dict[str, Any]]) -> str:
             entry = s.get(exporter, {})
             for key in ("error", "ort_error", "dyn_error"):
                 if entry.get(key):
-                    lines.append(f"- {s['model']}, {LABELS[exporter]}: {entry[key]}")
+                    text = re.sub(r"\x1b\[[0-9;]*m", "", entry[key])  # terminal colours
+                    lines.append(f"- {s['model']}, {LABELS[exporter]}: {text}")
     return "\n".join(lines)
 
 
