@@ -780,27 +780,29 @@ def _external(serialized: Serialized, data_file: IO[bytes], location: str,
     for weight in serialized.weights:
         if weight.nbytes < EXTERNAL_MIN_BYTES:
             model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
-            done += weight.nbytes
-            if progress is not None:
-                progress(done, total)
-            continue
-        pad = (-offset) % EXTERNAL_ALIGNMENT
-        if pad:
-            data_file.write(b"\0" * pad)
-            offset += pad
-        length = writer.weight(data_file, weight)
-        header = tensor_header(weight.name, weight.tensor)
-        header.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", location), ("offset", str(offset)),
-                           ("length", str(length))):
-            entry = header.external_data.add()
-            entry.key, entry.value = key, value
-        model.graph.initializer.append(header)
-        offset += length
+            length = weight.nbytes
+        else:
+            pad = (-offset) % EXTERNAL_ALIGNMENT
+            if pad:
+                data_file.write(b"\0" * pad)
+                offset += pad
+            length = writer.weight(data_file, weight)
+            model.graph.initializer.append(_external_header(weight, location, offset, length))
+            offset += length
         done += length
         if progress is not None:
             progress(done, total)
     return model
+
+
+def _external_header(weight: Weight, location: str, offset: int, length: int) -> TensorProto:
+    """The initializer of a weight stored at ``offset`` in the external file ``location``."""
+    header = tensor_header(weight.name, weight.tensor)
+    header.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = header.external_data.add()
+        entry.key, entry.value = key, value
+    return header
 
 
 def _external_files(serialized: Serialized, directory: str, temps: list[str],
@@ -829,12 +831,7 @@ def _external_files(serialized: Serialized, directory: str, temps: list[str],
         with _temp(directory, location, temps) as handle:
             length = writer.weight(handle, weight)
         temp = temps[-1]
-        header = tensor_header(weight.name, weight.tensor)
-        header.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", location), ("offset", "0"), ("length", str(length))):
-            entry = header.external_data.add()
-            entry.key, entry.value = key, value
-        model.graph.initializer.append(header)
+        model.graph.initializer.append(_external_header(weight, location, 0, length))
         moves.append((temp, os.path.join(directory, location)))
         done += length
         if progress is not None:

@@ -1,4 +1,4 @@
-"""Helpers for symbolic functions, compatible with the symbolic_helper module of torch.onnx.
+"""Helpers for symbolic functions, compatible with torch.onnx's symbolic_helper module.
 
 A symbolic written for torch.onnx keeps working once its imports point here::
 
