@@ -111,6 +111,16 @@ def _replace_uses(graph: Graph, replace: dict[int, Value]) -> None:
     graph.outputs = [final(v) for v in graph.outputs]
 
 
+def _drop_replaced(graph: Graph, replace: dict[int, Value]) -> int:
+    """Remove the top-level nodes whose (single) output was replaced and point every use
+    at the replacement; returns how many were replaced."""
+    if replace:
+        graph.nodes = [n for n in graph.nodes
+                       if not (n._outputs and id(n._outputs[0]) in replace)]
+        _replace_uses(graph, replace)
+    return len(replace)
+
+
 def _substitute(replace: dict[int, Value], old: Value, new: Value) -> None:
     """Record that ``new`` stands for ``old`` (the same tensor); ``new`` takes ``old``'s
     type when its own lacks a dtype or shape (graph outputs need them)."""
@@ -684,10 +694,7 @@ def collapse_chains(graph: Graph, opset: int) -> int:
             changed += 1
         elif result:
             changed += 1
-    if replace:
-        graph.nodes = [n for n in graph.nodes
-                       if not (n._outputs and id(n._outputs[0]) in replace)]
-        _replace_uses(graph, replace)
+    _drop_replaced(graph, replace)
     return changed
 
 
@@ -826,11 +833,7 @@ def constants_to_initializers(graph: Graph) -> int:
         initializer = graph.add_initializer(output.name or "const", node.attrs["value"][1],
                                             output.type())
         _substitute(replace, output, initializer)
-    if not replace:
-        return 0
-    graph.nodes = [n for n in graph.nodes if not (n._outputs and id(n._outputs[0]) in replace)]
-    _replace_uses(graph, replace)
-    return len(replace)
+    return _drop_replaced(graph, replace)
 
 
 #: x + 0, x - 0 (integers: a float -0.0 + 0 is +0.0), x * 1, x / 1 are x.
@@ -856,11 +859,7 @@ def remove_neutral_arithmetic(graph: Graph) -> int:
                 continue
             _substitute(replace, node._outputs[0], operand)
             break
-    if not replace:
-        return 0
-    graph.nodes = [n for n in graph.nodes if not (n._outputs and id(n._outputs[0]) in replace)]
-    _replace_uses(graph, replace)
-    return len(replace)
+    return _drop_replaced(graph, replace)
 
 
 def _keeps(operand: Value, const: torch.Tensor, neutral: int) -> bool:
@@ -883,11 +882,7 @@ def remove_identities(graph: Graph) -> int:
         if node.op_type == "Identity" and not node.domain and node._inputs \
                 and node._inputs[0] is not None and len(node._outputs) == 1:
             _substitute(replace, node._outputs[0], node._inputs[0])
-    if not replace:
-        return 0
-    graph.nodes = [n for n in graph.nodes if not (n._outputs and id(n._outputs[0]) in replace)]
-    _replace_uses(graph, replace)
-    return len(replace)
+    return _drop_replaced(graph, replace)
 
 
 def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -> int:

@@ -293,10 +293,11 @@ def _transpose(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarr
     return np.transpose(arrays[0], attrs.get("perm"))
 
 
-def _binary(fn: Any):
+def _binary(fn: Any, kinds: str = "iuf"):
+    """Fold a two-input op on same-dtype arrays whose numpy kind is in ``kinds``."""
     def fold(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
         a, b = arrays
-        if a.dtype != b.dtype or a.dtype.kind not in "iuf":
+        if a.dtype != b.dtype or a.dtype.kind not in kinds:
             raise _Unfoldable
         return fn(a, b)
     return fold
@@ -311,15 +312,6 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     quotient = np.floor_divide(a, b)
     inexact = (a - quotient * b) != 0
     return quotient + (inexact & ((a < 0) != (b < 0))).astype(a.dtype)
-
-
-def _compare(fn: Any):
-    def fold(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
-        a, b = arrays
-        if a.dtype != b.dtype or a.dtype.kind not in "biuf":
-            raise _Unfoldable
-        return fn(a, b)
-    return fold
 
 
 def _logical(fn: Any):
@@ -349,8 +341,8 @@ _NUMPY_FOLDERS = {
     "Transpose": _transpose, "Identity": lambda arrays, attrs, opset: arrays[0],
     "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
     "Div": _binary(_divide),
-    "Equal": _compare(np.equal), "Less": _compare(np.less), "Greater": _compare(np.greater),
-    "LessOrEqual": _compare(np.less_equal), "GreaterOrEqual": _compare(np.greater_equal),
+    "Equal": _binary(np.equal, "biuf"), "Less": _binary(np.less, "biuf"), "Greater": _binary(np.greater, "biuf"),
+    "LessOrEqual": _binary(np.less_equal, "biuf"), "GreaterOrEqual": _binary(np.greater_equal, "biuf"),
     "Not": _logical(np.logical_not), "And": _logical(np.logical_and),
     "Or": _logical(np.logical_or), "Xor": _logical(np.logical_xor),
     "ConstantOfShape": _constant_of_shape,
