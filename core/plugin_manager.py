@@ -213,7 +213,6 @@ class PluginManager:
                              if f.provenance is provenance),
             "domains": sum(1 for p in registry.domain_providers.values() if p is provenance),
             "passes": sum(1 for p in registry.passes if p[2] is provenance),
-            "cases": sum(1 for c in registry.cases if c.provenance is provenance),
         }
         info.registered = {k: n for k, n in counts.items() if n}
         info.ops = ops

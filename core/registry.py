@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import importlib
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -155,7 +156,8 @@ class SymbolicRegistry:
         self.fallbacks: dict[str, Any] = {}
         self.domain_versions: dict[str, int] = {}
         self.domain_providers: dict[str, Provenance] = {}
-        self.cases: list[OpCase] = []
+        self._cases: list[OpCase] = []
+        self._case_sources: list[tuple[Provenance, Callable[[], Iterable[OpCase]]]] = []
         self.passes: list[tuple[str, Callable[..., Any], Provenance]] = []
 
     # -- registration -----------------------------------------------------
@@ -219,7 +221,8 @@ class SymbolicRegistry:
         for domain in [d for d, p in self.domain_providers.items() if p == provenance]:
             del self.domain_providers[domain]
             del self.domain_versions[domain]
-        self.cases = [c for c in self.cases if c.provenance != provenance]
+        self._cases = [c for c in self._cases if c.provenance != provenance]
+        self._case_sources = [s for s in self._case_sources if s[0] != provenance]
         self.passes = [p for p in self.passes if p[2] != provenance]
 
     def _seal(self, name: str) -> None:
@@ -264,6 +267,27 @@ class SymbolicRegistry:
         names = [name] if name is not None else self.names()
         for each in names:
             yield from sorted(self._entries.get(each, ()), key=lambda e: (e.layer, e.since))
+
+    @property
+    def cases(self) -> list[OpCase]:
+        """Every declared test case; lazily declared ones are gathered on first access."""
+        while self._case_sources:
+            provenance, source = self._case_sources.pop(0)
+            try:
+                declared = list(source())
+            except Exception as exc:
+                raise RegistryError(
+                    f"The test cases of {provenance} could not be declared: "
+                    f"{type(exc).__name__}: {exc}. Fix the pack's cases module.") from exc
+            for case in declared:
+                self._add_case(case, provenance)
+        return self._cases
+
+    def _add_case(self, case: OpCase, provenance: Provenance) -> None:
+        validate_name(case.op)
+        case = copy.copy(case)
+        case.provenance = provenance
+        self._cases.append(case)
 
     def cases_for(self, name: str) -> list[OpCase]:
         return [case for case in self.cases if case.op == name]
@@ -323,9 +347,14 @@ class Registrar:
 
     def add_case(self, case: OpCase) -> None:
         """Declare a test case for an op (see :meth:`OpPack.case`)."""
-        validate_name(case.op)
-        case.provenance = self.provenance
-        self._registry.cases.append(case)
+        self._registry._add_case(case, self.provenance)
+
+    def add_cases(self, source: Callable[[], Iterable[OpCase]]) -> None:
+        """Declare test cases lazily: ``source()`` returns them when a test runner first
+        asks (so exporting never builds test models)."""
+        if not callable(source):
+            raise RegistryError(f"The case source from {self.provenance} is not callable.")
+        self._registry._case_sources.append((self.provenance, source))
 
 
 class OpPack:
@@ -342,11 +371,16 @@ class OpPack:
         pack.case("custom_ops::foo_forward", MyModel(), (2, 3))
 
     Expose ``pack`` as an ``oxport`` entry point; nothing registers on import.
+    ``cases="my_pack.cases"`` names a module of ``pack.case(...)`` calls that is
+    imported only when a test runner asks for the cases, so that exporting never
+    builds test models.
     """
 
-    def __init__(self, name: str, *, domains: dict[str, int] | None = None) -> None:
+    def __init__(self, name: str, *, domains: dict[str, int] | None = None,
+                 cases: str | None = None) -> None:
         self.name = name
         self.domains = dict(domains or {})
+        self.cases_module = cases
         self._symbolics: list[tuple[str, Callable[..., Any], int, bool]] = []
         self._cases: list[OpCase] = []
 
@@ -383,14 +417,19 @@ class OpPack:
     def symbolics(self) -> list[tuple[str, Callable[..., Any], int, bool]]:
         return list(self._symbolics)
 
+    def declared_cases(self) -> list[OpCase]:
+        """Every case declared, importing the ``cases`` module first if there is one."""
+        if self.cases_module is not None:
+            importlib.import_module(self.cases_module)
+        return list(self._cases)
+
     def register_into(self, registrar: Registrar) -> None:
-        """Register everything this pack declares."""
+        """Register everything this pack declares (its cases lazily)."""
         for domain, version in self.domains.items():
             registrar.register_domain(domain, version)
         for name, fn, since, override in self._symbolics:
             registrar.register(name, fn, since, override=override)
-        for case in self._cases:
-            registrar.add_case(copy.copy(case))
+        registrar.add_cases(self.declared_cases)
 
     @hookimpl
     def oxport_register_symbolics(self, registry: Registrar) -> None:

@@ -25,7 +25,7 @@ from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
 from oxport.opsets import sequence as seq
 
-pack = OpPack("oxport.control_flow")
+pack = OpPack("oxport.control_flow", cases="oxport.opsets.cases.control_flow")
 
 _INT64_MAX = 2**63 - 1
 #: ONNX If and Loop accept Sequence values from opset 13.
@@ -328,68 +328,3 @@ def _is_scan_slot(g: Any, body: Any, k: int, init: Value) -> bool:
     return (user.kind() == "aten::append" and user.owningBlock() == body
             and user.inputsAt(0) == block_input and returned in (block_input, user.output())
             and all(u.user == body.returnNode() for u in user.output().uses()))
-
-
-# -- cases -------------------------------------------------------------------------------
-def _if_sign(x: torch.Tensor) -> torch.Tensor:
-    if bool(x.sum() > 0):
-        y = x * 2
-    else:
-        y = x - 1
-    return y
-
-
-def _if_raises(x: torch.Tensor) -> torch.Tensor:
-    if x.dim() != 2:
-        raise ValueError("expected a matrix")
-    return x + 1
-
-
-def _if_list(x: torch.Tensor) -> torch.Tensor:
-    parts = [x]
-    if bool(x.sum() > 0):
-        parts.append(x * 2)
-    return torch.cat(parts, 0)
-
-
-def _for_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-    for i in range(int(n)):
-        x = x + i
-    return x
-
-
-def _while_loop(x: torch.Tensor) -> torch.Tensor:
-    steps = 0
-    while bool(x.sum() < 20.0) and steps < 100:
-        x = x + 1.5
-        steps += 1
-    return x * steps
-
-
-def _scan_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-    rows: list[torch.Tensor] = []
-    for i in range(int(n)):
-        rows.append(x * i)
-    return torch.stack(rows)
-
-
-def _sequence_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-    rows = [x]
-    for i in range(int(n)):
-        rows.append(rows[-1] + i)
-    return torch.cat(rows, 0)
-
-
-def _count(value: int):
-    return lambda: torch.tensor(value)
-
-
-pack.case("prim::If", _if_sign, (2, 3), script=True, min_opset=9)
-pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True)
-pack.case("prim::If", _if_list, (2, 3), name="list_output", script=True, min_opset=13)
-pack.case("prim::Loop", _for_loop, lambda: torch.ones(2, 3, dtype=torch.long), _count(5),
-          script=True)
-pack.case("prim::Loop", _while_loop, (2, 3), name="while", script=True)
-pack.case("prim::Loop", _scan_loop, (2, 3), _count(4), name="scan", script=True, min_opset=11)
-pack.case("prim::Loop", _sequence_loop, (2, 3), _count(3), name="sequence", script=True,
-          min_opset=13)

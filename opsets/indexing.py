@@ -29,7 +29,7 @@ from oxport.opsets.shape import (
     tensor_list,
 )
 
-pack = OpPack("oxport.indexing")
+pack = OpPack("oxport.indexing", cases="oxport.opsets.cases.indexing")
 
 Writer = Callable[..., Value]
 
@@ -308,40 +308,3 @@ def where_nonzero(g, condition: Value, *others: Value) -> Value:
     if others:
         sh._unimplemented("aten::where", "the three-argument form (see aten::where.self)")
     return nonzero_numpy(g, condition)
-
-
-# -- cases -----------------------------------------------------------------------------
-def _long(*data):
-    return lambda: torch.tensor(data)
-
-
-def _mask(*shape):
-    return lambda: torch.rand(*shape) > 0.5
-
-
-DYN = {"x": [0, 1]}
-pack.case("aten::select", lambda x: x[1] + x[:, -1].sum(), (3, 4), input_names=["x"],
-          dynamic_axes=DYN)
-pack.case("aten::slice", lambda x: x[1:, -3:-1], (3, 4, 5))
-pack.case("aten::slice", lambda x: x[::2, 1::3], (3, 5), name="step", min_opset=10)
-pack.case("aten::slice", lambda x: x[:, x.size(1) - 2:], (3, 4), name="dynamic", min_opset=10,
-          input_names=["x"], dynamic_axes=DYN)
-pack.case("aten::narrow", lambda x: x.narrow(1, 1, 2) + x.narrow(1, -2, 2), (3, 4))
-pack.case("aten::index", lambda x, i: x[i], (4, 3), _long(0, 2, 3))
-pack.case("aten::index", lambda x, i: x[:, i], (4, 3), _long(-1, 0), name="negative")
-pack.case("aten::index", lambda x, i, j: x[i, j], (4, 5), _long([1, 2], [2, -3]), _long(-2, 3),
-          name="seed_negative")
-pack.case("aten::index", lambda x, i, j: x[:, i, j], (2, 4, 5), _long(1, 2), _long(0, 4),
-          name="adjacent")
-pack.case("aten::index", lambda x, i, j: x[i, :, j], (4, 2, 5), _long([1], [3]), _long(0, 4),
-          name="apart")
-pack.case("aten::index", lambda x, m: x[m], (3, 4), _mask(3, 4), name="mask")
-pack.case("aten::index", lambda x, m: x[:, m], (2, 3, 4), _mask(3), name="mask_dim1")
-pack.case("aten::index", lambda x, m, i: x[m, i], (3, 4), _mask(3), _long(1), name="mask_and_int")
-pack.case("aten::index", lambda x, i: x[None, ..., i], (3, 4), _long(1, 1), name="none_ellipsis")
-pack.case("aten::index_select", lambda x, i: x.index_select(1, i), (3, 4), _long(3, 0, 3))
-pack.case("aten::gather", lambda x, i: x.gather(1, i), (3, 4), _long([0, 3], [1, 1], [2, 0]))
-pack.case("aten::masked_select", lambda x, m: x.masked_select(m), (3, 4), _mask(4))
-pack.case("aten::nonzero", lambda x: x.nonzero(), _mask(3, 4))
-pack.case("aten::nonzero_numpy", lambda x: x.nonzero(as_tuple=True), _mask(3, 4))
-pack.case("aten::where", lambda x: torch.where(x)[1], _mask(2, 3, 4))

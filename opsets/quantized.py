@@ -20,7 +20,7 @@ quantize every step's hidden state, which one ONNX LSTM/GRU cannot express: they
 exported as float LSTM/GRU with dequantized weights, within the activation quantization
 error of PyTorch's result.
 
-The test cases live in :mod:`oxport.opsets.quantized_cases`.
+The test cases live in :mod:`oxport.opsets.cases.quantized`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from oxport.context import GraphContext
 from oxport.errors import SymbolicValueError
 from oxport.hookspecs import hookimpl
 from oxport.ir import Graph, Node, Type, Value
-from oxport.opsets import quantized_cases
 from oxport.types import JitScalarType
 from oxport.walk import call_symbolic
 
@@ -49,7 +48,7 @@ class _QuantizedPack(OpPack):
         registry.register_pass("quantized.requantize", requantize)
 
 
-pack = _QuantizedPack("oxport.quantized")
+pack = _QuantizedPack("oxport.quantized", cases="oxport.opsets.cases.quantized")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -553,6 +552,3 @@ def requantize(graph: Graph, conversion: Any) -> None:
                     for inner in subgraph.walk():
                         inner._inputs = [replace.get(id(v), v) if v is not None else None
                                          for v in inner._inputs]
-
-
-quantized_cases.declare(pack)

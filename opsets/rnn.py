@@ -17,7 +17,7 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
 
-pack = OpPack("oxport.rnn")
+pack = OpPack("oxport.rnn", cases="oxport.opsets.cases.rnn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,97 +249,3 @@ def _single_state_cell(kind: _Kind, name: str):
 pack.symbolic("aten::gru_cell", since=7)(_single_state_cell(_GRU, "gru_cell"))
 pack.symbolic("aten::rnn_tanh_cell", since=7)(_single_state_cell(_RNN_TANH, "rnn_tanh_cell"))
 pack.symbolic("aten::rnn_relu_cell", since=7)(_single_state_cell(_RNN_RELU, "rnn_relu_cell"))
-
-
-# -- cases ----------------------------------------------------------------------------------
-class _WithStates(torch.nn.Module):
-    """Calls a recurrent layer with flat initial states: (x, h0) or (x, h0, c0)."""
-
-    def __init__(self, rnn: torch.nn.RNNBase) -> None:
-        super().__init__()
-        self.rnn = rnn
-
-    def forward(self, x: torch.Tensor, *states: torch.Tensor):
-        return self.rnn(x, tuple(states) if len(states) == 2 else states[0])
-
-
-class _CellOnParameters(torch.nn.Module):
-    """A cell op on an nn cell's parameters: constant weights in a scripted graph (scripting
-    the nn cells themselves adds their input checks and unbatched-input branches)."""
-
-    def __init__(self, cell: torch.nn.RNNCellBase) -> None:
-        super().__init__()
-        self.cell = cell
-
-
-class _LSTMCell(_CellOnParameters):
-    def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        cell = self.cell
-        return torch.lstm_cell(x, [h, c], cell.weight_ih, cell.weight_hh, cell.bias_ih,
-                               cell.bias_hh)
-
-
-class _GRUCell(_CellOnParameters):
-    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        cell = self.cell
-        return torch.gru_cell(x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
-
-
-class _TanhCell(_CellOnParameters):
-    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        cell = self.cell
-        return torch.rnn_tanh_cell(x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih,
-                                   cell.bias_hh)
-
-
-def _lstm_cell(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w_ih: torch.Tensor,
-               w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor):
-    return torch.lstm_cell(x, [h, c], w_ih, w_hh, b_ih, b_hh)
-
-
-def _gru_cell_one_bias(x: torch.Tensor, h: torch.Tensor, w_ih: torch.Tensor,
-                       w_hh: torch.Tensor, b_ih: torch.Tensor) -> torch.Tensor:
-    return torch.gru_cell(x, h, w_ih, w_hh, b_ih)
-
-
-def _rnn_relu_cell(x: torch.Tensor, h: torch.Tensor, w_ih: torch.Tensor,
-                   w_hh: torch.Tensor) -> torch.Tensor:
-    return torch.rnn_relu_cell(x, h, w_ih, w_hh)
-
-
-# Cases without initial states start from aten::zeros of a run-time batch size, which
-# needs ConstantOfShape (opset 9); below 9 the walker leaves it out, as nothing reads it.
-pack.case("aten::lstm", _WithStates(torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True)),
-          (5, 2, 3), (4, 2, 4), (4, 2, 4), name="states_2layers_bidirectional")
-pack.case("aten::lstm", torch.nn.LSTM(3, 4, bias=False, batch_first=True), (2, 5, 3),
-          name="batch_first_no_bias_no_states")
-pack.case("aten::lstm", _WithStates(torch.nn.LSTM(3, 4, num_layers=2)), (5, 2, 3), (2, 2, 4),
-          (2, 2, 4), name="weights_as_inputs", min_opset=9,
-          export_kwargs={"keep_initializers_as_inputs": True})
-pack.case("aten::lstm", torch.nn.LSTM(3, 4, num_layers=2, dropout=0.5), (5, 2, 3),
-          name="training_dropout", training=True, check="shape", min_opset=12)
-pack.case("aten::gru", _WithStates(torch.nn.GRU(3, 4, num_layers=2, bidirectional=True)),
-          (5, 2, 3), (4, 2, 4), name="states_2layers_bidirectional")
-pack.case("aten::gru", torch.nn.GRU(3, 4, bias=False, batch_first=True), (2, 5, 3),
-          name="batch_first_no_bias_no_states")
-pack.case("aten::rnn_tanh", _WithStates(torch.nn.RNN(3, 4, num_layers=2)), (5, 2, 3),
-          (2, 2, 4), name="states_2layers")
-pack.case("aten::rnn_tanh", torch.nn.RNN(3, 4, bidirectional=True, batch_first=True),
-          (2, 5, 3), name="batch_first_bidirectional_no_states")
-pack.case("aten::rnn_relu", _WithStates(torch.nn.RNN(3, 4, nonlinearity="relu", bias=False,
-                                                     bidirectional=True)),
-          (5, 2, 3), (2, 2, 4), name="states_bidirectional_no_bias")
-pack.case("aten::rnn_relu", torch.nn.RNN(3, 4, num_layers=2, nonlinearity="relu"), (5, 2, 3),
-          name="2layers_no_states")
-pack.case("aten::lstm_cell", _lstm_cell, (2, 3), (2, 4), (2, 4), (16, 3), (16, 4), (16,), (16,),
-          script=True, name="weights_as_inputs")
-pack.case("aten::lstm_cell", _LSTMCell(torch.nn.LSTMCell(3, 4)), (2, 3), (2, 4), (2, 4),
-          script=True, name="parameters")
-pack.case("aten::gru_cell", _GRUCell(torch.nn.GRUCell(3, 4)), (2, 3), (2, 4), script=True,
-          name="parameters")
-pack.case("aten::gru_cell", _gru_cell_one_bias, (2, 3), (2, 4), (12, 3), (12, 4), (12,),
-          script=True, name="one_bias")
-pack.case("aten::rnn_tanh_cell", _TanhCell(torch.nn.RNNCell(3, 4)), (2, 3), (2, 4),
-          script=True, name="parameters")
-pack.case("aten::rnn_relu_cell", _rnn_relu_cell, (2, 3), (2, 4), (4, 3), (4, 4), script=True,
-          name="no_bias")

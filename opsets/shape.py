@@ -17,7 +17,7 @@ from oxport import symbolic_helper as sh
 from oxport.ir import Node, Type, Value
 from oxport.types import JitScalarType
 
-pack = OpPack("oxport.shape")
+pack = OpPack("oxport.shape", cases="oxport.opsets.cases.shape")
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -756,107 +756,3 @@ def unbind(g, self: Value, dim: Value | None = None) -> Value:
     axis, size = _split_dim("aten::unbind", self, dim if dim is not None else g.python_constant(0))
     pieces = _split(g, self, axis, [1] * size, size)
     return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])
-
-
-# -- cases ------------------------------------------------------------------------------
-DYN = {"x": [0, 1]}
-pack.case("aten::size", lambda x: x.view(x.size(0), -1), (2, 3, 4), input_names=["x"],
-          dynamic_axes={"x": [0]})
-pack.case("aten::size", lambda x: x.view(x.size()[::-1]), (2, 3), name="whole")
-pack.case("aten::numel", lambda x: x.view(x.numel() // 4, 4), (2, 3, 4), input_names=["x"],
-          dynamic_axes={"x": [0, 1]})
-pack.case("aten::numel", torch.nn.EmbeddingBag(10, 3), lambda: torch.randint(0, 10, (2, 4)),
-          name="embedding_bag_2d", min_opset=11)
-pack.case("aten::view", lambda x: x.view(4, -1), (2, 3, 4))
-pack.case("aten::reshape", lambda x: x.reshape(-1, 2), (2, 3, 4))
-pack.case("aten::view_as", lambda x, y: x.view_as(y), (2, 6), (3, 4))
-pack.case("aten::reshape_as", lambda x, y: x.reshape_as(y), (2, 6), (4, 3),
-          input_names=["x", "y"], dynamic_axes={"y": [0, 1]})
-pack.case("aten::flatten", lambda x: torch.flatten(x, 1), (2, 3, 4, 5), name="tail")
-pack.case("aten::flatten", lambda x: torch.flatten(x, 1, 2), (2, 3, 4, 5), name="middle")
-pack.case("aten::flatten", lambda x: torch.flatten(x), (2, 3), name="all")
-pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
-          input_names=["x"], dynamic_axes={"x": [0, 1]})
-pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
-pack.case("aten::cat", lambda x, y: torch.cat([x, y.int()], -1), (2, 3), (2, 4), name="neg")
-pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
-pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
-pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
-pack.case("aten::vstack", lambda x, y: torch.vstack([x, y]), (3,), (2, 3))
-pack.case("aten::split", lambda x: x.split(2, -1), (2, 5), input_names=["x"],
-          dynamic_axes={"x": [0]})
-pack.case("aten::split", lambda x: torch.cat(torch.ops.aten.split(x, [1, 3], 1)[::-1], 1),
-          (2, 4), name="sizes")
-pack.case("aten::split", lambda x: torch.stack(x.split(1)), (3, 2), name="as_list",
-          min_opset=11)
-pack.case("aten::split_with_sizes", lambda x: x.split_with_sizes([2, 1], 0), (3, 2))
-pack.case("aten::split_with_sizes",  # nn.MultiheadAttention's w.split([E, E * 2])
-          lambda x, y: [t * 2 for t in x.split_with_sizes([y.size(1), y.size(1) * 2])],
-          (6, 2), (1, 2), name="run_time_sizes", min_opset=10, input_names=["x", "y"],
-          dynamic_axes={"x": [0], "y": [1]})
-pack.case("aten::unsafe_split", lambda x: torch.ops.aten.unsafe_split(x, 2), (3, 2))
-pack.case("aten::unsafe_split_with_sizes",
-          lambda x: torch.ops.aten.unsafe_split_with_sizes(x, [1, 1], 1), (3, 2))
-pack.case("aten::chunk", lambda x: x.chunk(2, -1), (3, 4), input_names=["x"],
-          dynamic_axes={"x": [0, 1]})
-pack.case("aten::chunk", lambda x: x.chunk(3, 0), (5, 2), name="uneven")
-pack.case("aten::unsafe_chunk", lambda x: torch.ops.aten.unsafe_chunk(x, 2), (4, 2))
-pack.case("aten::tensor_split", lambda x: x.tensor_split(3, 1), (2, 7))
-pack.case("aten::tensor_split", lambda x: x.tensor_split([1, -1], 0), (4, 2), name="indices")
-pack.case("aten::unbind", lambda x: [t * 2 for t in x.unbind(1)], (2, 3, 4))
-pack.case("aten::contiguous", lambda x: x.contiguous() * 2, (2, 3))
-pack.case("aten::detach", lambda x: x.detach() * 2, (2, 3))
-pack.case("aten::clone", lambda x: x.clone() * 2, (2, 3))
-pack.case("aten::permute", lambda x: x.permute(2, 0, -2), (2, 3, 4))
-pack.case("aten::transpose", lambda x: x.transpose(-1, 0), (2, 3, 4))
-pack.case("aten::t", lambda x: x.t(), (2, 3))
-pack.case("aten::t", lambda x: x.t() + 1, (3,), name="1d")
-pack.case("aten::numpy_T", lambda x: x.T, (2, 3, 4))
-pack.case("aten::mT", lambda x: x.mT, (2, 3, 4))
-pack.case("aten::mH", lambda x: x.mH, (2, 3, 4))
-pack.case("aten::movedim", lambda x: torch.movedim(x, (0, 1), (2, 0)), (2, 3, 4))
-pack.case("aten::squeeze", lambda x: x.squeeze(), (2, 1, 3, 1))
-pack.case("aten::squeeze", lambda x: x.squeeze(-1) + x.squeeze(0).unsqueeze(0).squeeze(-1),
-          (2, 3, 1), name="dim")
-pack.case("aten::squeeze", lambda x: x.squeeze((1, 3)), (2, 1, 3, 1), name="dims")
-pack.case("aten::unsqueeze", lambda x: x.unsqueeze(-1).unsqueeze(0), (2, 3))
-pack.case("aten::expand", lambda x: x.expand(2, -1, 4), (3, 1), name="neg1",
-          input_names=["x"], dynamic_axes={"x": [0]})
-pack.case("aten::expand", lambda x, y: x.expand(y.size(0), -1), (1, 3), (4, 2), name="dynamic",
-          input_names=["x", "y"], dynamic_axes={"y": [0]})
-pack.case("aten::expand_as", lambda x, y: x.expand_as(y), (3, 1), (2, 3, 4))
-pack.case("aten::broadcast_tensors", torch.broadcast_tensors, (3, 1), (4,), (1, 1, 1),
-          min_opset=8)
-pack.case("aten::broadcast_tensors", lambda x, y: [t * 2 for t in torch.broadcast_tensors(x, y)],
-          (3, 4), (3, 4), name="same_shape")
-pack.case("aten::broadcast_tensors", lambda x, y: torch.broadcast_tensors(x, y), (3, 1),
-          (2, 1, 4), name="dynamic", input_names=["x", "y"], dynamic_axes={"x": [0], "y": [0, 2]},
-          min_opset=8)
-pack.case("aten::repeat", lambda x: x.repeat(2, 1, 3), (2, 3))
-pack.case("aten::tile", lambda x: x.tile((2,)), (2, 3))
-pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), (2, 3),
-          name="int", input_names=["x"], dynamic_axes=DYN)
-pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(3), (2, 3), name="flat")
-pack.case("aten::repeat_interleave",
-          lambda x, r: x.repeat_interleave(r, dim=0), (3, 2),
-          lambda: torch.tensor([1, 0, 2]), name="tensor", min_opset=11)
-pack.case("aten::repeat_interleave", lambda r: torch.repeat_interleave(r) * 1,
-          lambda: torch.tensor([2, 1, 3]), name="counts", min_opset=11)
-pack.case("aten::flip", lambda x: x.flip(0, -1), (2, 3, 4), input_names=["x"], dynamic_axes=DYN)
-pack.case("aten::roll", lambda x: x.roll((1, -2), (0, 2)), (3, 4, 5))
-pack.case("aten::roll", lambda x: x.roll(7), (2, 3), name="flat")
-pack.case("aten::to", lambda x: x.to(torch.int32) + x.to(x.dtype).to("cpu").to(torch.int64),
-          (2, 3))
-pack.case("aten::to", lambda x, y: x.to(y) + x.to("cpu", torch.float64) + x.long().double(),
-          (2, 3), lambda: torch.zeros(2, 3, dtype=torch.float64), name="overloads")
-pack.case("aten::_to_copy", lambda x: torch.ops.aten._to_copy(x, dtype=torch.float16), (2, 3))
-pack.case("aten::type_as", lambda x, y: x.type_as(y), (2, 3),
-          lambda: torch.zeros(1, dtype=torch.int32))
-pack.case("aten::triu", lambda x: x.triu(1), (2, 3, 4), input_names=["x"], dynamic_axes=DYN)
-pack.case("aten::tril", lambda x: x.tril(-1), (3, 5))
-pack.case("aten::triu", lambda x: x.triu(), (4, 3), name="k0")
-pack.case("aten::tril", lambda x: x.tril(0), lambda: torch.ones(3, 3, dtype=torch.bool),
-          name="bool")
-pack.case("aten::diagonal", lambda x: x.diagonal(), (3, 4))
-pack.case("aten::diagonal", lambda x: torch.diagonal(x, -1, 2, 0), (4, 2, 3), name="offset",
-          input_names=["x"], dynamic_axes={"x": [0, 2]})

@@ -25,7 +25,7 @@ from torch import nn
 
 import oxport
 from oxport.errors import UnsupportedOperatorError
-from oxport.opsets.quantized_cases import QuantizedCall
+from oxport.opsets.cases.quantized import QuantizedCall
 from tests.models.quantized import dynamic_lstm, quantized_resnet
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",

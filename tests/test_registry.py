@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
 import warnings
 
 import pytest
@@ -241,11 +246,54 @@ def test_discard_forgets_everything_a_provider_registered():
     registrar = Registrar(registry, PACK_A)
     registrar.register_domain("custom_domain", 2)
     registrar.add_case(OpCase("aten::op", torch.nn.Identity(), ((2,),)))
+    registrar.add_cases(lambda: pytest.fail("the cases of a discarded provider were declared"))
     registrar.register_pass("noop", lambda graph, context: None)
     registry.discard(PACK_A)
     assert [e.provenance for e in registry.entries()] == [BUILTIN]
     assert registry.lookup("aten::op", 20).fn is sym_c
     assert not registry.domain_versions and not registry.cases and not registry.passes
+
+
+def test_a_packs_cases_module_is_imported_only_when_cases_are_asked_for(tmp_path, monkeypatch):
+    (tmp_path / "lazy_demo_pack.py").write_text(
+        "from oxport import OpPack\n"
+        "pack = OpPack('lazy-demo', cases='lazy_demo_cases')\n"
+        "pack.symbolic('aten::relu', since=14)(lambda g, x: g.op('Relu', x))\n")
+    (tmp_path / "lazy_demo_cases.py").write_text(
+        "import torch\nfrom lazy_demo_pack import pack\n"
+        "pack.case('aten::relu', torch.relu, (2, 3))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("lazy_demo_pack", "lazy_demo_cases"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    pack = importlib.import_module("lazy_demo_pack").pack
+    registry = SymbolicRegistry()
+    pack.register_into(Registrar(registry, PACK_A))
+    assert registry.lookup("aten::relu", 14) is not None
+    assert "lazy_demo_cases" not in sys.modules
+    (case,) = registry.cases
+    assert (case.op, case.provenance) == ("aten::relu", PACK_A)
+    assert "lazy_demo_cases" in sys.modules
+    assert registry.cases == [case]  # declared once
+
+
+def test_a_cases_module_that_fails_names_its_pack():
+    registry = SymbolicRegistry()
+    OpPack("lazy-broken", cases="oxport_no_such_cases_module").register_into(
+        Registrar(registry, PACK_A))
+    with pytest.raises(RegistryError, match=r"test cases of pack-a \(dist-a 1.0\) could not be "
+                       r"declared: ModuleNotFoundError: No module named "
+                       r"'oxport_no_such_cases_module'"):
+        registry.cases
+
+
+def test_exporting_builds_no_test_case():
+    code = ("import sys, torch, oxport; oxport.export(torch.nn.Conv2d(3, 4, 3), "
+            "(torch.randn(1, 3, 8, 8),), sys.argv[1]); "
+            "print(sorted(m for m in sys.modules if m.startswith('oxport.opsets.cases')))")
+    with tempfile.TemporaryDirectory() as directory:
+        out = subprocess.run([sys.executable, "-c", code, os.path.join(directory, "m.onnx")],
+                             capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_opset_ranges_in_repr():

@@ -18,6 +18,8 @@ import torch.ao.nn.quantized as nnq
 import torch.ao.quantization as tq
 from torch import nn
 
+from oxport.opsets.quantized import pack
+
 #: The output scale of every static case, and its tolerance (one quantization step).
 STEP = 0.05
 _OUT = (STEP, 64)
@@ -307,3 +309,6 @@ def declare(pack: Any) -> None:
                   (2, 3, 4), name="int8", min_opset=9, **_RNN)
         pack.case(op, dynamic(lambda rnn=rnn: _seq(rnn(4, 5)), torch.float16), (3, 2, 4),
                   name="fp16", min_opset=9, **_FP16)
+
+
+declare(pack)

@@ -1,0 +1,156 @@
+"""Test cases of the ``oxport.nn`` pack (imported by the op-test runner only)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from oxport.opsets.nn import pack
+
+
+class _Conv(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+pack.case("aten::linear", torch.nn.Linear(4, 5), (3, 4), name="2d")
+pack.case("aten::linear", torch.nn.Linear(4, 5, bias=False), (2, 3, 4), name="3d_nobias")
+pack.case("aten::matmul", torch.matmul, (2, 3, 4), (4, 5))
+pack.case("aten::addmm", lambda a, b, c: torch.addmm(a, b, c, beta=0.5, alpha=2), (5,), (3, 4),
+          (4, 5))
+pack.case("aten::_convolution", _Conv(), (1, 3, 8, 8), name="conv2d")
+pack.case("aten::_convolution", torch.nn.ConvTranspose2d(3, 2, 3, stride=2), (1, 3, 5, 5),
+          name="transposed")
+
+
+def _conv1d(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.conv1d(x, w, padding=1)
+
+
+def _conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.conv2d(x, w, b, groups=2)
+
+
+def _conv3d(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.conv3d(x, w, stride=[2, 2, 2])
+
+
+# Tracing records aten::_convolution; scripted code calls conv1d/2d/3d directly.
+pack.case("aten::conv1d", _conv1d, (1, 2, 7), (4, 2, 3), script=True)
+pack.case("aten::conv2d", _conv2d, (1, 4, 6, 6), (4, 2, 3, 3), (4,), script=True)
+pack.case("aten::conv3d", _conv3d, (1, 2, 5, 5, 5), (3, 2, 3, 3, 3), script=True)
+pack.case("aten::dropout", torch.nn.Dropout(0.3), (3, 4))
+pack.case("aten::dropout_", torch.nn.Dropout(0.3, inplace=True), (3, 4))
+pack.case("aten::feature_dropout", torch.nn.Dropout2d(0.3), (1, 3, 4, 4))
+pack.case("aten::feature_dropout_", torch.nn.Dropout1d(0.3, inplace=True), (2, 3, 4))
+pack.case("aten::alpha_dropout", torch.nn.AlphaDropout(0.3), (2, 3))
+pack.case("aten::alpha_dropout_", lambda x: torch.alpha_dropout_(x, 0.3, False), (2, 3))
+pack.case("aten::feature_alpha_dropout", torch.nn.FeatureAlphaDropout(0.3), (1, 2, 3, 3))
+pack.case("aten::feature_alpha_dropout_",
+          lambda x: torch.feature_alpha_dropout_(x, 0.3, False), (1, 2, 3, 3))
+pack.case("aten::softmax", lambda x: torch.softmax(x, -1), (2, 3, 4), name="last")
+pack.case("aten::softmax", lambda x: torch.softmax(x, 1), (2, 3, 4), name="middle")
+pack.case("aten::log_softmax", lambda x: torch.log_softmax(x, 0), (2, 3, 4))
+
+
+def _conv_same(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.conv2d(x, w, padding="same", dilation=2)
+
+
+def _conv_transpose1d(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1)
+
+
+def _conv_transpose2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.conv_transpose2d(x, w, b, stride=[2, 1], groups=2)
+
+
+def _conv_transpose3d(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.conv_transpose3d(x, w, dilation=2)
+
+
+pack.case("aten::conv2d", _conv_same, (1, 2, 6, 7), (3, 2, 2, 3), script=True, name="same")
+pack.case("aten::conv_transpose1d", _conv_transpose1d, (1, 2, 5), (2, 3, 3), script=True)
+pack.case("aten::conv_transpose2d", _conv_transpose2d, (1, 4, 3, 3), (4, 1, 2, 2), (2,),
+          script=True)
+pack.case("aten::conv_transpose3d", _conv_transpose3d, (1, 2, 3, 3, 3), (2, 1, 2, 2, 2),
+          script=True)
+pack.case("aten::_convolution_mode", torch.nn.Conv2d(2, 3, 4, padding="same"), (1, 2, 6, 5),
+          name="same_even_kernel")
+pack.case("aten::_convolution_mode", torch.nn.Conv1d(2, 3, 3, padding="valid"), (1, 2, 6),
+          name="valid")
+
+
+def _indices(high: int, *shape: int):
+    return lambda: torch.randint(0, high, shape)
+
+
+pack.case("aten::embedding", torch.nn.Embedding(10, 4), _indices(10, 2, 3))
+pack.case("aten::embedding", torch.nn.Embedding(10, 4, padding_idx=0), _indices(10, 5),
+          name="padding_idx")
+# The weight is an input: eager renormalizes a module's weight in place before the export.
+pack.case("aten::embedding_renorm_", lambda x, w: F.embedding(x, w, max_norm=1.0),
+          _indices(10, 2, 5), (10, 4))
+pack.case("aten::embedding_renorm_",  # the renormalized weight reused, as by a tied layer
+          lambda x, w: F.embedding(x, w, max_norm=2.0, norm_type=1.0) @ w.t(),
+          lambda: torch.tensor([[1, 3, 3, 9]]), (10, 4), name="reused_l1")
+pack.case("aten::embedding_bag", torch.nn.EmbeddingBag(10, 3, mode="mean"), _indices(10, 6),
+          lambda: torch.tensor([0, 4]), name="mean")
+pack.case("aten::embedding_bag", torch.nn.EmbeddingBag(10, 3, mode="sum"),
+          _indices(10, 7), lambda: torch.tensor([0, 2, 2, 5]), lambda: torch.rand(7),
+          name="sum_weights_empty_bag")
+pack.case("aten::embedding_bag", torch.nn.EmbeddingBag(10, 3, mode="max", padding_idx=1),
+          lambda: torch.tensor([1, 4, 1, 3, 5, 1]), lambda: torch.tensor([0, 2, 3, 6]),
+          name="max_padding_idx")
+pack.case("aten::embedding_bag",
+          torch.nn.EmbeddingBag(10, 3, mode="mean", include_last_offset=True, padding_idx=2),
+          lambda: torch.tensor([2, 4, 2, 3, 5]), lambda: torch.tensor([0, 1, 3, 5]),
+          name="mean_last_offset_padding_idx")
+pack.case("aten::bilinear", torch.nn.Bilinear(3, 4, 5), (2, 3), (2, 4))
+pack.case("aten::bilinear", torch.nn.Bilinear(3, 2, 4, bias=False), (2, 3, 3), (2, 3, 2),
+          name="3d_no_bias")
+pack.case("aten::_weight_norm", torch.nn.utils.parametrizations.weight_norm(
+    torch.nn.Linear(3, 4)), (2, 3))
+pack.case("aten::_weight_norm", torch.nn.utils.parametrizations.weight_norm(
+    torch.nn.Conv1d(2, 3, 2), dim=None), (1, 2, 5), name="whole_tensor")
+pack.case("aten::_weight_norm", torch.nn.utils.parametrizations.weight_norm(
+    torch.nn.Conv2d(2, 3, 2), dim=1), (1, 2, 4, 4), name="dim1")
+
+
+def _log_probs(*shape: int):
+    return lambda: torch.log_softmax(torch.randn(*shape), 1)
+
+
+pack.case("aten::nll_loss_nd", lambda x, t: F.nll_loss(x, t), _log_probs(4, 5), _indices(5, 4))
+pack.case("aten::nll_loss_nd",
+          lambda x, t, w: F.nll_loss(x, t, weight=w, ignore_index=1, reduction="sum"),
+          _log_probs(4, 5), _indices(5, 4), lambda: torch.rand(5), name="weight_ignore_sum")
+pack.case("aten::nll_loss_nd", lambda x, t: F.nll_loss(x, t, reduction="none"),
+          _log_probs(2, 3, 4, 2), _indices(3, 2, 4, 2), name="spatial_none")
+pack.case("aten::nll_loss", lambda x, t: torch.ops.aten.nll_loss(x, t), _log_probs(3, 4),
+          _indices(4, 3))
+pack.case("aten::nll_loss2d", lambda x, t: torch.ops.aten.nll_loss2d(x, t, None, 2),
+          _log_probs(2, 3, 2, 2), _indices(3, 2, 2, 2))
+pack.case("aten::cross_entropy_loss", lambda x, t: F.cross_entropy(x, t), (4, 5),
+          _indices(5, 4))
+pack.case("aten::cross_entropy_loss",
+          lambda x, t, w: F.cross_entropy(x, t, weight=w, ignore_index=0, reduction="none"),
+          (2, 4, 3), _indices(4, 2, 3), lambda: torch.rand(4), name="spatial_weight_none")
+for _reduction in ("mean", "sum", "none"):
+    pack.case("aten::cross_entropy_loss",
+              lambda x, t, w, r=_reduction: F.cross_entropy(x, t, weight=w, ignore_index=1,
+                                                            label_smoothing=0.2, reduction=r),
+              (4, 5, 3), _indices(5, 4, 3), lambda: torch.rand(5) + 0.1,
+              name=f"smoothing_weight_ignore_{_reduction}")
+    pack.case("aten::cross_entropy_loss",
+              lambda x, t, r=_reduction: F.cross_entropy(x, t, label_smoothing=0.1, reduction=r),
+              (4, 5), lambda: torch.rand(4, 5).softmax(1), name=f"probabilities_{_reduction}")
+pack.case("aten::cross_entropy_loss", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.3),
+          (4, 5), _indices(5, 4), name="smoothing")
+pack.case("aten::cross_entropy_loss", lambda x, t, w: F.cross_entropy(x, t, weight=w),
+          (2, 5, 3, 2), lambda: torch.rand(2, 5, 3, 2).softmax(1), lambda: torch.rand(5),
+          name="probabilities_spatial_weight")
