@@ -239,10 +239,13 @@ def _float_weight(value: Value | None, graph: Graph, frozen: set[int]) -> bool:
 
 
 def _scaled(weight: torch.Tensor, factor: torch.Tensor) -> Any:
-    def compute() -> torch.Tensor:
-        shape = (-1,) + (1,) * (weight.dim() - 1)
-        return (weight.float() * factor.reshape(shape)).to(weight.dtype)
-    return compute
+    """Rows ``start:stop`` of ``weight`` scaled by ``factor`` along its first dimension."""
+    shape = (-1,) + (1,) * (weight.dim() - 1)
+
+    def rows(start: int, stop: int) -> torch.Tensor:
+        scaled = weight[start:stop].float() * factor[start:stop].reshape(shape)
+        return scaled.to(weight.dtype)
+    return rows
 
 
 # -- static shape arithmetic ---------------------------------------------------------

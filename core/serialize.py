@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -42,14 +42,21 @@ Progress = Callable[[int, int], None]
 
 
 class LazyTensor:
-    """A weight computed only when its bytes are written (and freed right after), e.g. a
-    convolution with a batch norm folded in: ``compute()`` returns the tensor."""
+    """A weight computed only when its bytes are written, e.g. a convolution with a batch
+    norm folded in. ``rows(start, stop)`` computes rows ``start:stop`` of its first
+    dimension, so the writer holds no more than :data:`CHUNK_BYTES` of it at a time."""
 
     def __init__(self, shape: Sequence[int], dtype: torch.dtype,
-                 compute: Callable[[], torch.Tensor]) -> None:
+                 rows: Callable[[int, int], torch.Tensor]) -> None:
+        if not shape:
+            raise ValueError("A LazyTensor has at least one dimension (computed rows at a time).")
         self.shape = torch.Size(shape)
         self.dtype = dtype
-        self.compute = compute
+        self.rows = rows
+
+    def compute(self) -> torch.Tensor:
+        """The whole tensor."""
+        return self.rows(0, self.shape[0])
 
     def numel(self) -> int:
         return self.shape.numel()
@@ -714,9 +721,18 @@ _GRAPH_INITIALIZER_TAG = bytes([(5 << 3) | 2])  # GraphProto.initializer
 _TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])    # TensorProto.raw_data
 
 
-#: A weight stored strided (a folded transpose is a view) is written through a buffer
-#: of this size, rows at a time, not copied whole.
-CHUNK_BYTES = 8 << 20
+#: Weights stored strided (a folded transpose is a view) and computed ones
+#: (:class:`LazyTensor`) are written rows at a time, at most this many bytes at once.
+CHUNK_BYTES = 1 << 20
+
+
+def _row_chunks(tensor: Any) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` row ranges of at most :data:`CHUNK_BYTES` (at least one row)."""
+    rows = tensor.shape[0]
+    row_bytes = tensor.numel() // max(rows, 1) * tensor.element_size()
+    step = max(1, CHUNK_BYTES // max(row_bytes, 1))
+    for start in range(0, rows, step):
+        yield start, min(start + step, rows)
 
 
 class _Writer:
@@ -728,17 +744,22 @@ class _Writer:
     def weight(self, handle: IO[bytes], weight: Weight) -> int:
         """Write ``weight``'s bytes; returns how many (``weight.nbytes``)."""
         tensor = weight.tensor
-        if isinstance(tensor, torch.Tensor) and tensor.dim() >= 2 \
+        if isinstance(tensor, LazyTensor):
+            written = 0
+            for start, stop in _row_chunks(tensor):
+                data = raw_bytes(tensor.rows(start, stop))
+                handle.write(data)
+                written += len(data)
+        elif isinstance(tensor, torch.Tensor) and tensor.dim() >= 2 \
                 and not tensor.is_contiguous() and tensor.device.type == "cpu" \
-                and not tensor.is_quantized and 0 < tensor[0].nbytes <= CHUNK_BYTES:
+                and not tensor.is_quantized and tensor.numel():
             tensor = tensor.detach()
-            if self.scratch is None:
-                self.scratch = torch.empty(CHUNK_BYTES, dtype=torch.uint8)
-            row = tensor[0].nbytes
-            step = CHUNK_BYTES // row
-            for start in range(0, tensor.shape[0], step):
-                part = tensor[start:start + step]
-                size = part.shape[0] * row
+            needed = max(CHUNK_BYTES, tensor[0].nbytes)
+            if self.scratch is None or self.scratch.numel() < needed:
+                self.scratch = torch.empty(needed, dtype=torch.uint8)
+            for start, stop in _row_chunks(tensor):
+                part = tensor[start:stop]
+                size = part.numel() * part.element_size()
                 self.scratch[:size].view(tensor.dtype).view(part.shape).copy_(part)
                 handle.write(memoryview(self.scratch[:size].numpy()))
             written = tensor.numel() * tensor.element_size()

@@ -31,11 +31,11 @@ def test_written_files_get_the_umask_permissions(tmp_path, monkeypatch):
 def test_lazy_weights_are_computed_when_written_and_in_model_protos():
     calls = []
 
-    def compute() -> torch.Tensor:
-        calls.append(1)
-        return torch.arange(6.0).reshape(2, 3)
+    def rows(start: int, stop: int) -> torch.Tensor:
+        calls.append((start, stop))
+        return torch.arange(6.0).reshape(2, 3)[start:stop]
 
-    lazy = serialize.LazyTensor((2, 3), torch.float32, compute)
+    lazy = serialize.LazyTensor((2, 3), torch.float32, rows)
     weight = serialize.Weight("w", lazy)
     assert weight.nbytes == 24 and calls == []
     header = serialize.tensor_header("w", lazy)
@@ -43,7 +43,24 @@ def test_lazy_weights_are_computed_when_written_and_in_model_protos():
     proto = serialize.tensor_proto("w", lazy)
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(proto),
                                   np.arange(6.0, dtype=np.float32).reshape(2, 3))
-    assert calls == [1]
+    assert calls == [(0, 2)]
+
+
+def test_computed_weights_are_written_rows_at_a_time(monkeypatch):
+    monkeypatch.setattr(serialize, "CHUNK_BYTES", 24)  # two rows of 3 float32
+    calls = []
+    full = torch.arange(15.0).reshape(5, 3)
+
+    def rows(start: int, stop: int) -> torch.Tensor:
+        calls.append((start, stop))
+        return full[start:stop] * 2
+
+    lazy = serialize.LazyTensor(full.shape, torch.float32, rows)
+    model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    data = serialize.to_bytes(serialize.Serialized(model, [serialize.Weight("w", lazy)], {}))
+    (loaded,) = onnx.load_from_string(data).graph.initializer
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(loaded), (full * 2).numpy())
+    assert calls == [(0, 2), (2, 4), (4, 5)]
 
 
 def test_the_garbage_collector_is_paused_only_during_the_export():
@@ -162,9 +179,10 @@ def test_small_initializers_stay_inline_beside_external_data(tmp_path, external)
                                    rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.parametrize("chunk", [48, 4])  # a few rows per chunk; rows past the chunk
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])
-def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype):
-    monkeypatch.setattr(serialize, "CHUNK_BYTES", 48)  # a few rows per chunk
+def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk):
+    monkeypatch.setattr(serialize, "CHUNK_BYTES", chunk)
     base = torch.randn(7, 5) > 0 if dtype == torch.bool else torch.randn(7, 5).to(dtype)
     strided = base.t()  # a folded Transpose is such a view
     assert not strided.is_contiguous()
