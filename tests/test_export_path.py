@@ -1,11 +1,12 @@
 """The export path's plumbing: written files' permissions, lazily computed weights, the
-garbage collector paused only while exporting, and the numbers the benchmark checks
+garbage collector paused only while exporting, free heap pages returned after the trace, and the numbers the benchmark checks
 (file size equal to the unique weights, one external-data file)."""
 
 from __future__ import annotations
 
 import gc
 import os
+import platform
 
 import numpy as np
 import onnx
@@ -15,7 +16,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import serialize
+from oxport import api, progress, serialize
 from oxport.errors import InvalidExportArgumentError
 
 
@@ -61,6 +62,31 @@ def test_computed_weights_are_written_rows_at_a_time(monkeypatch):
     (loaded,) = onnx.load_from_string(data).graph.initializer
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(loaded), (full * 2).numpy())
     assert calls == [(0, 2), (2, 4), (4, 5)]
+
+
+def test_free_heap_pages_go_back_to_the_system_right_after_the_trace(monkeypatch):
+    events = []
+
+    class Phases:
+        def phase_started(self, name: str) -> None:
+            events.append(name)
+
+        def phase_advanced(self, name: str, done: int, total: int) -> None:
+            pass
+
+        def phase_finished(self, name: str, seconds: float) -> None:
+            pass
+
+    monkeypatch.setattr(api, "release_free_memory", lambda: events.append("release"))
+    with progress.listening(Phases()):
+        oxport.convert(nn.Linear(3, 2), (torch.randn(1, 3),))
+    assert events[events.index("trace") + 1:][:2] == ["release", "convert"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_glibc_malloc_trim_is_found():
+    assert api._malloc_trim() is not None
+    api.release_free_memory()
 
 
 def test_the_garbage_collector_is_paused_only_during_the_export():
