@@ -272,13 +272,14 @@ class SymbolicRegistry:
     def cases(self) -> list[OpCase]:
         """Every declared test case; lazily declared ones are gathered on first access."""
         while self._case_sources:
-            provenance, source = self._case_sources.pop(0)
+            provenance, source = self._case_sources[0]
             try:
                 declared = list(source())
             except Exception as exc:
                 raise RegistryError(
                     f"The test cases of {provenance} could not be declared: "
                     f"{type(exc).__name__}: {exc}. Fix the pack's cases module.") from exc
+            del self._case_sources[0]
             for case in declared:
                 self._add_case(case, provenance)
         return self._cases

@@ -284,6 +284,8 @@ def test_a_cases_module_that_fails_names_its_pack():
                        r"declared: ModuleNotFoundError: No module named "
                        r"'oxport_no_such_cases_module'"):
         registry.cases
+    with pytest.raises(RegistryError, match="could not be declared"):  # every time it is asked
+        registry.cases
 
 
 def test_exporting_builds_no_test_case():
