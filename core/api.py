@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import gc
@@ -58,24 +57,6 @@ def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
             if enabled:
                 gc.enable()
     return paused
-
-
-@functools.lru_cache(maxsize=1)
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where the C library has none."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        return None
-
-
-def release_free_memory() -> None:
-    """Give the C heap's free pages back to the system. The trace's eager run frees its
-    activations, but glibc keeps most of that memory mapped; returned, the rest of the
-    export allocates from below the trace's peak instead of stacking on top of it."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 @dataclasses.dataclass
@@ -226,7 +207,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
             with progress.phase("trace", timings):
                 front = _front_end(model, args)
-                release_free_memory()
+                trace.release_free_memory()
             with progress.phase("convert", timings) as advance:
                 conversion = Conversion(registry, opset, fallbacks=enabled,
                                         custom_opsets=custom_opsets, training=training_graph)

@@ -11,11 +11,14 @@ from ``torch.onnx``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
+import functools
 import inspect
 import re
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -251,13 +254,50 @@ def _objects_as_constants(graph: torch._C.Graph, holder: torch._C.ScriptModule) 
     graph.eraseInput(0)
 
 
+#: While the tracer runs the model, free heap pages go back to the system at most this
+#: often (seconds), between submodule calls.
+RELEASE_INTERVAL_S = 0.02
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+def release_free_memory() -> None:
+    """Give the C heap's free pages back to the system (``malloc_trim``; a no-op where the C
+    library has none). glibc keeps freed tensors' memory mapped, and the heap fragments: a
+    traced run of a model can grow the process by several times its live activations."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+class _Releaser:
+    """Calls :func:`release_free_memory` when ``RELEASE_INTERVAL_S`` has passed since the
+    last call (about 1 ms each: a few percent of a trace at most)."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+    def __call__(self) -> None:
+        if time.perf_counter() - self._last >= RELEASE_INTERVAL_S:
+            release_free_memory()
+            self._last = time.perf_counter()
+
+
 @contextlib.contextmanager
 def _module_scopes(model: torch.nn.Module) -> Iterator[None]:
-    """Let the tracer record each submodule call as a scope (``__module.model.features.0``)."""
+    """Let the tracer record each submodule call as a scope (``__module.model.features.0``),
+    returning free heap pages to the system between calls (see :class:`_Releaser`)."""
     previous = torch.jit._trace._trace_module_map
     torch.jit._trace._trace_module_map = _CallScopes(
-        (module, f"__module.model.{path}" if path else "__module.model")
-        for path, module in model.named_modules())
+        ((module, f"__module.model.{path}" if path else "__module.model")
+         for path, module in model.named_modules()), _Releaser())
     try:
         yield
     finally:
@@ -268,11 +308,13 @@ class _CallScopes(dict):
     """Module -> scope name for the tracer, which asks once per call: a module's repeated
     calls get names of their own (``__module.model.act#1``), so calls can be told apart."""
 
-    def __init__(self, names: Any) -> None:
+    def __init__(self, names: Any, on_call: Callable[[], None]) -> None:
         super().__init__(names)
         self._calls: dict[int, int] = {}
+        self._on_call = on_call
 
     def get(self, module: Any, default: Any = None) -> Any:
+        self._on_call()
         name = super().get(module, default)
         if name:
             count = self._calls.get(id(module), 0)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import api, progress, serialize
+from oxport import progress, serialize, trace
 from oxport.errors import InvalidExportArgumentError
 
 
@@ -64,29 +64,46 @@ def test_computed_weights_are_written_rows_at_a_time(monkeypatch):
     assert calls == [(0, 2), (2, 4), (4, 5)]
 
 
+class _Phases:
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def phase_started(self, name: str) -> None:
+        self.events.append(name)
+
+    def phase_advanced(self, name: str, done: int, total: int) -> None:
+        pass
+
+    def phase_finished(self, name: str, seconds: float) -> None:
+        pass
+
+
+def _phases_and_releases(monkeypatch, model: nn.Module, interval: float) -> list[str]:
+    events: list[str] = []
+    monkeypatch.setattr(trace, "release_free_memory", lambda: events.append("release"))
+    monkeypatch.setattr(trace, "RELEASE_INTERVAL_S", interval)
+    with progress.listening(_Phases(events)):
+        oxport.convert(model, (torch.randn(1, 3),))
+    return events
+
+
 def test_free_heap_pages_go_back_to_the_system_right_after_the_trace(monkeypatch):
-    events = []
-
-    class Phases:
-        def phase_started(self, name: str) -> None:
-            events.append(name)
-
-        def phase_advanced(self, name: str, done: int, total: int) -> None:
-            pass
-
-        def phase_finished(self, name: str, seconds: float) -> None:
-            pass
-
-    monkeypatch.setattr(api, "release_free_memory", lambda: events.append("release"))
-    with progress.listening(Phases()):
-        oxport.convert(nn.Linear(3, 2), (torch.randn(1, 3),))
+    events = _phases_and_releases(monkeypatch, nn.Linear(3, 2), interval=1e9)
     assert events[events.index("trace") + 1:][:2] == ["release", "convert"]
+
+
+def test_free_heap_pages_go_back_between_submodule_calls_while_tracing(monkeypatch):
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2))
+    events = _phases_and_releases(monkeypatch, model, interval=0.0)
+    during = events[events.index("trace") + 1:events.index("convert")]
+    # One per submodule call at least (the Sequential and its three children), then the end.
+    assert set(during) == {"release"} and len(during) >= 5
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_glibc_malloc_trim_is_found():
-    assert api._malloc_trim() is not None
-    api.release_free_memory()
+    assert trace._malloc_trim() is not None
+    trace.release_free_memory()
 
 
 def test_the_garbage_collector_is_paused_only_during_the_export():
