@@ -290,9 +290,6 @@ class SymbolicRegistry:
         case.provenance = provenance
         self._cases.append(case)
 
-    def cases_for(self, name: str) -> list[OpCase]:
-        return [case for case in self.cases if case.op == name]
-
 
 def _overlap(a: SymbolicEntry, b: SymbolicEntry) -> bool:
     a_hi = a.until if a.until is not None else 10**6
