@@ -113,8 +113,9 @@ class ExportResult:
 
 @_gc_paused
 def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFunction,
-           args: Any, f: str | os.PathLike[str] | IO[bytes], export_params: bool = True,
-           verbose: bool = False, training: TrainingMode = TrainingMode.EVAL,
+           args: Any = (), f: str | os.PathLike[str] | IO[bytes] | None = None,
+           export_params: bool = True, verbose: bool | None = False,
+           training: TrainingMode = TrainingMode.EVAL,
            input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
            operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
            opset_version: int | None = None, do_constant_folding: bool = True,
@@ -122,36 +123,52 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            keep_initializers_as_inputs: bool | None = None,
            custom_opsets: Mapping[str, int] | None = None,
            export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
-           autograd_inlining: bool = True, *, fallbacks: Sequence[str] | None = None,
-           plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
-           autoload_plugins: bool | None = None, external_data: bool | str | None = None,
-           report: bool | str | os.PathLike[str] | None = None,
+           autograd_inlining: bool = True, *, kwargs: Mapping[str, Any] | None = None,
+           dynamo: bool = False, dynamic_shapes: Any = None,
+           external_data: bool | str | None = None,
+           report: bool | str | os.PathLike[str] | None = None, verify: bool = False,
+           optimize: bool = True, profile: bool = False, dump_exported_program: bool = False,
+           artifacts_dir: str | os.PathLike[str] = ".",
+           custom_translation_table: Mapping[Callable[..., Any], Any] | None = None,
+           fallbacks: Sequence[str] | None = None, plugins: Sequence[str] | None = None,
+           disable_plugins: Sequence[str] | None = None, autoload_plugins: bool | None = None,
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
 
-    The parameters are those of torch.onnx's ``export`` (TorchScript path). ``args`` is a
-    tuple of inputs, a single tensor, or a tuple ending in a dict of named arguments
-    (end with an empty dict to pass a dict positionally); nested tuples, lists and dicts
-    of tensors are flattened into graph inputs in order. Non-tensor arguments (ints,
-    floats, bools, None, strings) are hard-coded into the graph as constants: the model
-    only works for the values given here. Dict outputs are flattened to their values and
-    str outputs dropped, each with a warning.
+    The parameters are those of torch.onnx's ``export`` with ``dynamo=False`` (the
+    TorchScript path), positionally as in torch 2.1 or by keyword as in torch 2.13;
+    torch.onnx's ``TrainingMode`` and ``OperatorExportTypes`` members are accepted. ``args``
+    is a tuple of inputs, a single tensor, or a tuple ending in a dict of named arguments
+    (end with an empty dict to pass a dict positionally); ``kwargs`` adds named arguments.
+    Nested tuples, lists and dicts of tensors are flattened into graph inputs in order.
+    See docs/export.md for every parameter.
 
-    oxport adds, keyword-only: ``fallbacks`` (fallback plugins by name, in order),
-    ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which plugins load), and
-    ``external_data`` (force it on or off; by default it is used past 2 GB, as one file
-    beside the model; ``"per_tensor"`` writes one file per weight), and ``report``
+    torch 2.13's keywords for its torch.export path are accepted: ``optimize``,
+    ``profile``, ``dump_exported_program``, ``artifacts_dir`` and
+    ``custom_translation_table`` do nothing here, as in torch.onnx with ``dynamo=False``;
+    ``dynamo=True`` and ``dynamic_shapes`` raise :class:`InvalidExportArgumentError`.
+    ``verify=True`` checks the model with ONNX Runtime against eager PyTorch before it is
+    written (:func:`oxport.verification.verify`'s checks; a failure raises
+    :class:`oxport.verification.VerificationError` and writes nothing).
+
+    oxport adds: ``external_data`` (force it on or off; by default it is used past 2 GB,
+    as one file beside the model; ``"per_tensor"`` writes one file per weight), ``report``
     (True prints an :class:`oxport.report.ExportReport`; a path writes it there, as JSON
-    when the path ends in ``.json``, else as text).
+    when the path ends in ``.json``, else as text), ``fallbacks`` (fallback plugins by
+    name, in order), ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which
+    plugins load). ``f=None`` converts without writing anything.
 
     Nothing is left at ``f`` when the export fails, except after a :class:`CheckerError`:
     then the invalid model is still written, for inspection.
 
     Returns an :class:`ExportResult` (torch.onnx returns None).
     """
-    _check_target(f)
+    _check_front_end_options(dynamo, dynamic_shapes)
+    args = _with_kwargs(args, kwargs)
+    if f is not None:
+        _check_target(f)
     result = convert(
-        model, args, export_params=export_params, verbose=verbose, training=training,
+        model, args, export_params=export_params, verbose=bool(verbose), training=training,
         input_names=input_names, output_names=output_names,
         operator_export_type=operator_export_type, opset_version=opset_version,
         do_constant_folding=do_constant_folding, dynamic_axes=dynamic_axes,
@@ -161,7 +178,11 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
         disable_plugins=disable_plugins, autoload_plugins=autoload_plugins,
         check=False,
     )
-    result.save(f, external_data=external_data)
+    if verify:
+        from oxport.verification import verify_result
+        verify_result(model, args, result, dynamic_axes=dynamic_axes, training=training)
+    if f is not None:
+        result.save(f, external_data=external_data)
     with progress.phase("check", result.timings):
         serialize.check(result.serialized)
     if report:
@@ -413,13 +434,7 @@ def _runtime_since(opset_version: Any) -> Any:
 @contextlib.contextmanager
 def select_model_mode_for_export(model: Any, mode: TrainingMode) -> Iterator[None]:
     """Temporarily set ``model``'s training flag per ``mode``; restore it afterwards."""
-    if not isinstance(mode, TrainingMode):
-        try:
-            mode = TrainingMode(mode)
-        except ValueError:
-            raise InvalidExportArgumentError(
-                f"training must be a TrainingMode (EVAL, PRESERVE, TRAINING), not {mode!r}."
-            ) from None
+    mode = _check_training(mode)
     if not hasattr(model, "train") or not hasattr(model, "training"):
         yield
         return
@@ -509,20 +524,48 @@ def _check_model(model: Any) -> None:
 
 
 def _check_training(value: Any) -> TrainingMode:
-    try:
-        return TrainingMode(value)
-    except ValueError:
-        raise InvalidExportArgumentError(
-            f"training={value!r} is not a TrainingMode: use TrainingMode.EVAL, "
-            "TrainingMode.PRESERVE or TrainingMode.TRAINING.") from None
+    return _enum_argument("training", TrainingMode, value)
 
 
 def _check_export_type(value: Any) -> OperatorExportTypes:
+    return _enum_argument("operator_export_type", OperatorExportTypes, value)
+
+
+def _enum_argument(name: str, enum_type: type[Any], value: Any) -> Any:
+    """``value`` as a member of ``enum_type`` (oxport's or torch.onnx's member, or its int)."""
     try:
-        return OperatorExportTypes(value)
+        return enum_type(value)
     except ValueError:
+        members = ", ".join(f"{enum_type.__name__}.{m}" for m in enum_type.__members__)
         raise InvalidExportArgumentError(
-            f"operator_export_type={value!r} is not an OperatorExportTypes member.") from None
+            f"{name}={value!r} is not valid: pass one of {members} (from oxport or "
+            "torch.onnx).") from None
+
+
+def _check_front_end_options(dynamo: Any, dynamic_shapes: Any) -> None:
+    """``dynamo=True`` and ``dynamic_shapes`` belong to torch.export's front end."""
+    if dynamo:
+        raise InvalidExportArgumentError(
+            "dynamo=True (the torch.export front end) is not supported yet: export with "
+            "dynamo=False (oxport's default, torch.onnx's TorchScript path) and give dynamic "
+            "dimensions with dynamic_axes=.")
+    if dynamic_shapes is not None:
+        raise InvalidExportArgumentError(
+            "dynamic_shapes= is for dynamo=True; with dynamo=False (the TorchScript path) give "
+            "dynamic dimensions with dynamic_axes={input_name: {axis: 'name'}}, as torch.onnx "
+            "does.")
+
+
+def _with_kwargs(args: Any, kwargs: Mapping[str, Any] | None) -> Any:
+    """torch 2.x's ``kwargs=`` as the seed's trailing dict of named arguments."""
+    if kwargs is None:
+        return args
+    if not isinstance(kwargs, Mapping):
+        raise InvalidExportArgumentError(
+            f"kwargs must be a dict of named arguments for the model, not "
+            f"{type(kwargs).__name__}.")
+    positional = args if isinstance(args, (tuple, list)) else (args,)
+    return (*positional, dict(kwargs))
 
 
 def _check_custom_opsets(custom_opsets: Mapping[str, int] | None) -> dict[str, int]:

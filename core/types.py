@@ -16,7 +16,26 @@ MAX_OPSET = 26
 DEFAULT_OPSET = 20
 
 
-class TrainingMode(enum.IntEnum):
+class _TorchCompatible(enum.IntEnum):
+    """An enum that also takes torch.onnx's member of the same name (torch's
+    ``TrainingMode`` and ``OperatorExportTypes`` are C++ enums, not Python ints), and
+    compares equal to it."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> _TorchCompatible | None:
+        if type(value).__name__ == cls.__name__:
+            return cls.__members__.get(getattr(value, "name", None))  # type: ignore[arg-type]
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other).__name__ == type(self).__name__ and not isinstance(other, enum.Enum):
+            return self.name == getattr(other, "name", None)
+        return int.__eq__(self, other)  # type: ignore[operator]
+
+    __hash__ = int.__hash__
+
+
+class TrainingMode(_TorchCompatible):
     """How the model's training flag is set while exporting."""
 
     EVAL = 0
@@ -24,7 +43,7 @@ class TrainingMode(enum.IntEnum):
     TRAINING = 2
 
 
-class OperatorExportTypes(enum.IntEnum):
+class OperatorExportTypes(_TorchCompatible):
     """The seed's export modes; every mode but ONNX enables a fallback plugin."""
 
     ONNX = 0

@@ -17,7 +17,7 @@ import dataclasses
 import os
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -268,12 +268,21 @@ def verify(model: Any, args: Any, *, opset_version: int | None = None,
     :func:`oxport.convert`. Raises :class:`VerificationError` on failure unless
     ``options.raise_on_failure`` is False; returns a :class:`VerificationResult`.
     """
-    options = options or VerificationOptions()
-    training = export_kwargs.get("training", TrainingMode.EVAL)
     result = api.convert(model, args, opset_version=opset_version, dynamic_axes=dynamic_axes,
                          input_names=input_names, output_names=output_names, **export_kwargs)
+    return verify_result(model, args, result, dynamic_axes=dynamic_axes,
+                         training=export_kwargs.get("training", TrainingMode.EVAL),
+                         options=options)
+
+
+def verify_result(model: Any, args: Any, result: api.ExportResult, *,
+                  dynamic_axes: Mapping[str, Any] | None = None,
+                  training: TrainingMode = TrainingMode.EVAL,
+                  options: VerificationOptions | None = None) -> VerificationResult:
+    """:func:`verify`'s checks on an export already made (``export(verify=True)``)."""
+    options = options or VerificationOptions()
     checker = _Checker(model, args, result, options, training)
-    checker.run(dynamic_axes or {})
+    checker.run(dict(dynamic_axes or {}))
     if options.raise_on_failure:
         checker.verdict.raise_if_failed()
     return checker.verdict
