@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import gc
@@ -39,7 +40,10 @@ EXPORT_TYPE_FALLBACKS = {
     OperatorExportTypes.ONNX_ATEN_FALLBACK: ("aten-fallback",),
     OperatorExportTypes.ONNX_FALLTHROUGH: ("fallthrough",),
 }
-_in_export = False
+#: Whether the current thread (or asyncio task) runs inside an export: per context, so
+#: another thread's eager forward never sees an export, and nesting restores the outer value.
+_in_export: contextvars.ContextVar[bool] = contextvars.ContextVar("oxport_in_export",
+                                                                  default=False)
 
 
 def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -282,14 +286,13 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
 
 @contextlib.contextmanager
 def _exporting() -> Iterator[None]:
-    """``is_in_onnx_export()`` is True inside (forward and symbolics run here)."""
-    global _in_export
-    previous = _in_export
-    _in_export = True
+    """``is_in_onnx_export()`` is True inside, in this thread only (forward and symbolics
+    run here)."""
+    token = _in_export.set(True)
     try:
         yield
     finally:
-        _in_export = previous
+        _in_export.reset(token)
 
 
 def export_to_pretty_string(model: Any, args: Any, export_params: bool = True,
@@ -450,8 +453,9 @@ def select_model_mode_for_export(model: Any, mode: TrainingMode) -> Iterator[Non
 
 
 def is_in_onnx_export() -> bool:
-    """Whether an oxport export is running."""
-    return _in_export
+    """Whether an oxport export is running in this thread (its model's forward or a
+    symbolic is being called); other threads' eager code sees False."""
+    return _in_export.get()
 
 
 def unconvertible_ops(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,

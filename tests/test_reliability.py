@@ -1,0 +1,92 @@
+"""Reliability: export state per thread, symbolic results checked by the walker, clear
+messages for bad input."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from torch import nn
+
+import oxport
+from oxport import api
+
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+# -- is_in_onnx_export: per thread, per export ---------------------------------------------
+class Branching(nn.Module):
+    """Doubles its input inside an export, adds one in eager code. With ``meet`` (a barrier)
+    every party's forward asks ``is_in_onnx_export()`` while all of them are inside theirs,
+    so the exports and the eager call overlap."""
+
+    def __init__(self, meet: threading.Barrier | None = None) -> None:
+        super().__init__()
+        self.meet = meet
+        self.seen: list[bool] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.meet is not None:
+            self.meet.wait()
+        exporting = oxport.is_in_onnx_export()
+        self.seen.append(exporting)
+        if self.meet is not None:
+            self.meet.wait()
+        return x * 2 if exporting else x + 1
+
+
+def test_two_threads_export_while_a_third_runs_eager_forwards(tmp_path):
+    meet = threading.Barrier(3, timeout=60)
+    exporters = [Branching(meet) for _ in range(2)]
+    eager = Branching(meet)
+    x = torch.randn(2, 3)
+    eager_results: list[torch.Tensor] = []
+    errors: list[BaseException] = []
+
+    def run(fn) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            meet.abort()
+
+    def export(index: int) -> None:
+        oxport.export(exporters[index], (x,), str(tmp_path / f"m{index}.onnx"))
+        assert not oxport.is_in_onnx_export()
+
+    threads = [threading.Thread(target=run, args=(lambda i=i: export(i),)) for i in range(2)]
+    threads.append(threading.Thread(target=run, args=(lambda: eager_results.append(eager(x)),)))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert [m.seen[:1] for m in exporters] == [[True], [True]]
+    assert eager.seen == [False]
+    torch.testing.assert_close(eager_results[0], x + 1)
+    for index in range(2):
+        path = str(tmp_path / f"m{index}.onnx")
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name:
+                                                      x.numpy()})[0], (x * 2).numpy(), **TOL)
+    assert not oxport.is_in_onnx_export()
+    assert Branching()(x).equal(x + 1)  # later eager calls take the eager branch
+
+
+def test_export_state_nests_and_is_restored():
+    assert not oxport.is_in_onnx_export()
+    with api._exporting():
+        with api._exporting():
+            assert oxport.is_in_onnx_export()
+        assert oxport.is_in_onnx_export()  # the inner export does not end the outer one
+        seen: list[bool] = []
+        other = threading.Thread(target=lambda: seen.append(oxport.is_in_onnx_export()))
+        other.start()
+        other.join()
+        assert seen == [False]
+    assert not oxport.is_in_onnx_export()
