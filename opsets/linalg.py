@@ -366,3 +366,52 @@ def cdist(g, x1: Value, x2: Value, p: float = 2.0, compute_mode: Value | None = 
                 sh._unsqueeze_helper(g, x2, [rank - 2]))
     diff.setType(Type.tensor(x1.type().dtype()))
     return _vector_norm(g, diff, p, [rank], False)
+
+
+# -- grouped products (mixture-of-experts layers) -------------------------------------------
+def _dim(g, x: Value, axis: int) -> Value:
+    """``x.size(axis)`` as a 0-d int64 tensor."""
+    return g.op("Gather", g.op("Shape", x), g.constant(torch.tensor(axis)), axis_i=0)
+
+
+@pack.symbolic("aten::_grouped_mm", since=11)
+def _grouped_mm(g, self: Value, mat2: Value, offs: Value | None = None,
+                bias: Value | None = None, out_dtype: Value | None = None) -> Value:
+    """Rows ``offs[e-1]:offs[e]`` of a 2-D ``self`` times expert ``e`` of a 3-D ``mat2``:
+    each row's expert (how many inner offsets are <= its index) gathers its matrix for one
+    batched MatMul; rows past ``offs[-1]`` (left unwritten by PyTorch) are zeros. 3-D x 3-D
+    without offsets is a batched MatMul."""
+    op = "aten::_grouped_mm"
+    ranks = (_rank(self, op), _rank(mat2, op))
+    grouped = offs is not None and not sh._is_none(offs)
+    has_bias = bias is not None and not sh._is_none(bias)
+    dtype = self.type().dtype() or torch.float32
+    if ranks == (3, 3) and not grouped:
+        out = _matmul(g, self, mat2, op)
+        return _finish_grouped(g, g.op("Add", out, sh._unsqueeze_helper(g, bias, [1]))
+                               if has_bias else out, dtype, out_dtype)
+    if ranks != (2, 3) or not grouped:
+        sh._unimplemented(op, f"a {ranks[0]}-D x {ranks[1]}-D product "
+                              f"{'with' if grouped else 'without'} offsets (served: 2-D x 3-D "
+                              f"with offsets, 3-D x 3-D without)")
+    rows = g.op("Range", g.constant(torch.tensor(0)), _dim(g, self, 0),
+                g.constant(torch.tensor(1)))
+    ends = sh._cast_to(g, offs, torch.int64)
+    inner_ends = sh._slice_helper(g, ends, [0], [0], [-1])  # every row past them: the last
+    passed = g.op("Not", g.op("Greater", sh._unsqueeze_helper(g, inner_ends, [0]),
+                              sh._unsqueeze_helper(g, rows, [1])))
+    expert = sh._reducesum_helper(g, sh._cast_to(g, passed, torch.int64), [1], keepdims_i=0)
+    product = _matmul(g, sh._unsqueeze_helper(g, self, [1]),
+                      g.op("Gather", mat2, expert, axis_i=0), op)
+    out = sh._squeeze_helper(g, product, [1])
+    if has_bias:
+        out = g.op("Add", out, g.op("Gather", bias, expert, axis_i=0))
+    in_group = g.op("Less", rows, g.op("Gather", ends, g.constant(torch.tensor(-1)), axis_i=0))
+    out = g.op("Where", sh._unsqueeze_helper(g, in_group, [1]), out,
+               g.constant(torch.tensor(0, dtype=dtype)))
+    return _finish_grouped(g, out, dtype, out_dtype)
+
+
+def _finish_grouped(g, out: Value, dtype: torch.dtype, out_dtype: Value | None) -> Value:
+    target = _dtype(out_dtype) or dtype
+    return (sh._cast_to(g, out, target) if target != dtype else out).setType(Type.tensor(target))

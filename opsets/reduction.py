@@ -498,3 +498,42 @@ def unique_dim(g, self: Value, dim: int, sorted: bool, return_inverse: bool,
     x, restore = _unique_safe(g, self)
     values, _, inverse, counts = g.op("Unique", x, axis_i=dim, sorted_i=1, outputs=4)
     return _restore(g, values, restore), inverse, counts
+
+
+# -- histograms -----------------------------------------------------------------------------
+@pack.symbolic("aten::histc", since=11)
+@sh.parse_args("v", "i", "v", "v")
+def histc(g, self: Value, bins: int, min_value: Value, max_value: Value) -> Value:
+    """Counts in ``bins`` equal bins over [min, max] (the data's range when min == max), the
+    maximum in the last bin: each element's bin ``floor((x - min) / (max - min) * bins)``
+    compared with every bin index, summed over the elements (memory: elements x bins)."""
+    op = "aten::histc"
+    dtype = self.type().dtype() or torch.float32
+    if not dtype.is_floating_point:
+        sh._unimplemented(op, f"a {dtype} input (PyTorch's histc takes floating point)")
+    x = sh._reshape_helper(g, self, [-1])
+    low, high = (_static(edge, "f", op, name) for edge, name in ((min_value, "min"), (max_value, "max")))
+    if low > high:
+        sh._unimplemented(op, f"min={low} > max={high}")
+
+    def edge(v: float) -> Value:
+        return g.constant(torch.tensor(v, dtype=dtype))
+
+    if low == high:  # the data's own range, widened by one on each side when it is empty
+        low_v, high_v = (_reduce(g, name, x, [0], False) for name in ("ReduceMin", "ReduceMax"))
+        empty = g.op("Equal", low_v, high_v)
+        low_v = g.op("Where", empty, g.op("Sub", low_v, edge(1.0)), low_v)
+        high_v = g.op("Where", empty, g.op("Add", high_v, edge(1.0)), high_v)
+    else:
+        low_v, high_v = edge(low), edge(high)
+    position = g.op("Mul", g.op("Div", g.op("Sub", x, low_v), g.op("Sub", high_v, low_v)),
+                    edge(float(bins)))
+    index = sh._cast_to(g, g.op("Min", g.op("Floor", position), edge(float(bins - 1))),
+                        torch.int64)
+    inside = g.op("And", g.op("Not", g.op("Less", x, low_v)),
+                  g.op("Not", g.op("Greater", x, high_v)))
+    bin_ids = g.op("Range", g.constant(torch.tensor(0)), g.constant(torch.tensor(bins)),
+                   g.constant(torch.tensor(1)))
+    hits = g.op("And", g.op("Equal", sh._unsqueeze_helper(g, index, [1]), bin_ids),
+                sh._unsqueeze_helper(g, inside, [1]))
+    return _reduce(g, "ReduceSum", sh._cast_to(g, hits, dtype), [0], False)

@@ -2,7 +2,9 @@
 
 BERT, GPT-2, T5 (encoder-decoder, with ``decoder_input_ids``), a LLaMA decoder
 (grouped-query attention, rotary embeddings, RMSNorm), ViT and Whisper, each exported
-at opsets 13, 17, 20 and 26 with a dynamic batch and sequence axis, checked by the full
+at opsets 13, 17, 20 and 26, and Mixtral- and DeepSeek-V3-style mixture-of-experts decoders
+(expert routing: sort, histc, grouped matmuls) at opsets 17 and 20, with a dynamic batch and
+sequence axis, checked by the full
 ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
 sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
 inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
@@ -51,6 +53,7 @@ class Spec:
     axes: dict[str, dict[int, str]]
     rtol: float = 1e-3
     atol: float = 1e-4
+    opsets: tuple[int, ...] = OPSETS
 
 
 _BS = {0: "batch", 1: "seq"}
@@ -95,6 +98,36 @@ def _whisper() -> torch.nn.Module:
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1))
 
 
+# transformers routes experts through torch._grouped_mm, whose CPU kernel needs rows of a
+# multiple of 16 bytes: hidden and expert sizes are multiples of 4 floats.
+def _mixtral() -> torch.nn.Module:
+    return transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=48, num_local_experts=4, num_experts_per_tok=2, vocab_size=VOCAB,
+        max_position_embeddings=64, use_cache=False, bos_token_id=0, eos_token_id=0,
+        pad_token_id=0))
+
+
+def _deepseek() -> torch.nn.Module:
+    """DeepSeek-V3: multi-head latent attention, grouped top-k routing over 4 experts with
+    a shared expert; the first layer dense, the second a mixture of experts."""
+    return transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        intermediate_size=48, moe_intermediate_size=16, n_routed_experts=4,
+        num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
+        first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=8, vocab_size=VOCAB, max_position_embeddings=64,
+        use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0))
+
+
+_DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                 "logits": {0: "batch", 1: "seq"}}
+
+
+def _decoder_inputs(batch: int, seq: int) -> dict[str, torch.Tensor]:
+    return {"input_ids": _tokens(batch, seq), "attention_mask": _mask(batch, seq)}
+
+
 SPECS: dict[str, Spec] = {
     "bert": Spec(_bert, lambda b, s: {
         "input_ids": _tokens(b, s), "attention_mask": _mask(b, s),
@@ -124,6 +157,8 @@ SPECS: dict[str, Spec] = {
                                             "decoder_input_ids": _tokens(b, s)},
                     {"input_features": {0: "batch"}, "decoder_input_ids": _BS,
                      "logits": _BS, "encoder_last_hidden_state": {0: "batch"}}),
+    "mixtral": Spec(_mixtral, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    "deepseek_v3": Spec(_deepseek, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
 }
 
 #: keyword arguments every call gets (constants in the graph)
@@ -153,8 +188,9 @@ def _fixture(name: str) -> _Fixture:
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
-@pytest.mark.parametrize("opset", OPSETS, ids=lambda o: f"opset{o}")
-@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize(("name", "opset"),
+                         [(name, opset) for name, spec in SPECS.items() for opset in spec.opsets],
+                         ids=lambda item: item if isinstance(item, str) else f"opset{item}")
 def test_transformers_model(name: str, opset: int) -> None:
     """One export per (model, opset): full checker, then ORT vs eager at two sizes."""
     spec, fixture = SPECS[name], _fixture(name)

@@ -88,3 +88,14 @@ pack.case("aten::linalg_matrix_norm", lambda x: torch.linalg.matrix_norm(x, -1, 
           (2, 3, 4), name="neg_one")
 pack.case("aten::cdist", torch.cdist, (2, 3, 4), (2, 5, 4), name="p2")
 pack.case("aten::cdist", lambda a, b: torch.cdist(a, b, p=1), (3, 4), (5, 4), name="p1")
+
+
+def _offsets() -> torch.Tensor:
+    """Group ends of 7 rows over 3 experts, the middle one empty."""
+    return torch.tensor([3, 3, 7], dtype=torch.int32)
+
+
+pack.case("aten::_grouped_mm", lambda x, w, offs: torch._grouped_mm(x, w, offs=offs), (7, 8),
+          (3, 8, 4), _offsets, name="offsets")
+pack.case("aten::_grouped_mm", lambda x, w: torch._grouped_mm(x, w), (3, 5, 8), (3, 8, 4),
+          name="batched")

@@ -100,3 +100,17 @@ pack.case("aten::_unique2",
 pack.case("aten::_unique2", lambda x: torch.unique(x), _ints(6, dtype=torch.int32), name="int32")
 pack.case("aten::unique_dim", lambda x: torch.unique(x, dim=0, return_counts=True),
           lambda: torch.tensor([[1, 2], [0, 5], [1, 2], [0, 1]]))
+
+
+def _expert_ids() -> torch.Tensor:
+    """Sorted expert ids as a float tensor, as transformers' MoE layers feed histc."""
+    return torch.randint(0, 4, (12,)).sort().values.float()
+
+
+pack.case("aten::histc", lambda x: torch.histc(x, bins=5, min=-1, max=1.5), (4, 6),
+          name="range_with_outliers")
+pack.case("aten::histc", lambda x: torch.histc(x, bins=7), (20,), name="data_range")
+pack.case("aten::histc", lambda x: torch.histc(x, bins=3), lambda: torch.full((4,), 2.0),
+          name="constant_data")
+pack.case("aten::histc", lambda x: torch.histc(x, bins=4, min=0, max=3), _expert_ids,
+          name="expert_counts")
