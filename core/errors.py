@@ -62,7 +62,8 @@ class RegistryError(OnnxExporterError, ValueError):
 
 
 class SymbolicError(OnnxExporterError):
-    """A symbolic function raised an unexpected exception."""
+    """A symbolic function raised an unexpected exception, or returned something other
+    than its op's outputs."""
 
 
 class FallbackWarning(UserWarning):

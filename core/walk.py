@@ -223,7 +223,8 @@ class Conversion:
 
         for name, fallback in self.fallbacks:
             if fallback.preempt and fallback.claims(node):
-                self._map(node, graph, fallback.convert(g, node, inputs), kind)
+                self._map(node, graph, fallback.convert(g, node, inputs),
+                          _fallback_producer(name, fallback, kind, g.source))
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
                 return
 
@@ -260,7 +261,9 @@ class Conversion:
                         "in that plugin; report it to its authors."
                     ) from exc
             else:
-                if self._map(node, graph, result, kind):
+                producer = (f"The symbolic for {kind} from {entry.provenance} (at "
+                            f"{g.source or 'unknown'})")
+                if self._map(node, graph, result, producer):
                     self.used[entry] += 1
                     self._write_through(g, node, kind, outs)
                     return
@@ -270,7 +273,8 @@ class Conversion:
         for name, fallback in self.fallbacks:
             if not fallback.preempt and fallback.claims(node):
                 g.entry = None
-                self._map(node, graph, fallback.convert(g, node, inputs), kind)
+                self._map(node, graph, fallback.convert(g, node, inputs),
+                          _fallback_producer(name, fallback, kind, g.source))
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
                 return
 
@@ -326,26 +330,15 @@ class Conversion:
                 return specific
         return entry
 
-    def _map(self, node: torch._C.Node, graph: Graph, result: Any, kind: str) -> bool:
+    def _map(self, node: torch._C.Node, graph: Graph, result: Any, producer: str) -> bool:
+        """Map the node's outputs to what ``producer`` (a symbolic or fallback, named in
+        errors) returned; False when it returned None for outputs that are used."""
         ts_outputs = list(node.outputs())
         if result is None:
             return not ts_outputs or all(not o.uses() for o in ts_outputs)
-        if isinstance(result, Value):
-            results: list[Any] = [result]
-        else:
-            results = list(result)
-        if len(results) < len(ts_outputs):
-            unused = all(not o.uses() for o in ts_outputs[len(results):])
-            if not unused:
-                raise OnnxExporterError(
-                    f"The symbolic for {kind} returned {len(results)} values but the node has "
-                    f"{len(ts_outputs)} outputs.")
-        for ts_value, value in zip(ts_outputs, results):
+        for ts_value, value in zip(ts_outputs, _results(result, ts_outputs, producer)):
             if value is None:
                 continue
-            if not isinstance(value, Value):
-                raise OnnxExporterError(
-                    f"The symbolic for {kind} returned {type(value).__name__}, not a Value.")
             if value.type().kind() == "TensorType" and value.type().dtype() is None:
                 value.setType(_merge(value.type(), Type.of(ts_value.type())))
             elif value.type().kind() == "TensorType" and value.type().shape is None \
@@ -418,6 +411,47 @@ class Conversion:
             f"{self.opset} is not supported:\n" + "\n".join(lines),
             list(self.unconvertible.values()),
         )
+
+
+def _results(result: Any, ts_outputs: Sequence[torch._C.Value], producer: str) -> list[Any]:
+    """What a symbolic returned as one entry per output (a Value, or None for an unused
+    one); a :class:`SymbolicError` naming ``producer`` when it is anything else."""
+    count = len(ts_outputs)
+    expected = ("it must return a Value" if count == 1 else
+                f"it must return a tuple of {count} Values (None for an unused one)")
+    if isinstance(result, Value):
+        results: list[Any] = [result]
+    elif isinstance(result, (tuple, list)):
+        results = list(result)
+    else:
+        raise SymbolicError(
+            f"{producer} returned {_describe(result)}, not its output: {expected} (or None "
+            "when no output is used). This is a bug in that plugin; report it to its authors.")
+    wrong = next((v for v in results if v is not None and not isinstance(v, Value)), None)
+    if wrong is not None:
+        raise SymbolicError(
+            f"{producer} returned {_describe(wrong)} among its outputs, not a Value: {expected}. "
+            "This is a bug in that plugin; report it to its authors.")
+    missing = [o for o in ts_outputs[len(results):] if o.uses()]
+    if len(results) > count or missing:
+        raise SymbolicError(
+            f"{producer} returned {len(results)} value{'s' if len(results) != 1 else ''} for "
+            f"an op with {count} output{'s' if count != 1 else ''}: {expected}. This is a bug "
+            "in that plugin; report it to its authors.")
+    return results
+
+
+def _describe(value: Any) -> str:
+    """A returned object for an error message: its type, and its text if short."""
+    if isinstance(value, (str, int, float, bool)):
+        return f"{type(value).__name__} {value!r}"[:80]
+    return f"a {type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
+
+
+def _fallback_producer(name: str, fallback: Fallback, kind: str, source: str) -> str:
+    """The fallback converting a node, as error messages name it."""
+    return (f"The {name!r} fallback from {fallback.provenance} converting {kind} (at "
+            f"{source or 'unknown'})")
 
 
 def out_arguments(node: torch._C.Node) -> list[int]:

@@ -90,3 +90,50 @@ def test_export_state_nests_and_is_restored():
         other.join()
         assert seen == [False]
     assert not oxport.is_in_onnx_export()
+
+
+# -- what a symbolic returns is checked ------------------------------------------------------
+class Erf(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.erf(x)
+
+
+@pytest.fixture
+def erf_symbolic():
+    """``erf_symbolic(fn)`` registers ``fn`` as the symbolic of aten::erf for the test."""
+    registered = []
+
+    def register(fn) -> None:
+        oxport.register_custom_op_symbolic("aten::erf", fn, 9)
+        registered.append(fn)
+
+    yield register
+    if registered:
+        oxport.unregister_custom_op_symbolic("aten::erf", 9)
+
+
+@pytest.mark.parametrize("returns, message", [
+    (lambda g, x: (g.op("Neg", x), g.op("Erf", x)), "returned 2 values for an op with 1 output"),
+    (lambda g, x: 3, "returned int 3, not its output"),
+    (lambda g, x: torch.ones(3), "returned a torch.Tensor, not its output"),
+    (lambda g, x: "Erf", "returned str 'Erf', not its output"),
+    (lambda g, x: [g.op("Erf", x), 2.0][1:], "returned float 2.0 among its outputs"),
+], ids=["two_values", "int", "tensor", "str", "float_in_a_list"])
+def test_a_symbolic_returning_something_else_than_its_outputs_is_a_clear_error(
+        erf_symbolic, returns, message):
+    erf_symbolic(returns)
+    with pytest.raises(oxport.errors.SymbolicError) as info:
+        oxport.convert(Erf(), torch.randn(3))
+    text = str(info.value)
+    assert message in text
+    assert "The symbolic for aten::erf from register_custom_op_symbolic" in text
+    assert "it must return a Value" in text and "test_reliability.py" in text
+
+
+def test_a_symbolic_may_return_its_one_output_in_a_tuple(erf_symbolic):
+    erf_symbolic(lambda g, x: (g.op("Erf", x),))
+    x = torch.randn(3)
+    session = ort.InferenceSession(oxport.convert(Erf(), x).model_proto().SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
+                               torch.erf(x).numpy(), **TOL)
