@@ -5,6 +5,12 @@ node. PyTorch and ONNX order the gates differently (LSTM i,f,g,o vs i,o,f,c; GRU
 z,r,h), so the weights are reordered and stacked per direction: on the tensors at export
 time when the weights are constants, with Split/Concat nodes when they are run-time values
 (weights passed as inputs, ``export_params=False``, ``keep_initializers_as_inputs``).
+
+Packed sequences never exist in the ONNX graph: ``aten::_pack_padded_sequence`` hands on
+the padded, time-major batch in place of the packed data and the lengths (int32) in place
+of the batch sizes; a layer over them passes the lengths as the ONNX node's
+``sequence_lens`` (ONNX Runtime stops each sequence at its length and leaves zeros after
+it), and ``aten::_pad_packed_sequence`` turns the padded output back into PyTorch's.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
-from oxport.ir import Value
+from oxport.ir import Type, Value
 
 pack = OpPack("oxport.rnn", cases="oxport.opsets.cases.rnn")
 
@@ -111,10 +117,11 @@ def _hidden_size(op: str, w_hh: Value) -> int:
 
 # -- layers ---------------------------------------------------------------------------------
 def _layer(g, kind: _Kind, x: Value, weights: tuple[Value, Value, Value | None],
-           states: list[Value | None], hidden: int, bidirectional: bool) -> tuple[Value, ...]:
+           states: list[Value | None], hidden: int, bidirectional: bool,
+           lengths: Value | None = None) -> tuple[Value, ...]:
     """One ONNX recurrent node: (Y [seq, dirs, batch, hidden], Y_h[, Y_c]); ``states`` are
-    the initial [h0] or [h0, c0] (None: zeros)."""
-    inputs = [x, *weights, None, *states]
+    the initial [h0] or [h0, c0] (None: zeros), ``lengths`` the int32 sequence lengths."""
+    inputs = [x, *weights, lengths, *states]
     while inputs[-1] is None:
         inputs.pop()
     attrs = {}
@@ -139,9 +146,10 @@ def _is_zeros(ts_value) -> bool:
     return ts_value.node().kind() in ("aten::zeros", "aten::zeros_like", "aten::new_zeros")
 
 
-def _initial_states(g, kind: _Kind, hx: Value) -> list[Value | None]:
-    """[h0] or [h0, c0]; None stands for zeros (ONNX's default initial state)."""
-    ts_hx = g.original_node.inputsAt(1)
+def _initial_states(g, kind: _Kind, hx: Value, position: int) -> list[Value | None]:
+    """[h0] or [h0, c0] (input ``position`` of the node); None stands for zeros (ONNX's
+    default initial state)."""
+    ts_hx = g.original_node.inputsAt(position)
     if kind.op == "LSTM":
         states, ts_states = sh._unpack_list(hx), list(ts_hx.node().inputs())
     else:
@@ -151,9 +159,10 @@ def _initial_states(g, kind: _Kind, hx: Value) -> list[Value | None]:
 
 def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: bool,
          num_layers: int, dropout: float, train: bool, bidirectional: bool,
-         batch_first: bool) -> tuple[Value, ...]:
+         batch_first: bool, lengths: Value | None = None) -> tuple[Value, ...]:
     """A whole (multi-layer, maybe bidirectional) recurrent layer; returns
-    (output, h_n[, c_n]) as PyTorch does."""
+    (output, h_n[, c_n]) as PyTorch does. With ``lengths`` (a packed sequence), the input
+    is the padded time-major batch and each sequence stops at its length."""
     op = g.original_node.kind()
     params = sh._unpack_list(params)
     num_directions = 2 if bidirectional else 1
@@ -166,7 +175,7 @@ def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: boo
     training_dropout = train and dropout > 0 and num_layers > 1
     if training_dropout and g.opset < 12:
         sh._onnx_opset_unsupported(f"{op} with dropout in training mode", g.opset, 12)
-    states = _initial_states(g, kind, hx)
+    states = _initial_states(g, kind, hx, 1 if lengths is None else 2)
     hidden = _hidden_size(op, params[1])
     x = g.op("Transpose", input, perm_i=[1, 0, 2]) if batch_first else input
     finals: list[list[Value]] = [[] for _ in range(kind.outputs - 1)]
@@ -178,7 +187,7 @@ def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: boo
         layer_states = [s if s is None or num_layers == 1 else
                         sh._slice_helper(g, s, [0], [start], [start + num_directions])
                         for s in states]
-        y, *last = _layer(g, kind, x, weights, layer_states, hidden, bidirectional)
+        y, *last = _layer(g, kind, x, weights, layer_states, hidden, bidirectional, lengths)
         x = _merge_directions(g, y, num_directions)
         if training_dropout and layer < num_layers - 1:
             x, _mask = g.op("Dropout", x, g.constant(torch.tensor(dropout, dtype=torch.float32)),
@@ -186,6 +195,8 @@ def _rnn(g, kind: _Kind, input: Value, hx: Value, params: Value, has_biases: boo
         for final, state in zip(finals, last):
             final.append(state)
     output = g.op("Transpose", x, perm_i=[1, 0, 2]) if batch_first else x
+    if lengths is not None:  # the padded stand-in for the packed data
+        output.setType(Type.tensor(x.type().dtype(), [None, None, num_directions * hidden]))
     return (output, *[f[0] if len(f) == 1 else g.op("Concat", *f, axis_i=0) for f in finals])
 
 
@@ -195,17 +206,23 @@ def _rnn_symbolic(kind: _Kind, name: str):
                batch_first):
         return _rnn(g, kind, input, hx, params, has_biases, num_layers, dropout, train,
                     bidirectional, batch_first)
-    padded.__name__ = name
+
+    @sh.parse_args("v", "v", "v", "v", "b", "i", "f", "b", "b")
+    def packed(g, data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+               bidirectional):
+        _check_packed_by_us(g, f"aten::{name}", 1)
+        return _rnn(g, kind, data, hx, params, has_biases, num_layers, dropout, train,
+                    bidirectional, batch_first=False, lengths=batch_sizes)
 
     def symbolic(g, *args: Value) -> tuple[Value, ...]:
-        # The ``.data`` overload (data, batch_sizes, hx, params, ...) has the weights where
-        # the ``.input`` overload has has_biases.
+        # The ``.data`` overload (data, batch_sizes, hx, params, ...) of packed sequences
+        # has the weights where the ``.input`` overload has has_biases.
         if len(args) > 3 and sh._is_packed_list(args[3]):
-            sh._unimplemented(f"aten::{name}", "packed sequences (pack_padded_sequence) are "
-                                               "not supported; pass the padded batch")
+            return packed(g, *args)
         return padded(g, *args)
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as one ONNX {kind.op} per layer."
+    symbolic.__doc__ = (f"``aten::{name}`` as one ONNX {kind.op} per layer; over a packed "
+                        f"sequence, with the lengths as ``sequence_lens``.")
     return symbolic
 
 
@@ -213,6 +230,83 @@ pack.symbolic("aten::lstm", since=7)(_rnn_symbolic(_LSTM, "lstm"))
 pack.symbolic("aten::gru", since=7)(_rnn_symbolic(_GRU, "gru"))
 pack.symbolic("aten::rnn_tanh", since=7)(_rnn_symbolic(_RNN_TANH, "rnn_tanh"))
 pack.symbolic("aten::rnn_relu", since=7)(_rnn_symbolic(_RNN_RELU, "rnn_relu"))
+
+
+# -- packed sequences -----------------------------------------------------------------------
+def _check_packed_by_us(g, op: str, position: int) -> None:
+    """Decline batch sizes that :func:`pack_padded_sequence` did not make (a PackedSequence
+    built by hand holds truly packed data, which has no ONNX form)."""
+    producer = g.original_node.inputsAt(position).node().kind()
+    if producer != "aten::_pack_padded_sequence":
+        sh._unimplemented(op, f"a packed sequence whose batch sizes come from {producer}; "
+                              f"build it with torch.nn.utils.rnn.pack_padded_sequence (or "
+                              f"pack_sequence)")
+
+
+@pack.symbolic("aten::_pack_padded_sequence", since=9)
+@sh.parse_args("v", "v", "b")
+def _pack_padded_sequence(g, input: Value, lengths: Value, batch_first: bool
+                          ) -> tuple[Value, Value]:
+    """The padded batch, time-major, for the packed data; the lengths as int32 for the
+    batch sizes (read only by the recurrent layers and ``_pad_packed_sequence``)."""
+    rank = input.type().dim()
+    if rank is None or rank < 2:
+        sh._unimplemented("aten::_pack_padded_sequence", "an input of unknown rank or of "
+                                                         "rank < 2")
+    features = list(sh._get_tensor_sizes(input) or [None] * rank)[2:]
+    if batch_first:
+        input = g.op("Transpose", input, perm_i=[1, 0, *range(2, rank)])
+    input.setType(Type.tensor(input.type().dtype(), [None, None, *features]))
+    lengths = sh._cast_to(g, lengths, torch.int32).setType(Type.tensor(torch.int32, [None]))
+    return input, lengths
+
+
+@pack.symbolic("aten::_pad_packed_sequence", since=9)
+@sh.parse_args("v", "v", "b", "f", "v")
+def _pad_packed_sequence(g, data: Value, batch_sizes: Value, batch_first: bool,
+                         padding_value: float, total_length: Value) -> tuple[Value, Value]:
+    """The padded output and the int64 lengths. ONNX's recurrent nodes leave zeros after
+    each sequence; another ``padding_value`` fills them by a mask. The time axis keeps the
+    padded input's length below opset 10 (as torch.onnx does), from 10 it is cut to the
+    longest sequence, or to a constant ``total_length``."""
+    op = "aten::_pad_packed_sequence"
+    _check_packed_by_us(g, op, 1)
+    if padding_value != 0 and g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, "a padding_value other than 0")
+    if g.opset >= 10:
+        data = _cut_time(g, data, batch_sizes, total_length)
+    if padding_value != 0:
+        data = _fill_past_lengths(g, data, batch_sizes, padding_value)
+    if batch_first:
+        data = g.op("Transpose", data, perm_i=[1, 0, 2])
+    return data, sh._cast_to(g, batch_sizes, torch.int64)
+
+
+def _fill_past_lengths(g, data: Value, lengths: Value, value: float) -> Value:
+    """``data`` [time, batch, features] with ``value`` at every step past its sequence's
+    length."""
+    steps = g.op("Range", g.constant(torch.tensor(0, dtype=torch.int32)), sh._cast_to(
+        g, g.op("Gather", g.op("Shape", data), g.constant(torch.tensor(0)), axis_i=0),
+        torch.int32), g.constant(torch.tensor(1, dtype=torch.int32)))
+    valid = g.op("Less", sh._unsqueeze_helper(g, steps, [1]),
+                 sh._unsqueeze_helper(g, lengths, [0]))
+    return g.op("Where", sh._unsqueeze_helper(g, valid, [2]), data, g.constant(
+        torch.tensor(value, dtype=data.type().dtype() or torch.float32)))
+
+
+def _cut_time(g, data: Value, lengths: Value, total_length: Value) -> Value:
+    """``data``'s time axis cut to the longest sequence, or to ``total_length`` when the
+    user gave one (a constant; zeros appended when the padded input is shorter)."""
+    if g.original_node.inputsAt(4).node().kind() == "prim::Constant":
+        total = g.constant(torch.tensor([int(sh._item(total_length))]))
+        zeros = g.op("ConstantOfShape", g.op("Concat", total, sh._slice_helper(
+            g, g.op("Shape", data), [0], [1], [3]), axis_i=0),
+            value_t=torch.zeros(1, dtype=data.type().dtype() or torch.float32))
+        data, end = g.op("Concat", data, zeros, axis_i=0), total
+    else:
+        end = sh._cast_to(g, sh._reduce_helper(g, "ReduceMax", lengths, [0], keepdims_i=1),
+                          torch.int64)
+    return g.op("Slice", data, g.constant(torch.tensor([0])), end, g.constant(torch.tensor([0])))
 
 
 # -- cells ----------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """Recurrent layers end to end: the seeds' LSTM FAQ with dynamic axes, a
-word_language_model-style RNNModel, run-time weights, and what the rnn pack declines.
+word_language_model-style RNNModel, packed sequences, run-time weights, and what the rnn
+pack declines.
 
 The op cases in ``opsets/rnn.py`` compare at the traced size; these export with dynamic
 sequence and batch axes and run ONNX Runtime at other sizes.
 """
 
 from __future__ import annotations
+
+import io
 
 import onnx
 import pytest
@@ -15,6 +18,7 @@ import torch.nn.functional as F
 import oxport
 from oxport import testing
 from oxport.errors import UnsupportedOperatorError
+from oxport.opsets.cases.rnn import Packed
 
 RTOL, ATOL = 1e-3, 1e-5
 
@@ -179,6 +183,125 @@ def test_batch_first_without_states_follows_the_batch_size(layer: type) -> None:
         with torch.no_grad():
             expected = model(x)
         testing.compare(expected, session.run(None, {"x": x.numpy()}), rtol=RTOL, atol=ATOL)
+
+
+# -- packed sequences -----------------------------------------------------------------------
+_LAYERS = {"LSTM": torch.nn.LSTM, "GRU": torch.nn.GRU, "RNN_TANH": torch.nn.RNN,
+           "RNN_RELU": torch.nn.RNN}
+
+
+def _packed_model(kind: str, bidirectional: bool, layers: int, batch_first: bool,
+                  enforce_sorted: bool = False) -> Packed:
+    torch.manual_seed(0)
+    options = {"nonlinearity": "relu"} if kind == "RNN_RELU" else {}
+    return Packed(_LAYERS[kind](3, 4, num_layers=layers, bidirectional=bidirectional,
+                                batch_first=batch_first, **options),
+                  enforce_sorted=enforce_sorted).eval()
+
+
+def _packed_inputs(model: Packed, batch: int, seq: int, states: bool,
+                   lengths: list[int]) -> tuple[torch.Tensor, ...]:
+    rnn = model.rnn
+    x = torch.randn(batch, seq, 3) if rnn.batch_first else torch.randn(seq, batch, 3)
+    hx = ()
+    if states:
+        shape = (rnn.num_layers * (2 if rnn.bidirectional else 1), batch, rnn.hidden_size)
+        hx = tuple(torch.randn(shape) for _ in range(2 if isinstance(rnn, torch.nn.LSTM) else 1))
+    return (x, torch.tensor(lengths), *hx)
+
+
+def _export_packed(model: Packed, states: bool, opset: int, exporter=oxport.export,
+                   lengths: tuple[int, int, int] = (5, 2, 4)) -> tuple[bytes, list[str]]:
+    """Exported at batch 3, sequence 5 with dynamic batch and sequence axes."""
+    args = _packed_inputs(model, 3, 5, states, list(lengths))
+    names = ["x", "lengths", "h0", "c0"][:len(args)]
+    time_batch = {0: "batch", 1: "seq"} if model.rnn.batch_first else {0: "seq", 1: "batch"}
+    axes = {"x": time_batch, "lengths": {0: "batch"}, **{n: {1: "batch"} for n in names[2:]}}
+    buffer = io.BytesIO()
+    extra = {"dynamo": False} if exporter is not oxport.export else {}
+    exporter(model, args, buffer, opset_version=opset, input_names=names, dynamic_axes=axes,
+             **extra)
+    return buffer.getvalue(), names
+
+
+# (batch, sequence, lengths): the traced size, then a second one whose longest sequence is
+# shorter than the padded input (the output is as long as the longest sequence).
+_PACKED_SIZES = ((3, 5, [5, 2, 4]), (4, 7, [3, 6, 1, 6]))
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+@pytest.mark.parametrize("states", [False, True], ids=["no_states", "states"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["seq_first", "batch_first"])
+@pytest.mark.parametrize("layers", [1, 2], ids=["1layer", "2layers"])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+@pytest.mark.parametrize("kind", sorted(_LAYERS))
+def test_packed_sequence_matches_eager_at_a_second_size(kind: str, bidirectional: bool,
+                                                        layers: int, batch_first: bool,
+                                                        states: bool) -> None:
+    model = _packed_model(kind, bidirectional, layers, batch_first)
+    data, names = _export_packed(model, states, 17)
+    assert not {"PackPadded", "PadPacked"} & {n.op_type for n in onnx.load_from_string(
+        data).graph.node}
+    session = _session(data)
+    for batch, seq, lengths in _PACKED_SIZES:
+        inputs = _packed_inputs(model, batch, seq, states, lengths)
+        with torch.no_grad():
+            expected = model(*inputs)
+        actual = session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
+        testing.compare(expected, actual, rtol=RTOL, atol=ATOL,
+                        where=f"batch={batch} seq={seq}")
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+@pytest.mark.parametrize("opset", [9, 11, 20, 26])
+def test_packed_lstm_across_opsets(opset: int) -> None:
+    """Sorted lengths (enforce_sorted=True) need no integer TopK, so opset 9 works; there the
+    output keeps the padded length, so the longest sequence fills it."""
+    model = _packed_model("LSTM", True, 2, True, enforce_sorted=True)
+    data, names = _export_packed(model, True, opset, lengths=(5, 4, 2))
+    session = _session(data)
+    for batch, seq, lengths in ((3, 5, [5, 4, 2]), (4, 7, [7, 6, 6, 1])):
+        inputs = _packed_inputs(model, batch, seq, True, lengths)
+        with torch.no_grad():
+            expected = model(*inputs)
+        actual = session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
+        testing.compare(expected, actual, rtol=RTOL, atol=ATOL, where=f"opset {opset}")
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_packed_output_is_as_long_as_the_longest_sequence_unlike_torch_onnx() -> None:
+    """Intended difference: torch.onnx's padded output keeps the padded input's length;
+    PyTorch's (and oxport's, from opset 10) is as long as the longest sequence."""
+    model = _packed_model("GRU", False, 1, True)
+    inputs = _packed_inputs(model, 2, 6, False, [4, 3])
+    with torch.no_grad():
+        expected = model(*inputs)
+    assert expected[0].shape == (2, 4, 4)
+    for exporter, time_length in ((torch.onnx.export, 6), (oxport.export, 4)):
+        data, names = _export_packed(model, False, 17, exporter)
+        actual = _session(data).run(None, {n: t.numpy() for n, t in zip(names, inputs)})
+        assert actual[0].shape == (2, time_length, 4)
+    testing.compare(expected, actual, rtol=RTOL, atol=ATOL)
+
+
+class _HandPacked(torch.nn.Module):
+    """A PackedSequence built from its fields, not by pack_padded_sequence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.GRU(3, 4)
+
+    def forward(self, data: torch.Tensor, batch_sizes: torch.Tensor) -> torch.Tensor:
+        packed = torch.nn.utils.rnn.PackedSequence(data, batch_sizes)
+        return self.rnn(packed)[0].data
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_packed_sequence_built_by_hand_is_declined_clearly() -> None:
+    with pytest.raises(UnsupportedOperatorError, match="pack_padded_sequence"):
+        oxport.convert(_HandPacked().eval(), (torch.randn(5, 3), torch.tensor([2, 2, 1])))
 
 
 # -- weights the user feeds at run time ----------------------------------------------------

@@ -98,3 +98,51 @@ pack.case("aten::rnn_tanh_cell", _TanhCell(torch.nn.RNNCell(3, 4)), (2, 3), (2, 
           script=True, name="parameters")
 pack.case("aten::rnn_relu_cell", _rnn_relu_cell, (2, 3), (2, 4), (4, 3), (4, 4), script=True,
           name="no_bias")
+
+
+class Packed(torch.nn.Module):
+    """A recurrent layer over ``pack_padded_sequence(x, lengths)``, padded back after;
+    returns the padded output, the lengths and the final states. ``*states`` are h0 (and
+    c0 for an LSTM); none: PyTorch's zeros."""
+
+    def __init__(self, rnn: torch.nn.RNNBase, enforce_sorted: bool = True,
+                 padding_value: float = 0.0, total_length: int | None = None) -> None:
+        super().__init__()
+        self.rnn, self.enforce_sorted = rnn, enforce_sorted
+        self.padding_value, self.total_length = padding_value, total_length
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, *states: torch.Tensor):
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        batch_first = self.rnn.batch_first
+        packed = pack_padded_sequence(x, lengths, batch_first=batch_first,
+                                      enforce_sorted=self.enforce_sorted)
+        hx = (states if len(states) == 2 else states[0]) if states else None
+        output, final = self.rnn(packed, hx)
+        padded, out_lengths = pad_packed_sequence(
+            output, batch_first=batch_first, padding_value=self.padding_value,
+            total_length=self.total_length)
+        return padded, out_lengths, final
+
+
+def _lengths(*values: int):
+    return lambda: torch.tensor(values)
+
+
+_PACKING = ("aten::_pack_padded_sequence", "aten::_pad_packed_sequence")
+# Below opset 10 the padded output keeps the input's time length (as torch.onnx's does), so
+# the cases there give the longest sequence the whole length; unsorted lengths need TopK on
+# integers (opset 11).
+pack.case([*_PACKING, "aten::lstm"],
+          Packed(torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True)),
+          (3, 5, 3), _lengths(5, 4, 2), (4, 3, 4), (4, 3, 4), name="packed_states",
+          min_opset=9)
+pack.case([*_PACKING, "aten::gru"], Packed(torch.nn.GRU(3, 4), enforce_sorted=False),
+          (6, 3, 3), _lengths(2, 5, 3), name="packed_unsorted_shorter", min_opset=11)
+pack.case([*_PACKING, "aten::rnn_tanh"],
+          Packed(torch.nn.RNN(3, 4, bidirectional=True), padding_value=-1.0, total_length=7),
+          (5, 3, 3), _lengths(5, 3, 1), (2, 3, 4), name="packed_padding_value_total_length",
+          min_opset=11)
+pack.case([*_PACKING, "aten::rnn_relu"],
+          Packed(torch.nn.RNN(3, 4, num_layers=2, nonlinearity="relu", batch_first=True)),
+          (2, 4, 3), _lengths(4, 2), name="packed_2layers", min_opset=9)
