@@ -9,7 +9,8 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.errors import SymbolicDeclined
-from oxport.ir import Graph, Node, Type, Value
+from oxport.ir import Type, Value
+from oxport.opsets import sequence as seq
 
 pack = OpPack("oxport.prim", cases="oxport.opsets.cases.prim")
 
@@ -21,46 +22,19 @@ def prim_constant(g, **attrs: Any) -> Value:
     value = output.toIValue()
     if isinstance(value, torch.Tensor):
         return g.constant(value)
+    if isinstance(value, list) and any(isinstance(v, torch.Tensor) for v in value):
+        # A constant list of tensors (freezing folds lists of weights, index lists...):
+        # a packed list of constants, so ops see its items as they see a built list's.
+        items = [g.constant(v) if isinstance(v, torch.Tensor) else g.python_constant(v)
+                 for v in value]
+        return seq.packed_list(g, items, Type.of(output.type()))
     return g.python_constant(value, Type.of(output.type()))
 
 
 @pack.symbolic("prim::ListConstruct", since=7)
 def prim_list_construct(g, *items: Value) -> Value:
     """A list: constant if its items are; materialized as Concat (numbers) or a Sequence."""
-    list_type = Type.of(g.original_node.output().type())
-    elem_kind = list_type.getElementType().kind() if list_type.kind() == "ListType" else ""
-    consts = [item.const if item.is_const else None for item in items]
-    const: Any = [c for c in consts] if all(item.is_const for item in items) else None
-
-    def materialize(graph: Graph) -> Value:
-        ctx = g.on(graph)
-        if elem_kind == "TensorType":
-            if g.opset < 11:
-                raise SymbolicDeclined(
-                    "prim::ListConstruct",
-                    "a list of tensors used as a value needs ONNX Sequences: export with "
-                    "opset_version=11 or higher")
-            return ctx.op("SequenceConstruct", *items)
-        if const is not None:
-            return ctx.constant(torch.tensor(const, dtype=_list_dtype(elem_kind, const)))
-        parts = [sh._unsqueeze_helper(ctx, sh._cast_to(ctx, item, _list_dtype(elem_kind, [])),
-                                      [0]) for item in items]
-        return ctx.op("Concat", *parts, axis_i=0)
-
-    if const is not None:
-        result = g.graph.deferred(list_type, materialize, const=const)
-    else:
-        result = g.graph.deferred(list_type, materialize)
-    result.producer = Node("prim", "ListConstruct", list(items), [result])
-    return result
-
-
-def _list_dtype(elem_kind: str, values: list[Any]) -> torch.dtype:
-    if elem_kind == "FloatType" or any(isinstance(v, float) for v in values):
-        return torch.float32
-    if elem_kind == "BoolType":
-        return torch.bool
-    return torch.int64
+    return seq.packed_list(g, list(items), Type.of(g.original_node.output().type()))
 
 
 @pack.symbolic("prim::ListUnpack", since=7)

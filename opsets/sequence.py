@@ -72,7 +72,7 @@ def packed_list(g: Any, items: list[Value], list_type: Type) -> Value:
             return _construct(ctx, items, None, "a list of tensors")
         return number_tensor(ctx, items, kind)
 
-    if kind == "TensorType" or const is None:
+    if const is None:
         result = g.graph.deferred(list_type, materialize)
     else:
         result = g.graph.deferred(list_type, materialize, const=const)
