@@ -17,7 +17,7 @@ from oxport.ir import Graph, Node, Type, Value
 if TYPE_CHECKING:
     from oxport.walk import Conversion
 
-_ATTR_KEY = re.compile(r"^(?P<name>.+)_(?P<kind>[ifstgz]|ty)$")
+_ATTR_KEY = re.compile(r"^(?P<name>.+)_(?P<kind>[ifstgz]|ty|tp)$")
 ATEN_DOMAIN = "org.pytorch.aten"
 #: Tensor constants with at least this many elements become initializers.
 INITIALIZER_MIN_ELEMENTS = 16
@@ -35,7 +35,8 @@ class GraphContext:
     """Where a symbolic writes its ONNX nodes.
 
     ``g.op`` follows torch.onnx's conventions: attributes carry a type suffix
-    (``alpha_f``, ``axes_i``, ``mode_s``, ``value_t``, ``body_g``; a list makes a
+    (``alpha_f``, ``axes_i``, ``mode_s``, ``value_t``, ``body_g``, ``type_tp`` for an
+    ``onnx.TypeProto``; a list makes a
     list attribute), Python scalars and tensors passed as inputs become
     constants, and ``"domain::Op"`` adds that domain to the opset imports.
     """
@@ -288,6 +289,8 @@ def _attribute(key: str, value: Any) -> tuple[str, str, Any]:
             value = [_as_tensor(v) for v in value] if is_list else _as_tensor(value)
         elif kind == "ty":
             value = int(value)
+        elif kind == "tp" and not isinstance(value, onnx.TypeProto):
+            raise TypeError("expected an onnx.TypeProto")
     except (TypeError, ValueError) as exc:
         raise SymbolicValueError(
             f"Attribute {key}={value!r} does not match its '_{kind}' suffix: {exc}"

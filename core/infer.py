@@ -23,7 +23,7 @@ _MAX_DEPTH = 8
 def needs_inference(value: Value) -> bool:
     """Whether ``value`` is a tensor or sequence whose dtype or rank is unknown."""
     t = value.type()
-    if t.kind() == "ListType":
+    if t.kind() in ("ListType", "OptionalType"):
         elem = t._elem
         return elem is None or elem.dtype() is None
     return t.kind() == "TensorType" and (t.dtype() is None or t.shape is None)
@@ -95,12 +95,14 @@ def _attribute(name: str, kind: str, value: object) -> onnx.AttributeProto | Non
 
 def type_proto(t: Type) -> onnx.TypeProto | None:
     """The ONNX TypeProto for an oxport Type (None when the dtype is unknown)."""
-    if t.kind() in ("ListType", "TupleType"):
+    if t.kind() in ("ListType", "TupleType", "OptionalType"):
         elem = t._elem
         if elem is None or elem.dtype() is None:
             return None
-        return helper.make_sequence_type_proto(
-            helper.make_tensor_type_proto(_onnx(elem.dtype()), None))
+        tensor = helper.make_tensor_type_proto(_onnx(elem.dtype()), None)
+        if t.kind() == "OptionalType":
+            return helper.make_optional_type_proto(tensor)
+        return helper.make_sequence_type_proto(tensor)
     if t.dtype() is None:
         return None
     shape = None if t.shape is None else [d if isinstance(d, (int, str)) else None
@@ -109,10 +111,11 @@ def type_proto(t: Type) -> onnx.TypeProto | None:
 
 
 def from_type_proto(proto: onnx.TypeProto) -> Type | None:
-    """An oxport Type from an ONNX TypeProto (tensors and sequences of tensors)."""
-    if proto.HasField("sequence_type"):
-        elem = from_type_proto(proto.sequence_type.elem_type)
-        return Type("ListType", elem=elem) if elem is not None else None
+    """An oxport Type from an ONNX TypeProto (tensors, sequences and optionals of tensors)."""
+    for field, kind in (("sequence_type", "ListType"), ("optional_type", "OptionalType")):
+        if proto.HasField(field):
+            elem = from_type_proto(getattr(proto, field).elem_type)
+            return Type(kind, elem=elem) if elem is not None else None
     if not proto.HasField("tensor_type") or not proto.tensor_type.elem_type:
         return None
     tensor = proto.tensor_type
@@ -130,8 +133,9 @@ def from_type_proto(proto: onnx.TypeProto) -> Type | None:
 def _merge(ours: Type, found: Type | None) -> Type | None:
     if found is None:
         return None
-    if ours.kind() == "ListType" or found.kind() == "ListType":
-        return found if found.kind() == "ListType" else None
+    for kind in ("ListType", "OptionalType"):
+        if kind in (ours.kind(), found.kind()):
+            return found if found.kind() == kind else None
     dtype = ours.dtype() or found.dtype()
     shape = ours.shape if ours.shape is not None else found.shape
     return Type(ours.kind(), dtype, shape, None, ours.requires_grad())

@@ -25,6 +25,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
+from oxport import infer
 from oxport.errors import CheckerError, InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph, Node, Type, Value
 from oxport.types import JitScalarType
@@ -392,10 +393,9 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
 
 def _value_info(name: str, type_: Type, axes: dict[str, dict[int, str]],
                 dynamic: bool = False) -> onnx.ValueInfoProto:
-    if type_.kind() in ("ListType", "TupleType") and type_.getElementType().dtype() is not None:
-        elem = type_.getElementType()
-        tensor_type = helper.make_tensor_type_proto(_onnx_elem(elem.dtype()), None)
-        return helper.make_value_info(name, helper.make_sequence_type_proto(tensor_type))
+    if type_.kind() in ("ListType", "TupleType", "OptionalType") \
+            and type_.getElementType().dtype() is not None:
+        return helper.make_value_info(name, infer.type_proto(type_))
     dtype = type_.dtype()
     elem_type = _onnx_elem(dtype) if dtype is not None else TensorProto.UNDEFINED
     shape = type_.shape
@@ -484,6 +484,8 @@ def _attribute_proto(name: str, kind: str, value: Any, namer: _Namer, verbose: b
             name, value if isinstance(value, TensorProto) else tensor_proto("", value))
     if kind == "ts":
         return helper.make_attribute(name, [tensor_proto("", v) for v in value])
+    if kind == "tp":
+        return helper.make_attribute(name, value)
     if kind == "g":
         return helper.make_attribute(name, _graph_proto(value, namer, verbose, add_node_names,
                                                         types, module_types))

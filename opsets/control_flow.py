@@ -10,7 +10,10 @@ ONNX ``Loop`` takes (max trip count, condition, carried...) and its body
 scan outputs...). A for-loop has a trip count and a constant true condition; a
 while-loop has no trip count. A list of tensors that a loop body appends to once
 per iteration becomes a scan output (so it needs no Sequence op and works at
-opset 11); other lists of tensors are carried as Sequences (opset 13).
+opset 11); other lists of tensors are carried as Sequences (opset 13). A variable
+that is None on some path (``h: Optional[Tensor] = None`` before a loop) is an
+ONNX Optional (opset 16): ``h is None`` reads OptionalHasElement and the
+refinement to a tensor OptionalGetElement.
 """
 
 from __future__ import annotations
@@ -18,18 +21,22 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from onnx import helper
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
 from oxport.opsets import sequence as seq
+from oxport.types import JitScalarType
 
 pack = OpPack("oxport.control_flow", cases="oxport.opsets.cases.control_flow")
 
 _INT64_MAX = 2**63 - 1
 #: ONNX If and Loop accept Sequence values from opset 13.
 SEQUENCE_CONTROL_FLOW_OPSET = 13
+#: ONNX If and Loop accept Optional values from opset 16 (Optional itself is from 15).
+OPTIONAL_OPSET = 16
 
 
 # -- helpers a pack writing its own control flow can reuse -----------------------------
@@ -49,10 +56,47 @@ def _const_bool(value: Value) -> bool | None:
     return None if const is None else bool(const)
 
 
+def optional_type(dtype: torch.dtype | None) -> Type:
+    return Type("OptionalType", elem=Type.tensor(dtype))
+
+
+def is_runtime_optional(value: Value) -> bool:
+    """Whether ``value`` is an ONNX Optional (a variable None on some paths only)."""
+    return value.type().kind() == "OptionalType" and not value.is_const
+
+
+def may_be_none(value: Value) -> bool:
+    """Whether ``value`` is None, or an Optional that may be empty at run time."""
+    return sh._is_none(value) or is_runtime_optional(value)
+
+
+def as_optional(g: Any, value: Value, dtype: torch.dtype | None, op: str) -> Value:
+    """``value`` as an ONNX Optional: empty for None, wrapping a tensor otherwise; ``dtype``
+    types an empty one."""
+    if is_runtime_optional(value):
+        return g.graph.materialize(value)
+    if g.opset < OPTIONAL_OPSET:
+        sh._onnx_opset_unsupported_detailed(
+            op, g.opset, OPTIONAL_OPSET, "a variable that is None on some paths (e.g. "
+            "`h = None` before a loop) needs ONNX Optional")
+    if not sh._is_none(value):
+        value = g.graph.materialize(value)
+        return g.op("Optional", value).setType(optional_type(value.type().dtype()))
+    if dtype is None:
+        raise OnnxExporterError(
+            f"{op}: the dtype of a variable that is None on some paths is unknown here; "
+            "annotate it (`h: Optional[Tensor] = None`) and give it a tensor on another path.")
+    empty = helper.make_tensor_type_proto(JitScalarType.from_dtype(dtype).onnx_type(), None)
+    return g.op("Optional", type_tp=empty).setType(optional_type(dtype))
+
+
 def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None = None,
-                  op: str = "prim::If") -> Value:
+                  op: str = "prim::If", optional: bool = False) -> Value:
     """What a TorchScript value is at run time in ONNX: a Sequence for a list of tensors,
-    a 1-D tensor for a list of numbers, the materialized value otherwise."""
+    a 1-D tensor for a list of numbers, an Optional where ``optional`` says it may be None
+    (``dtype`` types empty lists and Optionals), the materialized value otherwise."""
+    if optional:
+        return as_optional(g, value, dtype, op)
     if ts_type.kind() == "ListType":
         kind = ts_type.getElementType().kind()
         if kind == "TensorType":
@@ -66,8 +110,9 @@ def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None 
     if value.is_const and value.const is None:
         raise OnnxExporterError(
             f"{op} passes None into or out of its block (a variable that is None on some "
-            "path, e.g. `h = None` before a loop); ONNX has no None value. Give the variable "
-            "a tensor value before the loop or branch.")
+            "path, e.g. `h = None` before a loop) where its type says it is never None. "
+            "Annotate it as Optional[Tensor], or give it a tensor value before the loop or "
+            "branch.")
     return g.graph.materialize(value)
 
 
@@ -111,6 +156,8 @@ def merge_types(types: list[Type], where: str) -> Type:
     first = types[0]
     if first.kind() == "ListType":
         return seq.sequence_type(dtype)
+    if first.kind() == "OptionalType":
+        return optional_type(dtype)
     shapes = [t.shape for t in types]
     shape = None
     if all(s is not None for s in shapes) and len({len(s) for s in shapes}) == 1:
@@ -119,7 +166,8 @@ def merge_types(types: list[Type], where: str) -> Type:
 
 
 def _dtype_of(t: Type) -> torch.dtype | None:
-    if t.kind() == "ListType":
+    """A tensor's dtype, or the dtype of the tensors a Sequence or Optional holds."""
+    if t.kind() in ("ListType", "OptionalType"):
         return t._elem.dtype() if t._elem is not None else None
     return t.dtype()
 
@@ -166,11 +214,14 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     for name, block in zip(("then_branch", "else_branch"), blocks):
         sub = g.subgraph(name)
         branches.append((sub, sub.convert_block(block, [])))
-    hints = [_list_dtype_hint([outs[k] for _, outs in branches]) for k in range(len(ts_outputs))]
+    hints = [_dtype_hint([outs[k] for _, outs in branches]) for k in range(len(ts_outputs))]
+    optional = [ts.type().kind() == "OptionalType"
+                and any(may_be_none(outs[k]) for _, outs in branches)
+                for k, ts in enumerate(ts_outputs)]
     finals = []
     for sub, outs in branches:
-        values = [runtime_value(sub, v, ts.type(), hint) for v, ts, hint
-                  in zip(outs, ts_outputs, hints)]
+        values = [runtime_value(sub, v, ts.type(), hint, optional=opt) for v, ts, hint, opt
+                  in zip(outs, ts_outputs, hints, optional)]
         finals.append(finish_subgraph(sub, values))
     types = [merge_types([f[k].type() for f in finals], f"Output {k} of the `if` at "
                          f"{g.source or 'unknown'}") for k in range(len(ts_outputs))]
@@ -182,9 +233,11 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     return tuple(results) if len(results) != 1 else results[0]
 
 
-def _list_dtype_hint(values: list[Value]) -> torch.dtype | None:
-    """The item dtype of the lists of tensors meeting at an If output (one may be empty)."""
-    return next((d for d in (seq.elem_dtype(v) for v in values) if d is not None), None)
+def _dtype_hint(values: list[Value]) -> torch.dtype | None:
+    """The dtype of the values meeting at an If output (for lists, of their items): one
+    may be an empty list, or None."""
+    dtypes = (seq.elem_dtype(v) or _dtype_of(v.type()) for v in values)
+    return next((d for d in dtypes if d is not None), None)
 
 
 # -- Loop ------------------------------------------------------------------------------
@@ -199,48 +252,23 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
     if not ts_carried:  # the front end made every effect of the body a carried value
         return None
     scans = {k for k in range(len(initial)) if _is_scan_slot(g, body, k, initial[k])}
-    sub = g.subgraph("loop_body")
-    iteration = sub.graph.add_input(sub.graph.fresh_name("iter"), Type.tensor(torch.int64, ()))
-    sub.graph.add_input(sub.graph.fresh_name("cond"), Type.tensor(torch.bool, ()))
-    block_inputs: list[Value] = [iteration]
-    inner: dict[int, Value] = {}
-    for k, (init, ts_value) in enumerate(zip(initial, ts_carried)):
-        if k in scans:
-            block_inputs.append(seq.scan_accumulator(sub.graph, Type.of(ts_value.type())))
-            continue
-        t = _carried_type(g, init, ts_value)
-        inner[k] = sub.graph.add_input(sub.graph.fresh_name(_hint(ts_value)), t)
-        block_inputs.append(inner[k])
-    outs = sub.convert_block(body, block_inputs)
-    body_values = [to_condition(sub, outs[0])]
-    scan_items = []
-    for k, ts_value in enumerate(ts_carried):
-        out = outs[1 + k]
-        if k in scans:
-            item = seq.scanned_item(out)
-            if item is None:
-                raise OnnxExporterError(
-                    f"Internal error: the loop at {g.source or 'unknown'} lost the item "
-                    "appended to its list.")
-            scan_items.append(sub.graph.materialize(item))
-            continue
-        dtype = seq.elem_dtype(out) if ts_value.type().kind() == "ListType" else None
-        value = runtime_value(sub, out, ts_value.type(), dtype or _elem_dtype(inner[k]),
-                              "prim::Loop")
-        _refine(inner[k], value)
-        before, after = _dtype_of(inner[k].type()), _dtype_of(value.type())
-        if before is not None and after is not None and before != after:
-            raise OnnxExporterError(
-                f"The loop at {g.source or 'unknown'} changes the dtype of "
-                f"{ts_value.debugName()} from {before} to {after}; an ONNX Loop carries one "
-                "dtype. Cast the value to its final dtype before the loop.")
-        body_values.append(value)
+    optional = {k for k, (init, ts_out) in enumerate(zip(initial, node.outputs()))
+                if ts_out.type().kind() == "OptionalType" and may_be_none(init)}
+    types = {k: _carried_type(g, init, ts_value, k in optional)
+             for k, (init, ts_value) in enumerate(zip(initial, ts_carried)) if k not in scans}
+    sub, inner, body_values, scan_items = _convert_body(g, body, ts_carried, scans, optional,
+                                                        types)
+    learned = {k: value.type() for k, value in inner.items() if value.type() != types[k]}
+    if learned:  # the body showed the item dtype of an empty list or a None: convert again
+        types.update(learned)
+        sub, inner, body_values, scan_items = _convert_body(g, body, ts_carried, scans,
+                                                            optional, types)
     finish_subgraph(sub, [*body_values, *scan_items])
     loop_inputs = [_trip_count(g, max_trip), to_condition(g, condition)]
     for k, (init, ts_value) in enumerate(zip(initial, ts_carried)):
         if k not in scans:
             loop_inputs.append(runtime_value(g, init, ts_value.type(), _elem_dtype(inner[k]),
-                                             "prim::Loop"))
+                                             "prim::Loop", optional=k in optional))
     count = len(initial)
     result = g.op("Loop", *loop_inputs, body_g=sub.graph, outputs=count)
     results = [result] if count == 1 else list(result)
@@ -262,13 +290,63 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
     return tuple(mapped) if count != 1 else mapped[0]
 
 
+def _convert_body(g: Any, body: Any, ts_carried: list[Any], scans: set[int],
+                  optional: set[int], types: dict[int, Type]
+                  ) -> tuple[Any, dict[int, Value], list[Value], list[Value]]:
+    """The loop body as a subgraph whose carried inputs have ``types``: (its context, the
+    carried inputs (their types refined by what the body returns), the condition and
+    carried values it returns, its scan outputs)."""
+    sub = g.subgraph("loop_body")
+    iteration = sub.graph.add_input(sub.graph.fresh_name("iter"), Type.tensor(torch.int64, ()))
+    sub.graph.add_input(sub.graph.fresh_name("cond"), Type.tensor(torch.bool, ()))
+    block_inputs: list[Value] = [iteration]
+    inner: dict[int, Value] = {}
+    for k, ts_value in enumerate(ts_carried):
+        if k in scans:
+            block_inputs.append(seq.scan_accumulator(sub.graph, Type.of(ts_value.type())))
+            continue
+        inner[k] = sub.graph.add_input(sub.graph.fresh_name(_hint(ts_value)), types[k])
+        block_inputs.append(inner[k])
+    outs = sub.convert_block(body, block_inputs)
+    body_values = [to_condition(sub, outs[0])]
+    scan_items = []
+    for k, ts_value in enumerate(ts_carried):
+        out = outs[1 + k]
+        if k in scans:
+            item = seq.scanned_item(out)
+            if item is None:
+                raise OnnxExporterError(
+                    f"Internal error: the loop at {g.source or 'unknown'} lost the item "
+                    "appended to its list.")
+            scan_items.append(sub.graph.materialize(item))
+            continue
+        dtype = seq.elem_dtype(out) if ts_value.type().kind() == "ListType" else None
+        value = runtime_value(sub, out, ts_value.type(), dtype or _elem_dtype(inner[k]),
+                              "prim::Loop", optional=k in optional)
+        _refine(inner[k], value)
+        before, after = _dtype_of(inner[k].type()), _dtype_of(value.type())
+        if before is not None and after is not None and before != after:
+            raise OnnxExporterError(
+                f"The loop at {g.source or 'unknown'} changes the dtype of "
+                f"{ts_value.debugName()} from {before} to {after}; an ONNX Loop carries one "
+                "dtype. Cast the value to its final dtype before the loop.")
+        body_values.append(value)
+    return sub, inner, body_values, scan_items
+
+
 def _hint(ts_value: Any) -> str:
     return ts_value.debugName().split(".")[0] if not ts_value.debugName()[0].isdigit() \
         else "carried"
 
 
-def _carried_type(g: Any, init: Value, ts_value: Any) -> Type:
+def _carried_type(g: Any, init: Value, ts_value: Any, optional: bool) -> Type:
     ts_type = ts_value.type()
+    if optional:
+        if g.opset < OPTIONAL_OPSET:
+            sh._onnx_opset_unsupported_detailed(
+                "prim::Loop", g.opset, OPTIONAL_OPSET, "a variable that is None before a loop "
+                "needs ONNX Optional")
+        return optional_type(_dtype_of(init.type()))
     if ts_type.kind() == "ListType":
         kind = ts_type.getElementType().kind()
         if kind == "TensorType":
@@ -286,7 +364,11 @@ def _carried_type(g: Any, init: Value, ts_value: Any) -> Type:
 
 
 def _elem_dtype(value: Value) -> torch.dtype | None:
-    return seq.elem_dtype(value) if value.type().kind() == "ListType" else None
+    """The dtype of the tensors a list or Optional holds."""
+    kind = value.type().kind()
+    if kind == "ListType":
+        return seq.elem_dtype(value)
+    return _dtype_of(value.type()) if kind == "OptionalType" else None
 
 
 def _refine(inner: Value, out: Value) -> None:
@@ -294,6 +376,8 @@ def _refine(inner: Value, out: Value) -> None:
     t, o = inner.type(), out.type()
     if t.kind() == "ListType" and t._elem is not None and t._elem.dtype() is None:
         inner.setType(seq.sequence_type(seq.elem_dtype(out)))
+    elif t.kind() == "OptionalType" and _dtype_of(t) is None:
+        inner.setType(optional_type(_dtype_of(o)))
     elif t.kind() == "TensorType" and t.dtype() is None and o.dtype() is not None:
         inner.setType(t.with_dtype(o.dtype()))
 

@@ -19,6 +19,7 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
+from oxport.opsets import control_flow as cf
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.scalars", cases="oxport.opsets.cases.scalars")
@@ -287,7 +288,10 @@ def item(g, value: Value) -> Value:
 
 @pack.symbolic("prim::unchecked_cast", since=7)
 def unchecked_cast(g, value: Value) -> Value:
-    """A refinement of an Optional type: the value itself."""
+    """A refinement of an Optional type: the value itself, or the tensor an ONNX Optional
+    holds (OptionalGetElement)."""
+    if cf.is_runtime_optional(value):
+        return g.op("OptionalGetElement", value).setType(Type.tensor(cf._dtype_of(value.type())))
     return value
 
 
@@ -335,15 +339,32 @@ def _identical(op: str, a: Value, b: Value) -> bool:
     return a is b
 
 
+def _has_element(g, a: Value, b: Value) -> Value | None:
+    """Whether the ONNX Optional in ``x is None`` (either way round) holds a tensor; None
+    when neither side is such an Optional."""
+    for optional, other in ((a, b), (b, a)):
+        if cf.is_runtime_optional(optional) and sh._is_none(other):
+            return _typed(g.op("OptionalHasElement", optional), torch.bool)
+    return None
+
+
 @pack.symbolic("aten::__is__", since=7)
 def is_(g, a: Value, b: Value) -> Value:
-    """``a is b``: ``x is None`` checks and ``query is key`` identity checks fold."""
+    """``a is b``: ``x is None`` checks and ``query is key`` identity checks fold; on a
+    variable None on some paths only, ``not OptionalHasElement``."""
+    has = _has_element(g, a, b)
+    if has is not None:
+        return _typed(g.op("Not", has), torch.bool)
     return g.python_constant(_identical("aten::__is__", a, b))
 
 
 @pack.symbolic("aten::__isnot__", since=7)
 def is_not(g, a: Value, b: Value) -> Value:
-    """``a is not b``: ``x is not None`` checks and identity checks fold."""
+    """``a is not b``: ``x is not None`` checks and identity checks fold; on a variable
+    None on some paths only, ``OptionalHasElement``."""
+    has = _has_element(g, a, b)
+    if has is not None:
+        return has
     return g.python_constant(not _identical("aten::__isnot__", a, b))
 
 

@@ -97,6 +97,8 @@ def as_sequence(g: Any, value: Value, dtype: torch.dtype | None = None,
     if value.meta and "stacked" in value.meta:
         return value.graph.materialize(value)
     if not sh._is_packed_list(value):
+        if dtype is not None and elem_dtype(value) is None:
+            value.setType(sequence_type(dtype))  # a loop's list: what other paths show
         return value
     require_sequences(g, op)
     items = sh._unpack_list(value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from oxport.opsets.control_flow import pack
@@ -56,6 +58,26 @@ def _sequence_loop(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
     return torch.cat(rows, 0)
 
 
+def _if_optional(x: torch.Tensor) -> torch.Tensor:
+    y: Optional[torch.Tensor] = None
+    if bool(x.sum() > 0):
+        y = x * 2
+    if y is None:
+        return x - 1
+    return y
+
+
+def _loop_optional(x: torch.Tensor) -> torch.Tensor:
+    total: Optional[torch.Tensor] = None
+    for i in range(x.size(0)):
+        if total is None:
+            total = x[i]
+        else:
+            total = total * x[i]
+    assert total is not None
+    return total
+
+
 def _count(value: int):
     return lambda: torch.tensor(value)
 
@@ -63,9 +85,14 @@ def _count(value: int):
 pack.case("prim::If", _if_sign, (2, 3), script=True, min_opset=9)
 pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True)
 pack.case("prim::If", _if_list, (2, 3), name="list_output", script=True, min_opset=13)
+pack.case("prim::If", _if_optional, lambda: torch.ones(2, 3), name="optional", script=True,
+          min_opset=16)
+pack.case("prim::If", _if_optional, lambda: -torch.ones(2, 3), name="optional_empty",
+          script=True, min_opset=16)
 pack.case("prim::Loop", _for_loop, lambda: torch.ones(2, 3, dtype=torch.long), _count(5),
           script=True)
 pack.case("prim::Loop", _while_loop, (2, 3), name="while", script=True)
 pack.case("prim::Loop", _scan_loop, (2, 3), _count(4), name="scan", script=True, min_opset=11)
+pack.case("prim::Loop", _loop_optional, (3, 2), name="optional", script=True, min_opset=16)
 pack.case("prim::Loop", _sequence_loop, (2, 3), _count(3), name="sequence", script=True,
           min_opset=13)

@@ -154,6 +154,16 @@ def _any_ints(x: torch.Tensor) -> torch.Tensor:
     return x * int(any([x.size(0) - 2, 0])) + int(all([x.size(1), 1]))
 
 
+def _optional_at_run_time(x: torch.Tensor) -> torch.Tensor:
+    best: Optional[torch.Tensor] = None
+    for i in range(x.size(0)):
+        if best is None or bool(x[i].sum() > best.sum()):
+            best = x[i]
+    if best is not None:
+        return best
+    return x.sum(0)
+
+
 def _warn(x: torch.Tensor) -> torch.Tensor:
     warnings.warn("scripted code may warn")
     return x * 2
@@ -187,6 +197,8 @@ pack.case("aten::item", _item, (2, 3), script=True)
 pack.case("prim::unchecked_cast", _optional_by_rank, (2, 3), script=True)
 pack.case("aten::__isnot__", _optional_by_rank, (2, 3), script=True)
 pack.case("aten::__is__", _identity_test, (2, 3), (2, 3), script=True)
+pack.case(["aten::__is__", "aten::__isnot__", "prim::unchecked_cast"], _optional_at_run_time,
+          (3, 2), name="optional", script=True, min_opset=16)
 pack.case("prim::dtype", _dtype_device, (3,), script=True)
 pack.case("prim::device", _dtype_device, (3,), script=True)
 pack.case("aten::dim", _dtype_device, (3,), script=True)
