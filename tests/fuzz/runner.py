@@ -1,0 +1,154 @@
+"""Export each generated model, check it, run it in ONNX Runtime and compare with eager.
+
+Outcomes (``Outcome.kind``):
+
+- ``ok``: the full checker passes, ONNX Runtime runs the file and matches eager at the
+  export size and at the second size of the dynamic axes;
+- ``error``: oxport raised a clear :class:`oxport.errors.OnnxExporterError` (not a
+  ``SymbolicError``, which wraps an unexpected exception inside a symbolic, nor a
+  ``CheckerError``);
+- ``same_as_torch_onnx``: the file fails, but torch.onnx (``dynamo=False``, the oracle)
+  fails the same way — at the second size this is a shape the trace baked in (oxport warns
+  where it can tell), at the export size a precision difference both share;
+- the defects: ``wrong`` (different values, dtype or shape), ``invalid`` (the checker or
+  ONNX Runtime rejects a file reported as a success) and ``crash`` (any other exception).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import warnings
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+import oxport
+from oxport.errors import CheckerError, OnnxExporterError, SymbolicError
+
+from .generator import FuzzCase
+
+ort.set_default_logger_severity(3)  # the outcomes say what failed; no ORT log lines
+
+DEFECTS = ("wrong", "invalid", "crash")
+KINDS = ("ok", "error", "same_as_torch_onnx", *DEFECTS)
+
+
+@dataclasses.dataclass
+class Outcome:
+    kind: str
+    case: FuzzCase
+    opset: int
+    detail: str = ""
+    warned: bool = False
+
+    def report(self) -> str:
+        return (f"== {self.kind} at opset {self.opset}"
+                f"{' (oxport warned)' if self.warned else ''}: {self.detail}\n"
+                f"{self.case.describe()}")
+
+
+def _tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    return (1e-2, 1e-2) if dtype in (torch.float16, torch.bfloat16) else (1e-3, 1e-4)
+
+
+def _outputs(result: Any) -> list[torch.Tensor]:
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def mismatch(expected: list[torch.Tensor], actual: list[np.ndarray]) -> str | None:
+    """Why ``actual`` (ONNX Runtime's outputs) differs from eager, or None."""
+    if len(expected) != len(actual):
+        return f"{len(actual)} outputs, eager has {len(expected)}"
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        got_tensor = torch.from_numpy(np.asarray(got))
+        if got_tensor.dtype != want.dtype or got_tensor.shape != want.shape:
+            return (f"output {index}: {got_tensor.dtype}{list(got_tensor.shape)}, eager gives "
+                    f"{want.dtype}{list(want.shape)}")
+        rtol, atol = _tolerance(want.dtype)
+        try:
+            torch.testing.assert_close(got_tensor, want, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError as exc:
+            return f"output {index}: {str(exc).splitlines()[0]} {str(exc).splitlines()[-1]}"
+    return None
+
+
+def _run(model_bytes: bytes, case: FuzzCase, inputs: tuple[torch.Tensor, ...],
+         expected: list[torch.Tensor]) -> tuple[str, str] | None:
+    """(kind, detail) when ONNX Runtime rejects the file or differs from eager, else None."""
+    try:
+        session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+        actual = session.run(None, {n: t.numpy() for n, t in zip(case.input_names, inputs)})
+    except Exception as exc:  # noqa: BLE001 - any runtime failure is the finding
+        return "invalid", f"ONNX Runtime: {str(exc).splitlines()[0][:300]}"
+    problem = mismatch(expected, actual)
+    return ("wrong", problem) if problem else None
+
+
+def _eager(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+    with torch.no_grad():
+        return _outputs(model(*(t.clone() for t in inputs)))
+
+
+def _torch_onnx(case: FuzzCase, opset: int) -> bytes | None:
+    """The oracle's file, or None when torch.onnx cannot export the model (it gets a copy
+    of ``dynamic_axes``: torch.onnx rewrites the dict it is given)."""
+    buffer = io.BytesIO()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(case.build(), case.inputs, buffer, opset_version=opset,
+                              input_names=case.input_names, dynamo=False,
+                              dynamic_axes={k: list(v) for k, v in case.dynamic_axes.items()})
+    except Exception:  # noqa: BLE001 - the oracle failing only tells us it cannot help
+        return None
+    return buffer.getvalue()
+
+
+def _oracle_fails_too(case: FuzzCase, opset: int, inputs: tuple[torch.Tensor, ...],
+                      expected: list[torch.Tensor]) -> bool:
+    oracle = _torch_onnx(case, opset)
+    return oracle is None or _run(oracle, case, inputs, expected) is not None
+
+
+def check(case: FuzzCase, opset: int) -> Outcome:
+    """Export ``case`` at ``opset`` and classify what happens."""
+    model = case.build()
+    expected = _eager(model, case.inputs)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            oxport.export(model, tuple(t.clone() for t in case.inputs), buffer,
+                          opset_version=opset, input_names=case.input_names,
+                          dynamic_axes=case.dynamic_axes)
+        except CheckerError as exc:
+            return Outcome("invalid", case, opset, str(exc)[:400])
+        except SymbolicError as exc:
+            return Outcome("crash", case, opset, str(exc)[:400])
+        except OnnxExporterError as exc:
+            return Outcome("error", case, opset, str(exc)[:400])
+        except Exception as exc:  # noqa: BLE001 - anything else is a crash to report
+            return Outcome("crash", case, opset, f"{type(exc).__name__}: {str(exc)[:400]}")
+    warned = any("dynamic" in str(w.message).lower() for w in caught)
+    model_bytes = buffer.getvalue()
+    try:
+        onnx.checker.check_model(onnx.load_from_string(model_bytes), full_check=True)
+    except Exception as exc:  # noqa: BLE001 - the checker's verdict is the finding
+        return Outcome("invalid", case, opset, f"checker: {str(exc)[:300]}", warned)
+    attempts = [("export size", case.inputs, expected)]
+    if case.second_inputs is not None:
+        attempts.append(("second size", case.second_inputs, _eager(model, case.second_inputs)))
+    for where, inputs, want in attempts:
+        failure = _run(model_bytes, case, inputs, want)
+        if failure is None:
+            continue
+        kind, detail = failure
+        if kind == "wrong" or where == "second size":
+            if _oracle_fails_too(case, opset, inputs, want):
+                kind = "same_as_torch_onnx"
+        return Outcome(kind, case, opset, f"{where}: {detail}", warned)
+    return Outcome("ok", case, opset, warned=warned)
