@@ -240,6 +240,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                 conversion.params_are_inputs = keep_initializers_as_inputs or not export_params
                 conversion.progress = advance
                 graph = conversion.run(front)
+        dynamic_inputs = _dynamic_inputs(graph, input_names, output_names, dynamic_axes)
+        _warn_traced_sizes_of_dynamic_axes(graph, conversion, dynamic_inputs)
 
         with progress.phase("passes", timings):
             for _name, graph_pass, _provenance in registry.passes:
@@ -248,8 +250,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                 # Parameters the user feeds at run time must not be folded into constants.
                 frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}
                           if keep_initializers_as_inputs or not export_params else set())
-                optimize.optimize(graph, opset, frozen=frozen, dynamic_axes=_dynamic_inputs(
-                    graph, input_names, output_names, dynamic_axes),
+                optimize.optimize(graph, opset, frozen=frozen, dynamic_axes=dynamic_inputs,
                     across_modules=not as_functions,
                     constants_as_initializers=not keep_initializers_as_inputs)
             passes.eliminate_dead_code(graph)
@@ -643,6 +644,25 @@ def _front_end(model: Any, args: Any) -> trace.FrontEnd:
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return trace.script_front_end(model, args)
     return trace.trace_module(model, args)
+
+
+def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
+                                       dynamic_inputs: dict[int, dict[int, str]] | None) -> None:
+    """Warn for each op whose output the trace fixed from a size that ``dynamic_axes`` lets
+    vary (the pieces of a split, the dims ``squeeze()`` removes): the file is then only right
+    at sizes that keep it. One shape inference, and only when both exist."""
+    if not conversion.traced_sizes or not dynamic_inputs:
+        return
+    dims = optimize.inferred_dims(graph, dynamic_inputs)
+    for value, axis, what, source in conversion.traced_sizes:
+        dim = dims.get(id(value), ())[axis:axis + 1]
+        if dim and not isinstance(dim[0], int):
+            warnings.warn(
+                f"oxport: {what} comes from the traced size of a dimension that dynamic_axes "
+                f"makes dynamic ({dim[0] or 'unnamed'}){f' at {source}' if source else ''}: "
+                "the exported model is only right at sizes that give the same value. Compute "
+                "it from tensor sizes in the model, or keep that axis static.",
+                UserWarning, stacklevel=4)
 
 
 def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,

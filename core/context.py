@@ -83,6 +83,12 @@ class GraphContext:
     def block(self) -> Graph:
         return self.graph
 
+    def uses_traced_size(self, value: Value, axis: int, what: str) -> None:
+        """Say that the output depends on ``value``'s traced size along ``axis`` in a way the
+        graph cannot recompute (``what``: e.g. "the number of pieces, 3"); the export warns
+        when that axis turns out to be dynamic."""
+        self.conversion.traced_sizes.append((value, axis, what, self.source))
+
     # -- nodes -------------------------------------------------------------
     def op(self, opname: str, *raw_args: Any, outputs: int = 1,
            **kwargs: Any) -> Value | tuple[Value, ...]:

@@ -520,7 +520,7 @@ def _arithmetic(op: Any) -> Any:
             return None
         items = []
         for x, y in pairs:
-            if x.value is None or y.value is None or (op is _truncated_div and y.value == 0):
+            if x.value is None or y.value is None or (y.value == 0 and op in _DIVISIONS):
                 items.append(_Item(None, False))
             else:
                 items.append(_Item(op(x.value, y.value), x.static and y.static))
@@ -533,12 +533,20 @@ def _truncated_div(a: int, b: int) -> int:
     return quotient if (a < 0) == (b < 0) else -quotient
 
 
+def _floored_mod(a: int, b: int) -> int:
+    """ONNX ``Mod`` of integers (``fmod=0``): the sign of the divisor, as Python's ``%``."""
+    return a % b
+
+
+_DIVISIONS = (_truncated_div, _floored_mod)
+
 _SHAPE_RULES = {
     "Shape": _shape_rule, "Gather": _gather_rule, "Slice": _slice_rule,
     "Squeeze": _squeeze_rule, "Unsqueeze": _unsqueeze_rule, "Concat": _concat_rule,
     "Cast": _cast_rule, "Identity": _identity_rule, "Reshape": _reshape_rule,
     "Add": _arithmetic(lambda a, b: a + b), "Sub": _arithmetic(lambda a, b: a - b),
     "Mul": _arithmetic(lambda a, b: a * b), "Div": _arithmetic(_truncated_div),
+    "Mod": _arithmetic(_floored_mod),
 }
 
 

@@ -129,6 +129,9 @@ class Conversion:
         #: TorchScript view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
         self.views: dict[int, tuple[torch._C.Value, Any]] = {}
+        #: (value, axis, what the traced size fixed, source line): recorded by symbolics
+        #: through ``g.uses_traced_size`` and checked against the dynamic axes after the walk.
+        self.traced_sizes: list[tuple[Value, int, str, str]] = []
 
     # -- entry points ------------------------------------------------------
     def run(self, front: FrontEnd) -> Graph:

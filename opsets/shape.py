@@ -284,6 +284,8 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
         if sizes is None:
             return g.op("Squeeze", self)
         axes = [i for i, s in enumerate(sizes) if s == 1]
+        for axis, traced in enumerate(sizes):
+            g.uses_traced_size(self, axis, f"whether squeeze() removes dim {axis} ({traced})")
     else:
         rank = rank_of("aten::squeeze", self)
         if rank == 0:
@@ -425,7 +427,8 @@ def flip(g, self: Value, dims: list[int]) -> Value:
 @pack.symbolic("aten::roll", since=7)
 @sh.parse_args("v", "is", "is")
 def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
-    """Each roll is the Concat of two slices; no dims rolls the flattened tensor."""
+    """Each roll is the Concat of two slices at ``shift % size``, the size read at run time
+    (a dynamic axis may be shorter than the shift); no dims rolls the flattened tensor."""
     if not dims:
         sizes = self.type().varyingSizes()
         numel = None if sizes is None or None in sizes else int(torch.tensor(sizes).prod())
@@ -436,12 +439,17 @@ def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
     out = self
     for shift, dim in zip(shifts, dims):
         axis = dim % rank
-        if sizes[axis] and abs(shift) >= sizes[axis]:
-            shift %= sizes[axis]
+        if g.opset < 10:  # Slice bounds are attributes: the traced size decides
+            shift = shift % sizes[axis] if sizes[axis] else shift
+            split: int | Value = -shift
+        else:
+            size = dim_size(g, out, axis)
+            split = g.op("Sub", size, g.op("Mod", g.constant(torch.tensor(shift)), size).setType(
+                size.type())).setType(size.type())
         if shift == 0:
             continue
-        head = sh._slice_helper(g, out, [axis], [-shift], [INT64_MAX])
-        tail = sh._slice_helper(g, out, [axis], [0], [-shift])
+        head = sh._slice_helper(g, out, [axis], [split], [INT64_MAX])
+        tail = sh._slice_helper(g, out, [axis], [0], [split])
         out = g.op("Concat", head, tail, axis_i=axis)
     return out
 
@@ -643,9 +651,9 @@ def tensor_list(g, items: Sequence[Value]) -> Value:
 
 
 def _split(g, x: Value, axis: int, sizes: list[int | Value],
-           equal: int | None = None) -> list[Value]:
+           equal: int | None = None, traced: list[int] | None = None) -> list[Value]:
     """Split ``x`` into pieces of ``sizes`` (ints, or 0-d Values computed at run time; by
-    count from opset 18 when ``equal`` is given)."""
+    count from opset 18 when ``equal`` is given); ``traced`` sizes type the pieces."""
     if len(sizes) == 1:
         return [x]
     if equal is not None and g.opset >= 18:
@@ -657,7 +665,7 @@ def _split(g, x: Value, axis: int, sizes: list[int | Value],
     else:
         outs = _split_by_slices(g, x, axis, sizes)
     shape = list(x.type().symbolic_sizes() or [])
-    for out, piece in zip(outs, sizes):
+    for out, piece in zip(outs, traced or sizes):
         if shape:
             shape[axis] = piece if isinstance(piece, int) else None
         out.setType(Type.tensor(x.type().dtype(), list(shape) if shape else None))
@@ -690,9 +698,34 @@ def _split_dim(op: str, x: Value, dim: Value) -> tuple[int, int]:
     return axis, size
 
 
+_INT_ARITHMETIC = {"Add": int.__add__, "Sub": int.__sub__, "Mul": int.__mul__,
+                   "Div": int.__floordiv__}
+
+
+def _int_op(g, op: str, a: int | Value, b: int | Value) -> int | Value:
+    """``a op b`` on sizes (non-negative): a Python int when both are, else a 0-d node."""
+    if isinstance(a, int) and isinstance(b, int):
+        return _INT_ARITHMETIC[op](a, b)
+    return g.op(op, scalar_int(g, a), scalar_int(g, b)).setType(Type.tensor(torch.int64, []))
+
+
+def _run_time_size(g, x: Value, axis: int, traced: int) -> int | Value:
+    """The size of ``axis`` read at run time (a dynamic axis keeps the traced number of
+    pieces but not their sizes); the traced size below opset 10, where Slice bounds are
+    attributes. Static sizes fold back into constants."""
+    return traced if g.opset < 10 else dim_size(g, x, axis)
+
+
+def _pieces(g, size: int | Value, step: int | Value, count: int) -> list[int | Value]:
+    """``count`` piece sizes: ``step`` each, the last one what remains of ``size``."""
+    if count <= 1:
+        return [size]
+    return [step] * (count - 1) + [_int_op(g, "Sub", size, _int_op(g, "Mul", step, count - 1))]
+
+
 @pack.symbolic("aten::split", since=7)
 def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
-    """``split(n)`` (pieces of n, the last smaller) or ``split([sizes])``."""
+    """``split(n)`` (pieces of n, the last what remains) or ``split([sizes])``."""
     axis, size = _split_dim("aten::split", self, dim if dim is not None else g.python_constant(0))
     items = int_list(split_size)
     if items is not None and len(items) == 1 and not sh._is_list(split_size):
@@ -700,8 +733,11 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
     if items is not None:
         return tensor_list(g, _split(g, self, axis, items))
     step = sh._get_const(split_size, "i", "split_size")
-    sizes = [step] * (size // step) + ([size % step] if size % step else [])
-    return tensor_list(g, _split(g, self, axis, sizes))
+    count = max(-(-size // step), 1)
+    g.uses_traced_size(self, axis, f"aten::split's number of pieces ({count})")
+    return tensor_list(g, _split(g, self, axis, _pieces(
+        g, _run_time_size(g, self, axis, size), step, count), traced=_pieces(
+        g, size, step, count)))
 
 
 pack.alias(split, "aten::unsafe_split", since=7)
@@ -724,12 +760,20 @@ pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
 
 @pack.symbolic("aten::chunk", since=7)
 def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
-    """Pieces of ceil(size / chunks); by count from opset 18 when there are ``chunks`` pieces."""
+    """Pieces of ceil(size / chunks), the size read at run time; by count from opset 18
+    when there are ``chunks`` pieces."""
     axis, size = _split_dim("aten::chunk", self, dim if dim is not None else g.python_constant(0))
-    count = sh._get_const(chunks, "i", "chunks")
-    step = -(-size // count) if size else 1
-    sizes = [step] * (size // step) + ([size % step] if size % step else [])
-    return tensor_list(g, _split(g, self, axis, sizes, count if len(sizes) == count else None))
+    chunks = sh._get_const(chunks, "i", "chunks")
+    step = -(-size // chunks) if size else 1
+    count = max(-(-size // step), 1)
+    g.uses_traced_size(self, axis, f"aten::chunk's number of pieces ({count})")
+    traced = _pieces(g, size, step, count)
+    if count == chunks and g.opset >= 18:
+        return tensor_list(g, _split(g, self, axis, traced, count))
+    run_size = _run_time_size(g, self, axis, size)
+    run_step = _int_op(g, "Div", _int_op(g, "Add", run_size, chunks - 1), chunks)
+    return tensor_list(g, _split(g, self, axis, _pieces(g, run_size, run_step, count),
+                                 traced=traced))
 
 
 pack.alias(chunk, "aten::unsafe_chunk", since=7)
@@ -737,7 +781,8 @@ pack.alias(chunk, "aten::unsafe_chunk", since=7)
 
 @pack.symbolic("aten::tensor_split", since=7)
 def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> Value:
-    """``tensor_split(n)`` (the first size % n pieces one larger) or at given indices."""
+    """``tensor_split(n)`` (the first size % n pieces one larger, sizes read at run time) or
+    at given indices."""
     axis, size = _split_dim("aten::tensor_split", self,
                             dim if dim is not None else g.python_constant(0))
     if sh._is_list(sections) or sh._is_packed_list(sections):
@@ -746,7 +791,12 @@ def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> V
         sizes = [max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
     else:
         count = sh._get_const(sections, "i", "sections")
-        sizes = [size // count + (1 if i < size % count else 0) for i in range(count)]
+        # Piece i holds ceil((size - i) / count) elements.
+        traced = [(size + count - 1 - i) // count for i in range(count)]
+        run_size = _run_time_size(g, self, axis, size)
+        return tensor_list(g, _split(g, self, axis, [
+            _int_op(g, "Div", _int_op(g, "Add", run_size, count - 1 - i), count)
+            for i in range(count)], traced=traced))
     return tensor_list(g, _split(g, self, axis, sizes))
 
 
@@ -754,5 +804,6 @@ def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> V
 def unbind(g, self: Value, dim: Value | None = None) -> Value:
     """Split into size-1 pieces and squeeze each."""
     axis, size = _split_dim("aten::unbind", self, dim if dim is not None else g.python_constant(0))
+    g.uses_traced_size(self, axis, f"aten::unbind's number of pieces ({size})")
     pieces = _split(g, self, axis, [1] * size, size)
     return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])

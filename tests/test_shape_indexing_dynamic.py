@@ -7,6 +7,8 @@ traced ones, and that indexed assignment (the seed's write patterns) exports.
 
 from __future__ import annotations
 
+import warnings
+
 import onnxruntime as ort
 import pytest
 import torch
@@ -69,6 +71,15 @@ CASES = [
     ("triu", lambda x: x.triu(1), ((3, 4),), ((5, 2),), {"x": [0, 1]}, [11, 14, 20]),
     ("diagonal", lambda x: x.diagonal(-1), ((3, 4),), ((6, 3),), {"x": [0, 1]}, [11, 20]),
     ("chunk", lambda x: x.chunk(2, 1), ((2, 4),), ((3, 6),), {"x": [0, 1]}, [18, 20]),
+    # Piece sizes read at run time (the number of pieces is the traced one).
+    ("roll_past_size", lambda x: torch.roll(x, 3, 0), ((13,),), ((2,),), {"x": [0]}, [10, 20]),
+    ("chunk_first", lambda x: torch.chunk(x, 3, 0)[0], ((13,),), ((7,),), {"x": [0]},
+     [11, 13, 20]),
+    ("chunk_fewer", lambda x: torch.chunk(x, 3, 0)[-1], ((4,),), ((2,),), {"x": [0]}, [13, 20]),
+    ("split_last", lambda x: torch.split(x, 6, 0)[-1], ((13,),), ((14,),), {"x": [0]},
+     [11, 13, 20]),
+    ("tensor_split", lambda x: x.tensor_split(3, 1)[0], ((2, 7),), ((2, 8),), {"x": [1]},
+     [11, 20]),
     ("index_put_seed", _put_seed, ((3, 4), (4,)), ((5, 6), (6,)), {"data": [0, 1],
                                                                     "new_data": [0]}, [11, 20]),
     ("index_put_rows", _put_rows, ((4, 3), _long(-1, 1), (2, 3)), ((6, 2), _long(0, -3, 2),
@@ -119,3 +130,22 @@ def test_indexed_assignment_below_opset_11_names_the_opset():
     with pytest.raises(UnsupportedOperatorError, match="opset_version=11"):
         oxport.convert(as_module(_put_seed), (torch.zeros(3, 4), torch.ones(4)),
                        opset_version=10)
+
+
+@pytest.mark.parametrize("model,size,axes,warns", [
+    (lambda x: torch.split(x, 6, 0)[-1], (13,), {"x": [0]}, True),
+    (lambda x: torch.split(x, 6, 1)[-1], (2, 13), {"x": [0]}, False),
+    (lambda x: torch.chunk(x, 3, 0)[0], (13,), None, False),
+    (lambda x: x.unbind(0)[0], (3, 2), {"x": [0]}, True),
+    (lambda x: x.squeeze(), (1, 3), {"x": [1]}, True),
+], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "unbind", "squeeze"])
+def test_warns_when_a_dynamic_axis_fixes_a_traced_count(model, size, axes, warns):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        oxport.convert(as_module(model), (torch.randn(size),), input_names=["x"],
+                       dynamic_axes=axes)
+    messages = [str(w.message) for w in caught if "traced size" in str(w.message)]
+    assert bool(messages) == warns, messages
+    if warns:
+        assert "dynamic_axes makes dynamic (x_dynamic_axes_1)" in messages[0]
+        assert "test_shape_indexing_dynamic.py" in messages[0]
