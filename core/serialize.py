@@ -4,8 +4,9 @@ Weights are never copied into a ``ModelProto`` on the way to a file: the graph
 is serialized without them, then each weight is appended as protobuf bytes
 written straight from tensor memory (repeated embedded messages merge when
 parsed). Past 2 GB the weights go to one external-data file beside the model.
-Every write goes to a temporary file first and is renamed into place, so a
-failed export never leaves a partial file behind.
+Every file is written under a temporary name and renamed into place, the model
+last: a failed export never leaves a partial file behind, and the next export
+to a folder cleans up after a writer that was killed (see :func:`_commit`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import io
 import json
 import os
 import re
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
@@ -625,39 +627,32 @@ def write(serialized: Serialized, f: str | os.PathLike[str] | IO[bytes], *,
 
 def _write_path(serialized: Serialized, path: str, use_external: bool | str,
                 location: str | None, progress: Progress | None = None) -> None:
-    """Write to temporary files beside ``path``, then rename them into place.
+    """Write to temporary files beside ``path``, then rename them into place, the model last.
 
-    On any failure the temporary files are removed and ``path`` (and its data file) are
-    left as they were.
+    On any failure the temporary files are removed and ``path`` and its weight files are
+    left as they were. Temporary files a killed process left behind are removed first.
     """
     directory = os.path.dirname(os.path.abspath(path))
     check_target(path)
+    remove_stale_files(directory)
     temps: list[str] = []
     try:
+        moves: list[tuple[str, str]] = []
         if use_external == PER_TENSOR:
-            model, moves = _external_files(serialized, directory, temps, progress)
-            with _temp(directory, os.path.basename(path), temps) as handle:
-                handle.write(model.SerializeToString())
-            model_tmp = temps[-1]
-            for temp, final in moves:
-                os.replace(temp, final)
-                temps.remove(temp)
+            model, moves = _external_files(serialized, directory, os.path.basename(path), temps,
+                                           progress)
         elif use_external:
             location = location or os.path.basename(path) + ".data"
             with _temp(directory, location, temps) as data_file:
                 model = _external(serialized, data_file, location, progress)
-            data_tmp = temps[-1]
-            with _temp(directory, os.path.basename(path), temps) as handle:
+            moves = [(temps[-1], os.path.join(directory, location))]
+        with _temp(directory, os.path.basename(path), temps) as handle:
+            if moves:
                 handle.write(model.SerializeToString())
-            model_tmp = temps[-1]
-            os.replace(data_tmp, os.path.join(directory, location))
-            temps.remove(data_tmp)
-        else:
-            with _temp(directory, os.path.basename(path), temps) as handle:
+            else:
                 _stream(serialized, handle, progress)
-            model_tmp = temps[-1]
-        os.replace(model_tmp, path)
-        temps.remove(model_tmp)
+        _commit(temps[-1], path, moves)
+        temps.clear()
     except OSError as exc:
         raise OnnxExporterError(
             f"Cannot write {path!r}: {exc.strerror or exc}. Check that the folder exists, is "
@@ -666,6 +661,120 @@ def _write_path(serialized: Serialized, path: str, use_external: bool | str,
         for temp in temps:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
+
+
+# -- crash-safe renames ----------------------------------------------------------------
+# The files of one write are temporary files beside the target until the model file, the
+# last, is renamed into place. Replacing weight files an existing model uses is journaled:
+# the journal names the model's new inode, each old weight file is kept under a backup
+# name until the model is in place, and a failure (or, at the next write to the folder,
+# the death of the writing process) puts the old files back.
+#: Every temporary file's name: ``.<final name>.oxport-<host>-<pid>-<token>.<kind>``.
+_TEMP_NAME = re.compile(r"^\.(?P<final>.+)\.oxport-(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)-"
+                        r"(?P<token>[a-z0-9_]+)\.(?P<kind>tmp|bak|journal)$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+
+
+def _temp_prefix(name: str) -> str:
+    return f".{name}.oxport-{_host()}-{os.getpid()}-"
+
+
+def _commit(model_temp: str, path: str, moves: Sequence[tuple[str, str]]) -> None:
+    """Rename the weight files ``moves`` (temporary, final) into place, then the model.
+
+    Without weight files this is one atomic rename. With them, a journal beside the model
+    lists every final name, whether it existed and its backup name; existing files are
+    renamed to their backup before the new one takes their name, and on failure
+    :func:`_roll_back` restores them.
+    """
+    if not moves:
+        os.replace(model_temp, path)
+        return
+    directory = os.path.dirname(path)
+    token = os.path.basename(model_temp).rsplit("-", 1)[1].split(".")[0]
+    entries = [{"final": os.path.basename(final), "existed": os.path.lexists(final),
+                "backup": _temp_prefix(os.path.basename(final)) + token + ".bak"}
+               for _, final in moves]
+    journal = {"model": os.path.basename(path), "inode": os.stat(model_temp).st_ino,
+               "files": entries}
+    journal_path = os.path.join(directory, _temp_prefix(os.path.basename(path)) + token
+                                + ".journal")
+    try:
+        with open(journal_path, "x", encoding="utf-8") as handle:
+            json.dump(journal, handle)
+        for (temp, final), entry in zip(moves, entries):
+            if entry["existed"]:
+                os.replace(final, os.path.join(directory, entry["backup"]))
+            os.replace(temp, final)
+        os.replace(model_temp, path)
+    except BaseException:
+        _roll_back(directory, journal)
+        with contextlib.suppress(OSError):
+            os.unlink(journal_path)
+        raise
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, entry["backup"]))
+    with contextlib.suppress(OSError):
+        os.unlink(journal_path)
+
+
+def _roll_back(directory: str, journal: dict[str, Any]) -> None:
+    """Undo an unfinished :func:`_commit`: old weight files back from their backups, new
+    ones that replaced nothing removed. Does nothing when the model was renamed into place
+    (the write finished; only the backups are left to remove)."""
+    model = os.path.join(directory, journal["model"])
+    with contextlib.suppress(OSError):
+        if os.stat(model).st_ino == journal["inode"]:
+            return
+    for entry in journal["files"]:
+        final = os.path.join(directory, entry["final"])
+        backup = os.path.join(directory, entry["backup"])
+        with contextlib.suppress(OSError):
+            if os.path.lexists(backup):
+                os.replace(backup, final)
+            elif not entry["existed"]:
+                os.unlink(final)
+
+
+def remove_stale_files(directory: str) -> None:
+    """Finish what writers on this host that died mid-write (SIGKILL, SIGTERM, power loss)
+    left in ``directory``: roll back their journaled renames, remove their temporary files.
+
+    Files of processes still running, or of other hosts sharing the folder, are left alone.
+    """
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(".") and ".oxport-" in n]
+    except OSError:
+        return
+    stale = [(name, match) for name in names if (match := _TEMP_NAME.match(name))
+             and match["host"] == _host() and not _alive(int(match["pid"]))]
+    stale.sort(key=lambda item: item[1]["kind"] != "journal")  # journals first
+    for name, match in stale:
+        path = os.path.join(directory, name)
+        if match["kind"] == "journal":
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                with open(path, encoding="utf-8") as handle:
+                    _roll_back(directory, json.load(handle))
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (on Windows, where there is no cheap safe probe, every
+    process counts as running)."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
 
 
 def check_target(path: str) -> None:
@@ -692,7 +801,7 @@ def _temp(directory: str, name: str, temps: list[str]) -> IO[bytes]:
     descriptor mkstemp opened: reopening it with truncation would make ext4 flush it to
     disk on close (its replace-via-truncate heuristic), which costs as much as the write.
     """
-    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    fd, temp = tempfile.mkstemp(prefix=_temp_prefix(name), suffix=".tmp", dir=directory)
     temps.append(temp)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
@@ -828,14 +937,15 @@ def _external_header(weight: Weight, location: str, offset: int, length: int) ->
     return header
 
 
-def _external_files(serialized: Serialized, directory: str, temps: list[str],
+def _external_files(serialized: Serialized, directory: str, model_name: str, temps: list[str],
                     progress: Progress | None = None
                     ) -> tuple[onnx.ModelProto, list[tuple[str, str]]]:
-    """Each weight to a temporary file of its own (listed in ``temps``); returns the model
-    pointing at the final names, and the (temporary, final) paths to rename."""
+    """Each weight to a temporary file of its own (listed in ``temps``), to be named
+    ``<model_name>.<weight name>``; returns the model pointing at the final names, and the
+    (temporary, final) paths to rename."""
     model = onnx.ModelProto()
     model.CopyFrom(serialized.model)
-    taken: set[str] = set()
+    taken: set[str] = {"data"}  # <model_name>.data is the single-file form's name
     moves = []
     done, total = 0, serialized.weight_bytes
     writer = _Writer()
@@ -851,6 +961,7 @@ def _external_files(serialized: Serialized, directory: str, temps: list[str],
         while location.lower() in taken:  # unique on case-insensitive file systems too
             location, n = f"{base}.{n}", n + 1
         taken.add(location.lower())
+        location = f"{model_name}.{location}"
         with _temp(directory, location, temps) as handle:
             length = writer.weight(handle, weight)
         temp = temps[-1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 
 import numpy as np
 import onnx
@@ -216,6 +217,135 @@ def test_a_successful_write_replaces_the_previous_file(tmp_path):
     oxport.export(MLP(), torch.randn(2, 8), str(target))
     assert onnx.load(str(target)).graph.node
     assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+# -- crash-safe writes: failures and kills at every step ------------------------------------
+WRITE_MODES = [False, True, "per_tensor"]
+
+
+class _Steps:
+    """Counts the steps of a write (temporary file created, weight written, journal written,
+    file renamed; with ``removals``, file removed) and calls ``at_step()`` at step number
+    ``stop``."""
+
+    def __init__(self, monkeypatch, stop: int, at_step, removals: bool = False) -> None:
+        self.count, self.stop, self.at_step = 0, stop, at_step
+        steps = [(serialize.tempfile, "mkstemp"), (serialize._Writer, "weight"),
+                 (serialize.json, "dump"), (serialize.os, "replace")]
+        for owner, name in steps + ([(serialize.os, "unlink")] if removals else []):
+            monkeypatch.setattr(owner, name, self._counted(getattr(owner, name)))
+
+    def _counted(self, fn):
+        def step(*args, **kwargs):
+            self.count += 1
+            if self.count == self.stop:
+                self.at_step()
+            return fn(*args, **kwargs)
+        return step
+
+
+def _mlp_pair(tmp_path, monkeypatch, external):
+    """An MLP exported to ``m.onnx`` (its files' bytes), and a second MLP with other weights
+    serialized for the same path."""
+    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # every weight in a data file
+    old, new = MLP().eval(), MLP().eval()
+    path = str(tmp_path / "m.onnx")
+    oxport.export(old, torch.randn(2, 8), path, external_data=external)
+    files = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+    return old, new, path, files, oxport.convert(new, torch.randn(2, 8)).serialized
+
+
+@pytest.mark.parametrize("external", WRITE_MODES)
+def test_a_failure_at_any_step_of_the_write_leaves_the_previous_files_as_they_were(
+        tmp_path, monkeypatch, external):
+    old, new, path, files, serialized = _mlp_pair(tmp_path, monkeypatch, external)
+
+    def fail() -> None:
+        raise OSError(5, "Input/output error")
+
+    stop = 0
+    while True:
+        stop += 1
+        with monkeypatch.context() as patched:
+            steps = _Steps(patched, stop, fail)
+            try:
+                serialize.write(serialized, path, external_data=external)
+            except OnnxExporterError as exc:
+                assert "Input/output error" in str(exc) and "nothing was written" in str(exc)
+            else:
+                assert steps.count < stop  # every step failed once before this run
+                break
+        assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == files, \
+            f"failure at step {stop}"
+    assert stop > (9 if external == "per_tensor" else 5 if external else 2)
+    x = torch.randn(2, 8)
+    np.testing.assert_allclose(_run(path, x), new(x).detach().numpy(), **TOL)
+
+
+@pytest.mark.parametrize("external", WRITE_MODES)
+def test_a_writer_killed_at_any_step_is_cleaned_up_by_the_next_export_to_the_folder(
+        tmp_path, monkeypatch, external):
+    """SIGKILL at every step (no cleanup runs in the writer); the next export to the folder
+    leaves either the old model or the new one, complete, and no temporary file."""
+    old, new, path, files, serialized = _mlp_pair(tmp_path, monkeypatch, external)
+    x = torch.randn(2, 8)
+    outputs = {"old": old(x).detach().numpy(), "new": new(x).detach().numpy()}
+    seen, left_behind = [], []
+    while True:
+        pid = os.fork()
+        if pid == 0:  # the writer: killed at step len(seen) + 1, or done (exit status 0)
+            try:
+                with monkeypatch.context() as patched:
+                    _Steps(patched, len(seen) + 1,
+                           lambda: os.kill(os.getpid(), signal.SIGKILL), removals=True)
+                    serialize.write(serialized, path, external_data=external)
+            finally:
+                os._exit(0)
+        status = os.waitpid(pid, 0)[1]
+        if status == 0:
+            break
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        left_behind.append(any(name.startswith(".") for name in os.listdir(tmp_path)))
+        oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "other.onnx"))  # cleans up
+        os.unlink(tmp_path / "other.onnx")
+        assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]
+        result = _run(path, x)
+        seen.append(next(k for k, v in outputs.items() if np.allclose(result, v, **TOL)))
+        if seen[-1] == "old":  # rolled back: byte for byte what was there
+            assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == files
+        else:  # finished: the new model and its weights only
+            assert sorted(os.listdir(tmp_path)) == sorted(files)
+            oxport.export(old, torch.randn(2, 8), path, external_data=external)  # start again
+    # Killed before the model's rename the old model stays, after it the new one.
+    assert seen == sorted(seen, key=["old", "new"].index) and seen[0] == "old"
+    assert ("new" in seen) == bool(external)  # the backups are removed after the rename
+    assert sum(left_behind) >= len(seen) - 1  # all but a kill before the first file
+    np.testing.assert_allclose(_run(path, x), outputs["new"], **TOL)
+
+
+def test_temporary_files_of_running_writers_and_other_hosts_are_left_alone(tmp_path):
+    mine = tmp_path / f".m.onnx.oxport-{serialize._host()}-{os.getpid()}-abc.tmp"
+    elsewhere = tmp_path / ".m.onnx.oxport-otherhost-1-abc.tmp"
+    foreign = tmp_path / ".m.onnx.1234.tmp"
+    for path in (mine, elsewhere, foreign):
+        path.write_bytes(b"in progress")
+    oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "m.onnx"))
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["m.onnx", mine.name, elsewhere.name, foreign.name])
+
+
+def test_per_tensor_weights_of_two_models_in_one_folder_do_not_collide(tmp_path, monkeypatch):
+    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)
+    models = {name: MLP().eval() for name in ("a.onnx", "b.onnx")}
+    for name, model in models.items():
+        oxport.export(model, torch.randn(2, 8), str(tmp_path / name), external_data="per_tensor")
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        f"{model}{suffix}" for model in models
+        for suffix in ("", ".a.weight", ".a.bias", ".b.weight", ".b.bias"))
+    x = torch.randn(2, 8)
+    for name, model in models.items():
+        np.testing.assert_allclose(_run(str(tmp_path / name), x), model(x).detach().numpy(),
+                                   **TOL)
 
 
 # -- weights are copied at most once --------------------------------------------------------
