@@ -12,6 +12,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.shape import scalar_as_vector
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.linalg", cases="oxport.opsets.cases.linalg")
@@ -284,6 +285,7 @@ def _order(value: Value | None, default: float | str | None = 2.0) -> float | st
 
 
 @pack.symbolic("aten::linalg_vector_norm", since=7)
+@scalar_as_vector
 def linalg_vector_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
                        dtype: Value | None = None) -> Value:
     keep = _static(keepdim, "b", "aten::linalg_vector_norm", "keepdim")
@@ -292,6 +294,7 @@ def linalg_vector_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
 
 
 @pack.symbolic("aten::norm", since=7)
+@scalar_as_vector
 def norm(g, self: Value, p: Value | None = None, *args: Value) -> Value:
     """``norm(self, p)``, ``norm(self, p, dtype)``, ``norm(self, p, dim, keepdim[, dtype])``."""
     order = _order(p)

@@ -7,6 +7,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.shape import scalar_as_vector
 
 pack = OpPack("oxport.nn", cases="oxport.opsets.cases.nn")
 
@@ -168,8 +169,9 @@ def _dtype_of(dtype_value: Value) -> torch.dtype:
     return JitScalarType(sh._maybe_get_const(dtype_value, "i")).dtype()
 
 
-pack.symbolic("aten::softmax", since=7)(_softmax_family("Softmax", "softmax"))
-pack.symbolic("aten::log_softmax", since=7)(_softmax_family("LogSoftmax", "log_softmax"))
+pack.symbolic("aten::softmax", since=7)(scalar_as_vector(_softmax_family("Softmax", "softmax")))
+pack.symbolic("aten::log_softmax", since=7)(
+    scalar_as_vector(_softmax_family("LogSoftmax", "log_softmax")))
 
 
 # -- embedding --------------------------------------------------------------------------

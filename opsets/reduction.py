@@ -10,6 +10,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.shape import scalar_as_vector
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.reduction", cases="oxport.opsets.cases.reduction")
@@ -107,6 +108,7 @@ def _cast_opt(g, x: Value, dtype: torch.dtype | None) -> Value:
 
 
 @pack.symbolic("aten::sum", since=7)
+@scalar_as_vector
 def aten_sum(g, self: Value, *args: Value) -> Value:
     """``sum(self, dtype)`` / ``sum(self, dim, keepdim, dtype)``: ReduceSum, integers in int64."""
     if not sh._is_tensor(self):
@@ -118,6 +120,7 @@ def aten_sum(g, self: Value, *args: Value) -> Value:
 
 
 @pack.symbolic("aten::mean", since=7)
+@scalar_as_vector
 def mean(g, self: Value, *args: Value) -> Value:
     """``mean(self, dtype)`` / ``mean(self, dim, keepdim, dtype)``: ReduceMean."""
     dim, keepdim, dtype = _dim_keepdim_dtype(args)
@@ -127,6 +130,7 @@ def mean(g, self: Value, *args: Value) -> Value:
 
 
 @pack.symbolic("aten::prod", since=7)
+@scalar_as_vector
 def prod(g, self: Value, *args: Value) -> Value:
     """``prod(self, dtype)`` / ``prod(self, dim, keepdim, dtype)`` (one dim): ReduceProd."""
     dim, keepdim, dtype = _dim_keepdim_dtype(args)
@@ -150,8 +154,8 @@ def _amax_amin(op_type: str, name: str):
     return symbolic
 
 
-pack.symbolic("aten::amax", since=7)(_amax_amin("ReduceMax", "amax"))
-pack.symbolic("aten::amin", since=7)(_amax_amin("ReduceMin", "amin"))
+pack.symbolic("aten::amax", since=7)(scalar_as_vector(_amax_amin("ReduceMax", "amax")))
+pack.symbolic("aten::amin", since=7)(scalar_as_vector(_amax_amin("ReduceMin", "amin")))
 
 
 def _max_min(reduce_op: str, arg_op: str, name: str):
@@ -172,8 +176,8 @@ def _max_min(reduce_op: str, arg_op: str, name: str):
     return symbolic
 
 
-pack.symbolic("aten::max", since=7)(_max_min("ReduceMax", "ArgMax", "max"))
-pack.symbolic("aten::min", since=7)(_max_min("ReduceMin", "ArgMin", "min"))
+pack.symbolic("aten::max", since=7)(scalar_as_vector(_max_min("ReduceMax", "ArgMax", "max")))
+pack.symbolic("aten::min", since=7)(scalar_as_vector(_max_min("ReduceMin", "ArgMin", "min")))
 
 
 def _arg_extreme(op_type: str, name: str):
@@ -195,8 +199,8 @@ def _arg_extreme(op_type: str, name: str):
     return symbolic
 
 
-pack.symbolic("aten::argmax", since=7)(_arg_extreme("ArgMax", "argmax"))
-pack.symbolic("aten::argmin", since=7)(_arg_extreme("ArgMin", "argmin"))
+pack.symbolic("aten::argmax", since=7)(scalar_as_vector(_arg_extreme("ArgMax", "argmax")))
+pack.symbolic("aten::argmin", since=7)(scalar_as_vector(_arg_extreme("ArgMin", "argmin")))
 
 
 # -- statistics ---------------------------------------------------------------------
@@ -229,6 +233,7 @@ def _variance(g, x: Value, axes: list[int] | None, correction: float, keepdim: b
 
 
 @pack.symbolic("aten::var", since=7)
+@scalar_as_vector
 def var(g, self: Value, *args: Value) -> Value:
     """Variance with Bessel's (or any) correction over some or all dims."""
     axes, correction, keepdim = _variance_args(args, "aten::var")
@@ -236,6 +241,7 @@ def var(g, self: Value, *args: Value) -> Value:
 
 
 @pack.symbolic("aten::std", since=7)
+@scalar_as_vector
 def std(g, self: Value, *args: Value) -> Value:
     """Standard deviation: Sqrt of :func:`var`."""
     axes, correction, keepdim = _variance_args(args, "aten::std")
@@ -243,6 +249,7 @@ def std(g, self: Value, *args: Value) -> Value:
 
 
 @pack.symbolic("aten::var_mean", since=7)
+@scalar_as_vector
 def var_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
     axes, correction, keepdim = _variance_args(args, "aten::var_mean")
     return (_variance(g, self, axes, correction, keepdim),
@@ -250,6 +257,7 @@ def var_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
 
 
 @pack.symbolic("aten::std_mean", since=7)
+@scalar_as_vector
 def std_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
     axes, correction, keepdim = _variance_args(args, "aten::std_mean")
     return (g.op("Sqrt", _variance(g, self, axes, correction, keepdim)),
@@ -257,6 +265,7 @@ def std_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
 
 
 @pack.symbolic("aten::logsumexp", since=7)
+@scalar_as_vector
 @sh.parse_args("v", "is", "b")
 def logsumexp(g, self: Value, dim: list[int], keepdim: bool) -> Value:
     """ReduceLogSumExp; integer inputs are computed in the float result dtype."""
@@ -299,6 +308,7 @@ def _cumulative_dtype(g, self: Value, dtype: Value | None) -> tuple[Value, torch
 
 
 @pack.symbolic("aten::cumsum", since=11)
+@scalar_as_vector
 @sh.parse_args("v", "i", "v")
 def cumsum(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
     x, restore = _cumulative_dtype(g, self, dtype)
@@ -307,6 +317,7 @@ def cumsum(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
 
 
 @pack.symbolic("aten::cumprod", since=11)
+@scalar_as_vector
 @sh.parse_args("v", "i", "v")
 def cumprod(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
     """No ONNX op: ReduceProd over a lower-triangular Where of the input (O(n^2) along dim)."""
@@ -421,9 +432,9 @@ def argsort(g, self: Value, *args: Value) -> Value:
 
 
 for _since in (7, 10, 11):
-    pack.symbolic("aten::topk", since=_since)(topk)
-    pack.symbolic("aten::sort", since=_since)(sort)
-    pack.symbolic("aten::argsort", since=_since)(argsort)
+    pack.symbolic("aten::topk", since=_since)(scalar_as_vector(topk))
+    pack.symbolic("aten::sort", since=_since)(scalar_as_vector(sort))
+    pack.symbolic("aten::argsort", since=_since)(scalar_as_vector(argsort))
 
 
 def _take(g, x: Value, index: Value, axis: int, keepdim: bool) -> Value:

@@ -8,12 +8,15 @@ bakes in a size where the traced graph itself does (``squeeze()``, split counts)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
+from oxport.infer import infer_value, needs_inference
 from oxport.ir import Node, Type, Value
 from oxport.types import JitScalarType
 
@@ -30,6 +33,36 @@ def rank_of(op: str, x: Value) -> int:
     if rank is None:
         sh._unimplemented(op, "an input of unknown rank")
     return rank
+
+
+def scalar_as_vector(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Serve a 0-d first input (torch takes dim 0 or -1 on a scalar; ONNX ops with an axis
+    want rank >= 1): run ``fn`` on it reshaped to ``[1]``, then squeeze back to 0-d each
+    output the trace recorded as 0-d."""
+    @functools.wraps(fn)
+    def symbolic(g, self: Value, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(self, Value) or self.type().dim() != 0:
+            return fn(g, self, *args, **kwargs)
+        vector = sh._unsqueeze_helper(g, self, [0]).setType(self.type().with_sizes([1]))
+        out = fn(g, vector, *args, **kwargs)
+        outs = out if isinstance(out, tuple) else (out,)
+        node = g.original_node
+        scalars = [node is None or i >= node.outputsSize() or node.outputsAt(i).type().kind()
+                   != "TensorType" or node.outputsAt(i).type().dim() == 0
+                   for i in range(len(outs))]
+        fixed = tuple(_squeezed_to_scalar(g, v) if scalar else v
+                      for v, scalar in zip(outs, scalars))
+        return fixed if isinstance(out, tuple) else fixed[0]
+    return symbolic
+
+
+def _squeezed_to_scalar(g, value: Value) -> Value:
+    """``value`` (from a ``[1]`` input: rank 1 or already 0) as a 0-d tensor."""
+    if needs_inference(value):
+        infer_value(value, g.opset)
+    if value.type().dim() == 0:
+        return value
+    return sh._squeeze_helper(g, value, [0]).setType(value.type().with_sizes([]))
 
 
 def int_list(value: Value) -> list[int | Value] | None:
@@ -257,6 +290,7 @@ pack.alias(mT, "aten::mH", since=7)
 
 
 @pack.symbolic("aten::movedim", since=7)
+@scalar_as_vector
 @sh.parse_args("v", "is", "is")
 def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
     """Move ``source`` dims to ``destination``; the rest keep their order (the tracer records moveaxis as movedim)."""
@@ -412,6 +446,7 @@ def _source_indices(g, repeats: Value) -> Value:
 
 # -- flip, roll -------------------------------------------------------------------
 @pack.symbolic("aten::flip", since=10)
+@scalar_as_vector
 @sh.parse_args("v", "is")
 def flip(g, self: Value, dims: list[int]) -> Value:
     """Slice every flipped dim with step -1."""

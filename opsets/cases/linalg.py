@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from oxport.opsets.cases import scalar
 from oxport.opsets.linalg import pack
 
 
@@ -99,3 +100,6 @@ pack.case("aten::_grouped_mm", lambda x, w, offs: torch._grouped_mm(x, w, offs=o
           (3, 8, 4), _offsets, name="offsets")
 pack.case("aten::_grouped_mm", lambda x, w: torch._grouped_mm(x, w), (3, 5, 8), (3, 8, 4),
           name="batched")
+
+pack.case("aten::linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 2, 0), scalar,
+          name="0d")

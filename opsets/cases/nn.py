@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from oxport.opsets.cases import scalar
 from oxport.opsets.nn import pack
 
 
@@ -154,3 +155,6 @@ pack.case("aten::cross_entropy_loss", lambda x, t: F.cross_entropy(x, t, label_s
 pack.case("aten::cross_entropy_loss", lambda x, t, w: F.cross_entropy(x, t, weight=w),
           (2, 5, 3, 2), lambda: torch.rand(2, 5, 3, 2).softmax(1), lambda: torch.rand(5),
           name="probabilities_spatial_weight")
+
+pack.case("aten::softmax", lambda x: x.softmax(0), scalar, name="0d")
+pack.case("aten::log_softmax", lambda x: x.log_softmax(-1), scalar, name="0d")

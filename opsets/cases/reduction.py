@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from oxport.opsets.cases import scalar
 from oxport.opsets.reduction import pack
 
 _X = (2, 3, 4)
@@ -114,3 +115,15 @@ pack.case("aten::histc", lambda x: torch.histc(x, bins=3), lambda: torch.full((4
           name="constant_data")
 pack.case("aten::histc", lambda x: torch.histc(x, bins=4, min=0, max=3), _expert_ids,
           name="expert_counts")
+
+pack.case("aten::sum", lambda x: x.sum(0) + x.sum(-1, keepdim=True), scalar, name="0d")
+pack.case("aten::mean", lambda x: x.mean(-1), scalar, name="0d")
+pack.case("aten::prod", lambda x: x.prod(0), scalar, name="0d")
+pack.case("aten::amax", lambda x: x.amax(0), scalar, name="0d")
+pack.case("aten::max", lambda x: x.max(0), scalar, name="0d")
+pack.case("aten::argmax", lambda x: x.argmax(-1), scalar, name="0d")
+pack.case("aten::var_mean", lambda x: torch.var_mean(x, 0, correction=0), scalar, name="0d")
+pack.case("aten::logsumexp", lambda x: x.logsumexp(0), scalar, name="0d")
+pack.case("aten::cumsum", lambda x: x.cumsum(0), scalar, name="0d")
+pack.case("aten::topk", lambda x: x.topk(1, 0), scalar, name="0d")
+pack.case("aten::sort", lambda x: torch.sort(x, -1), scalar, name="0d")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from oxport.opsets.cases import scalar
 from oxport.opsets.shape import pack
 
 DYN = {"x": [0, 1]}
@@ -107,3 +108,6 @@ pack.case("aten::tril", lambda x: x.tril(0), lambda: torch.ones(3, 3, dtype=torc
 pack.case("aten::diagonal", lambda x: x.diagonal(), (3, 4))
 pack.case("aten::diagonal", lambda x: torch.diagonal(x, -1, 2, 0), (4, 2, 3), name="offset",
           input_names=["x"], dynamic_axes={"x": [0, 2]})
+
+pack.case("aten::flip", lambda x: x.flip(0), scalar, name="0d")
+pack.case("aten::movedim", lambda x: torch.movedim(x, 0, -1), scalar, name="0d")
