@@ -327,31 +327,31 @@ class _CallScopes(dict):
 def script_front_end(model: Any, args: Any) -> FrontEnd:
     """Use a ScriptModule or ScriptFunction as given; ``args`` give the input types.
 
-    Tensors in ``args`` type the graph inputs (dtype and shape); other values (int,
-    float, bool, None) are hard-coded as constants, as tracing does. A ScriptModule is
-    frozen first, so its non-tensor attributes become constants and its submodules'
-    methods are inlined; parameters and buffers stay initializers.
+    Tensors in ``args`` type the graph inputs (dtype and shape); a tuple of tensors
+    becomes one input per tensor, a list of tensors one Sequence input (as torch.onnx
+    does); other values (int, float, bool, None) are hard-coded as constants, as
+    tracing does. A trailing dict names arguments, the signature's defaults fill the
+    rest. A ScriptModule is frozen first, so its non-tensor attributes become constants
+    and its submodules' methods are inlined; parameters and buffers stay initializers.
     """
     positional, kwargs = normalize_args(args)
-    if kwargs:
-        raise InvalidExportArgumentError(
-            "Scripted models take positional args only; drop the trailing dict of named args."
-        )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
-        if isinstance(model, torch.jit.ScriptFunction):
+        method = _forward_name(model, positional) if isinstance(model, torch.jit.ScriptModule) \
+            else None
+        if method is None:
             graph = model.graph.copy()
             torch._C._jit_pass_inline(graph)
             params: list[tuple[str, torch.Tensor]] = []
         else:
             frozen = torch._C._freeze_module(model._c, preserveParameters=True)
-            graph = frozen._get_method(_forward_name(model, positional)).graph.copy()
+            graph = frozen._get_method(method).graph.copy()
             torch._C._jit_pass_inline(graph)
             _inline_attributes(graph, model)
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
-        bound = _with_defaults(model, positional, len(user_inputs))
+        bound = _bind_arguments(model, method, positional, kwargs, len(user_inputs))
         _bind_script_inputs(graph, user_inputs, bound)
         script_passes.fold_none_checks(graph)  # before tuples are lowered
         _general_passes(graph)
@@ -359,20 +359,19 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
         if problems:
             raise UnsupportedOperatorError(
                 "The scripted model uses constructs ONNX cannot express:\n" + "\n".join(problems))
-        flat = [a for a in pytree.tree_leaves(positional) if isinstance(a, torch.Tensor)]
+        examples = [leaf for arg in bound for leaf in _input_examples(arg)]
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
-        if len(flat) != len(user_inputs):
+        if len(examples) != len(user_inputs):
             raise InvalidExportArgumentError(
                 f"The scripted model's inputs ({len(user_inputs)} after flattening tuples) do "
-                f"not match the {len(flat)} tensors in args; lists of tensors cannot be inputs "
-                "of a scripted model.")
-        for value, example in zip(user_inputs, flat):
-            value.setType(torch._C.TensorType.create_from_tensor(example))
+                f"not match the {len(examples)} tensors and lists of tensors in args; pass one "
+                "value per parameter of its forward.")
+        for value, example in zip(user_inputs, examples):
+            value.setType(_example_type(example))
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
         notes: list[str] = []
         try:
-            example = model(*positional) if isinstance(model, torch.jit.ScriptFunction) \
-                else model._c._get_method(_forward_name(model, positional))(*positional)
+            example = model(*bound) if method is None else model._c._get_method(method)(*bound)
         except Exception as exc:  # noqa: BLE001 - the user's model failed: say so, chained
             raise OnnxExporterError(
                 f"Running the scripted model on args failed: {type(exc).__name__}: {exc}") from exc
@@ -382,7 +381,30 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
         for value, example in zip(graph_outputs, outputs):
             example_type = torch._C.TensorType.create_from_tensor(example)
             value.setType(example_type.with_sizes([None] * example.dim()))
-    return FrontEnd(graph, flat, names, params, [], notes, scripted=True)
+    return FrontEnd(graph, examples, names, params, [], notes, scripted=True)
+
+
+def _input_examples(arg: Any) -> list[Any]:
+    """The graph inputs one argument becomes: a tensor, each tensor of a tuple, or a list
+    of tensors (one Sequence input); other values are hard-coded."""
+    if isinstance(arg, torch.Tensor) or _is_tensor_list(arg):
+        return [arg]
+    if isinstance(arg, tuple):
+        return [leaf for item in arg for leaf in _input_examples(item)]
+    return []
+
+
+def _is_tensor_list(arg: Any) -> bool:
+    return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
+
+
+def _example_type(example: Any) -> torch._C.Type:
+    """The TorchScript type of an input: a complete tensor type, or a list of tensors of the
+    first one's dtype (any size)."""
+    if isinstance(example, torch.Tensor):
+        return torch._C.TensorType.create_from_tensor(example)
+    first = torch._C.TensorType.create_from_tensor(example[0])
+    return torch._C.ListType(first.with_sizes([None] * example[0].dim()))
 
 
 def _inline_attributes(graph: torch._C.Graph, model: Any) -> None:
@@ -440,26 +462,36 @@ def _forward_name(model: Any, args: tuple[Any, ...]) -> str:
         f"{type(model).__name__} has no scripted forward that takes these args.")
 
 
-def _with_defaults(model: Any, args: tuple[Any, ...], count: int) -> tuple[Any, ...]:
-    """``args`` completed with the scripted signature's defaults."""
-    schema = model.schema if isinstance(model, torch.jit.ScriptFunction) \
-        else model._c._get_method(_forward_name(model, args)).schema
+def _bind_arguments(model: Any, method: str | None, args: tuple[Any, ...],
+                    kwargs: dict[str, Any], count: int) -> tuple[Any, ...]:
+    """One value per parameter of the scripted signature: ``args``, then ``kwargs`` by
+    name, then the defaults."""
+    schema = model.schema if method is None else model._c._get_method(method).schema
     params = [a for a in schema.arguments if a.name != "self"]
-    if len(args) > count or any(not p.has_default_value() for p in params[len(args):count]):
-        names = ", ".join(p.name for p in params)
+    names = ", ".join(p.name for p in params)
+    unknown = [key for key in kwargs if key not in {p.name for p in params[len(args):]}]
+    if unknown:
         raise InvalidExportArgumentError(
-            f"The scripted model takes ({names}) but args has {len(args)} value"
-            f"{'s' if len(args) != 1 else ''}; pass one per parameter without a default.")
-    return (*args, *(p.default_value for p in params[len(args):count]))
+            f"The scripted model takes ({names}); the dict of named args has "
+            f"{', '.join(map(repr, unknown))}, which names no parameter after the positional "
+            "args. Name parameters as its forward does.")
+    rest = params[len(args):count]
+    if len(args) > count or any(p.name not in kwargs and not p.has_default_value()
+                                for p in rest):
+        raise InvalidExportArgumentError(
+            f"The scripted model takes ({names}) but args has {len(args) + len(kwargs)} value"
+            f"{'s' if len(args) + len(kwargs) != 1 else ''}; pass one per parameter without a "
+            "default.")
+    return (*args, *(kwargs[p.name] if p.name in kwargs else p.default_value for p in rest))
 
 
 def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
                         args: tuple[Any, ...]) -> None:
     """Type tensor inputs from their examples; hard-code the other arguments."""
     for value, example in reversed(list(zip(inputs, args))):
-        if isinstance(example, torch.Tensor):
-            value.setType(torch._C.TensorType.create_from_tensor(example))
-        elif isinstance(example, (tuple, list)) and any(
+        if isinstance(example, torch.Tensor) or _is_tensor_list(example):
+            value.setType(_example_type(example))
+        elif isinstance(example, tuple) and any(
                 isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(example)):
             continue  # a tuple of tensors: lowering tuples makes its tensors inputs
         else:
