@@ -73,10 +73,38 @@ def _conv_transpose(g, input: Value, weight: Value, bias: Value | None, stride: 
 def _convolution(g, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                  groups, *_):
     """Conv, or ConvTranspose when ``transposed``."""
+    return _conv_or_transpose(g, input, weight, bias, stride, padding, dilation, transposed,
+                              output_padding, groups)
+
+
+def _conv_or_transpose(g, input, weight, bias, stride, padding, dilation, transposed,
+                       output_padding, groups):
     if transposed:
         return _conv_transpose(g, input, weight, bias, stride, padding, output_padding, groups,
                                dilation)
     return _conv(g, input, weight, bias, stride, padding, dilation, groups)
+
+
+@pack.symbolic("aten::convolution", since=7)
+@sh.parse_args("v", "v", "v", "is", "is", "is", "i", "is", "i")
+def convolution(g, input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                groups):
+    """``aten::convolution`` (scripted code, torch.export): ``_convolution`` without its
+    backend flags."""
+    return _conv_or_transpose(g, input, weight, bias, stride, padding, dilation, transposed,
+                              output_padding, groups)
+
+
+@pack.symbolic("aten::conv_tbc", since=7)
+@sh.parse_args("v", "v", "v", "i")
+def conv_tbc(g, input, weight, bias, pad):
+    """Time-batch-channel Conv1d: input (T, B, C) and weight (k, C, out) transposed around a
+    Conv."""
+    kernel = weight.type().sizes()[0]
+    conv = g.op("Conv", g.op("Transpose", input, perm_i=[1, 2, 0]),
+                g.op("Transpose", weight, perm_i=[2, 1, 0]), bias, kernel_shape_i=[kernel],
+                pads_i=[pad, pad])
+    return g.op("Transpose", conv, perm_i=[2, 0, 1])
 
 
 @pack.symbolic("aten::_convolution_mode", since=7)
@@ -130,6 +158,21 @@ def dropout(g, input, p, train):
 pack.alias(dropout, "aten::dropout_", since=7)
 
 
+@pack.symbolic("aten::native_dropout", since=7)
+def native_dropout(g, input: Value, p: Value, train: Value) -> tuple[Value, Value]:
+    """``(output, keep mask)``: the input and an all-True mask in eval mode, a Dropout node
+    with its mask when training (``train=None`` trains, as in ATen)."""
+    ratio = sh._get_const(p, "f", "p")
+    training = sh._is_none(train) or sh._get_const(train, "b", "train")
+    if training and ratio:
+        if g.opset < 12:
+            sh._onnx_opset_unsupported("native_dropout in training mode", g.opset, 12)
+        return g.op("Dropout", input, g.constant(torch.tensor(ratio, dtype=torch.float32)),
+                    g.constant(torch.tensor(True)), outputs=2)
+    keep = g.op("ConstantOfShape", g.op("Shape", input), value_t=torch.tensor([True]))
+    return input, keep
+
+
 @pack.symbolic("aten::feature_dropout", since=7)
 @sh.parse_args("v", "f", "b")
 def feature_dropout(g, input, p, train):
@@ -172,6 +215,15 @@ def _dtype_of(dtype_value: Value) -> torch.dtype:
 pack.symbolic("aten::softmax", since=7)(scalar_as_vector(_softmax_family("Softmax", "softmax")))
 pack.symbolic("aten::log_softmax", since=7)(
     scalar_as_vector(_softmax_family("LogSoftmax", "log_softmax")))
+_log_softmax_of = scalar_as_vector(_softmax_family("LogSoftmax", "_log_softmax"))
+
+
+@pack.symbolic("aten::_log_softmax", since=7)
+def _log_softmax(g, input: Value, dim: Value, half_to_float: Value) -> Value:
+    """``log_softmax`` as ATen calls it (``half_to_float`` is a CUDA-only path)."""
+    if sh._get_const(half_to_float, "b", "half_to_float"):
+        sh._unimplemented("aten::_log_softmax", "half_to_float=True (CUDA only in PyTorch)")
+    return _log_softmax_of(g, input, dim)
 
 
 # -- embedding --------------------------------------------------------------------------

@@ -842,3 +842,96 @@ def unbind(g, self: Value, dim: Value | None = None) -> Value:
     g.uses_traced_size(self, axis, f"aten::unbind's number of pieces ({size})")
     pieces = _split(g, self, axis, [1] * size, size)
     return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])
+
+
+# -- no-ops on real tensors, shapes as tensors --------------------------------------
+for _name in ("alias", "lift"):
+    pack.symbolic(f"aten::{_name}", since=7)(_identity(_name))
+
+
+def _real_identity(name: str):
+    def symbolic(g, self: Value) -> Value:
+        if self.type().dtype() is not None and self.type().dtype().is_complex:
+            sh._unimplemented(f"aten::{name}", "a complex input: ONNX has no complex tensors")
+        return self
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``aten::{name}`` is the tensor itself for real dtypes."
+    return symbolic
+
+
+for _name in ("conj_physical", "resolve_conj", "resolve_neg"):
+    pack.symbolic(f"aten::{_name}", since=7)(_real_identity(_name))
+
+
+@pack.symbolic("aten::_shape_as_tensor", since=7)
+def _shape_as_tensor(g, self: Value) -> Value:
+    return shape_of(g, self)
+
+
+@pack.symbolic("aten::_reshape_from_tensor", since=7)
+def _reshape_from_tensor(g, self: Value, shape: Value) -> Value:
+    return g.op("Reshape", self, _shape_input(g, shape))
+
+
+@pack.symbolic("aten::broadcast_to", since=8)
+def broadcast_to(g, self: Value, size: Value) -> Value:
+    return expand(g, self, size)
+
+
+def _atleast(rank: int):
+    def symbolic(g, self: Value) -> Value:
+        if not sh._is_tensor(self):
+            return tensor_list(g, [symbolic(g, t) for t in sh._unpack_list(self)])
+        have = rank_of(f"aten::atleast_{rank}d", self)
+        if have >= rank:
+            return self
+        # 0-d -> [1, ...]; 1-d (n) -> (1, n) and (1, n, 1); 2-d (m, n) -> (m, n, 1)
+        axes = {(0, 1): [0], (0, 2): [0, 1], (0, 3): [0, 1, 2], (1, 2): [0], (1, 3): [0, 2],
+                (2, 3): [2]}[have, rank]
+        return sh._unsqueeze_helper(g, self, axes)
+    symbolic.__name__ = f"atleast_{rank}d"
+    symbolic.__doc__ = f"Unsqueeze to at least {rank} dims where torch adds them (a list: each)."
+    return symbolic
+
+
+for _rank in (1, 2, 3):
+    pack.symbolic(f"aten::atleast_{_rank}d", since=7)(_atleast(_rank))
+
+
+@pack.symbolic("aten::meshgrid", since=8)
+def meshgrid(g, tensors: Value, indexing: Value | None = None) -> Value:
+    """Each 1-D tensor reshaped onto its own axis and Expanded to the grid (``'xy'``: the
+    first two axes swapped)."""
+    mode = "ij" if indexing is None or sh._is_none(indexing) else \
+        sh._get_const(indexing, "s", "indexing")
+    items = [sh._reshape_helper(g, t, [-1]) for t in sh._unpack_list(tensors)]
+    axes = list(range(len(items)))
+    if mode == "xy" and len(items) > 1:
+        axes[0], axes[1] = 1, 0
+    order = sorted(range(len(items)), key=lambda i: axes[i])
+    grid = g.op("Concat", *[shape_of(g, items[i]) for i in order], axis_i=0)
+    outputs = []
+    for item, axis in zip(items, axes):
+        spread = [1] * len(items)
+        spread[axis] = -1
+        outputs.append(g.op("Expand", sh._reshape_helper(g, item, spread), grid))
+    return tensor_list(g, outputs)
+
+
+@pack.symbolic("aten::as_strided", since=7)
+def as_strided(g, self: Value, size: Value, stride: Value,
+               storage_offset: Value | None = None) -> Value:
+    """Static sizes and strides over the contiguous input: a Gather of the flattened input at
+    the element offsets, computed at export time."""
+    sizes, strides = int_list(size), int_list(stride)
+    offset = 0 if storage_offset is None or sh._is_none(storage_offset) else \
+        sh._maybe_get_const(storage_offset, "i")
+    if sizes is None or strides is None or any(isinstance(v, Value)
+                                               for v in [*sizes, *strides, offset]):
+        sh._unimplemented("aten::as_strided", "sizes, strides or offset computed at run time")
+    positions = torch.full(sizes, offset, dtype=torch.int64)
+    for axis, (length, step) in enumerate(zip(sizes, strides)):
+        spread = [1] * len(sizes)
+        spread[axis] = length
+        positions = positions + (torch.arange(length) * step).reshape(spread)
+    return g.op("Gather", sh._reshape_helper(g, self, [-1]), g.constant(positions), axis_i=0)

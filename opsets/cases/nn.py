@@ -158,3 +158,23 @@ pack.case("aten::cross_entropy_loss", lambda x, t, w: F.cross_entropy(x, t, weig
 
 pack.case("aten::softmax", lambda x: x.softmax(0), scalar, name="0d")
 pack.case("aten::log_softmax", lambda x: x.log_softmax(-1), scalar, name="0d")
+
+def _convolution(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.convolution(x, w, None, [1, 2], [1, 0], [1, 1], False, [0, 0], 1)
+
+
+def _convolution_transposed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.convolution(x, w, b, [2], [1], [1], True, [1], 2)
+
+
+# Tracing records aten::_convolution; scripted code (and torch.export) aten::convolution.
+pack.case("aten::convolution", _convolution, (1, 4, 6, 6), (3, 4, 3, 3), script=True)
+pack.case("aten::convolution", _convolution_transposed, (1, 4, 5), (4, 3, 3), (6,),
+          name="transposed", script=True)
+pack.case("aten::conv_tbc", lambda x, w, b: torch.conv_tbc(x, w, b, 1), (7, 2, 4), (3, 4, 5),
+          (5,), input_names=["x", "w", "b"], dynamic_axes={"x": [0, 1]})
+pack.case("aten::native_dropout", lambda x: torch.native_dropout(x, 0.3, False), (3, 4),
+          name="eval")
+pack.case("aten::native_dropout", lambda x: torch.native_dropout(x, 0.3, True), (3, 4),
+          name="train", check="shape", min_opset=12)
+pack.case("aten::_log_softmax", lambda x: torch._log_softmax(x, 1, False), (2, 3, 4))

@@ -111,3 +111,30 @@ pack.case("aten::diagonal", lambda x: torch.diagonal(x, -1, 2, 0), (4, 2, 3), na
 
 pack.case("aten::flip", lambda x: x.flip(0), scalar, name="0d")
 pack.case("aten::movedim", lambda x: torch.movedim(x, 0, -1), scalar, name="0d")
+pack.case("aten::alias", lambda x: torch.ops.aten.alias(x) + 1, (2, 3))
+pack.case("aten::lift", lambda x: torch.ops.aten.lift(x) * 2, (2, 3))
+pack.case("aten::conj_physical", lambda x: torch.conj_physical(x) + 1, (2, 3))
+pack.case("aten::resolve_conj", lambda x: x.resolve_conj() + 1, (2, 3))
+pack.case("aten::resolve_neg", lambda x: x.resolve_neg() + 1, (2, 3))
+pack.case("aten::_shape_as_tensor", lambda x: torch._shape_as_tensor(x) + 1, (2, 3, 4),
+          input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::_reshape_from_tensor",
+          lambda x, y: torch._reshape_from_tensor(x, torch._shape_as_tensor(y)), (2, 6), (3, 4),
+          input_names=["x", "y"], dynamic_axes={"x": [0, 1], "y": [0, 1]})
+pack.case("aten::broadcast_to", lambda x: x.broadcast_to(2, 3, 4), (3, 1))
+pack.case("aten::broadcast_to", lambda x, y: x.broadcast_to(y.shape), (3, 1), (2, 3, 4),
+          name="dynamic", input_names=["x", "y"], dynamic_axes={"y": [0, 2]})
+for _rank in (1, 2, 3):
+    pack.case(f"aten::atleast_{_rank}d",
+              lambda x, y, z, r=_rank: [getattr(torch, f"atleast_{r}d")(t) + 1 for t in (x, y, z)],
+              lambda: torch.tensor(1.5), (3,), (2, 3))
+    pack.case(f"aten::atleast_{_rank}d",
+              lambda x, y, r=_rank: getattr(torch, f"atleast_{r}d")((x, y)), (4,), (2, 2),
+              name="sequence")
+pack.case("aten::meshgrid", lambda x, y, z: torch.meshgrid(x, y, z, indexing="ij"), (2,), (3,),
+          (4,), input_names=["x", "y", "z"], dynamic_axes={"x": [0], "y": [0]})
+pack.case("aten::meshgrid", lambda x, y, z: torch.meshgrid(x, y, z, indexing="xy"), (2,), (3,),
+          (4,), name="xy")
+pack.case("aten::as_strided", lambda x: x.as_strided((3, 2), (1, 3), 1) * 2, (4, 3))
+pack.case("aten::as_strided", lambda x: torch.as_strided(x, (2, 2, 2), (4, 1, 2)), (2, 4),
+          name="overlapping")
