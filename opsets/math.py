@@ -122,8 +122,31 @@ def isinf(g, self: Value) -> Value:
     return _all_false(g, self)
 
 
+@pack.symbolic("aten::isfinite", since=10)
+def isfinite(g, self: Value) -> Value:
+    """Neither infinite nor NaN for floats; all True for integers and bools."""
+    if (self.type().dtype() or torch.float32).is_floating_point:
+        return g.op("Not", g.op("Or", _is_inf(g, self), g.op("IsNaN", self)))
+    return _all_of(g, self, True)
+
+
 def _all_false(g, like: Value) -> Value:
-    return g.op("ConstantOfShape", g.op("Shape", like), value_t=torch.tensor([False]))
+    return _all_of(g, like, False)
+
+
+def _all_of(g, like: Value, truth: bool) -> Value:
+    return g.op("ConstantOfShape", g.op("Shape", like), value_t=torch.tensor([truth]))
+
+
+@pack.symbolic("aten::logit", since=8)  # broadcasting Max/Min
+def logit(g, self: Value, eps: Value | None = None) -> Value:
+    """``log(p / (1 - p))``, ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
+    p = float_input(g, "aten::logit", self)
+    dtype = p.type().dtype() or torch.float32
+    if eps is not None and not sh._is_none(eps):
+        margin = sh._get_const(eps, "f", "eps")
+        p = g.op("Min", g.op("Max", p, scalar(g, margin, dtype)), scalar(g, 1 - margin, dtype))
+    return g.op("Log", g.op("Div", p, g.op("Sub", scalar(g, 1, dtype), p)))
 
 
 # -- comparisons -------------------------------------------------------------------------------

@@ -153,3 +153,4 @@ def _script_int_divisions(x: torch.Tensor) -> torch.Tensor:
 pack.case("aten::add", _script_int_float, _ints(), name="script_int_float", script=True)
 pack.case("aten::clamp", _script_clamp, _X, name="script", script=True)
 pack.case("aten::floor_divide", _script_int_divisions, _ints(), name="script", script=True)
+

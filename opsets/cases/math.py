@@ -116,3 +116,9 @@ def _script_where(x: torch.Tensor) -> torch.Tensor:
 
 pack.case("aten::gt", _script_compare, _ints(), _ROUNDED, name="script", script=True)
 pack.case("aten::where.ScalarOther", _script_where, _ints(), name="script", script=True)
+pack.case("aten::isfinite", torch.isfinite, _specials())
+pack.case("aten::isfinite", torch.isfinite, lambda: _specials()().half(), name="fp16")
+pack.case("aten::isfinite", torch.isfinite, _ints(), name="int")
+pack.case("aten::logit", torch.logit, lambda: torch.rand(2, 3, 4) * 0.98 + 0.01)
+pack.case("aten::logit", lambda x: torch.logit(x, 0.25), lambda: torch.rand(2, 3),
+          name="eps")
