@@ -42,19 +42,21 @@ def record_view(g, write: Writer) -> None:
     g.conversion.views[node.output().unique()] = (node.inputsAt(0), write)
 
 
-def scatter_along(g, base: Value, axis: int, positions: Value, new: Value) -> Value:
-    """``base`` with ``base[..., positions[i], ...] = new[..., i, ...]`` along ``axis``."""
-    if g.opset < 11:
+def scatter_along(g, base: Value, axis: int, positions: Value, new: Value,
+                  reduction: str | None = None) -> Value:
+    """``base`` with ``base[..., positions[i], ...] = new[..., i, ...]`` along ``axis``
+    (``reduction="add"``: added to it, from opset 16)."""
+    if g.opset < 9:
         raise UnsupportedOperatorError(
             f"Writing in place into a slice or an element of a tensor ({g.original_node.kind()} "
-            f"at {g.source or 'unknown'}) needs ScatterElements: export with "
-            "opset_version=11 or higher.")
+            f"at {g.source or 'unknown'}) needs Scatter: export with opset_version=9 or higher.")
     rank = rank_of("scatter_along", base)
     spread = [1] * rank
     spread[axis] = -1
     index = g.op("Expand", sh._reshape_helper(g, positions, spread), shape_of(g, new))
-    return g.op("ScatterElements", base, index, sh._cast_to(g, new, base.type().dtype()),
-                axis_i=axis).setType(base.type())
+    op_type = "ScatterElements" if g.opset >= 11 else "Scatter"
+    return g.op(op_type, base, index, sh._cast_to(g, new, base.type().dtype()),
+                axis_i=axis, reduction_s=reduction).setType(base.type())
 
 
 def normalize_index(g, index: Value, x: Value, axis: int) -> Value:
@@ -275,6 +277,54 @@ def index_select(g, self: Value, dim: Value, index: Value) -> Value:
 def gather(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None = None) -> Value:
     rank = rank_of("aten::gather", self)
     return g.op("GatherElements", self, index, axis_i=sh._get_const(dim, "i", "dim") % rank)
+
+
+@pack.symbolic("aten::gather", since=9)
+def gather_9(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None = None) -> Value:
+    """Before GatherElements: a OneHot of ``index`` along ``dim`` picks ``self``'s entries by
+    multiplying and summing (index and self of one shape outside ``dim``)."""
+    rank = rank_of("aten::gather", self)
+    axis = sh._get_const(dim, "i", "dim") % rank
+    depth = g.op("Gather", shape_of(g, self), g.constant(torch.tensor([axis])), axis_i=0)
+    picks = g.op("OneHot", index, depth, g.constant(torch.tensor([0, 1])), axis_i=axis)
+    products = g.op("Mul", sh._unsqueeze_helper(g, self, [axis + 1]),
+                    sh._cast_to(g, picks, self.type().dtype()))
+    return sh._reduce_helper(g, "ReduceSum", products, [axis], keepdims_i=0)
+
+
+@pack.symbolic("aten::take", since=7)
+def take(g, self: Value, index: Value) -> Value:
+    """Elements of the flattened input (an index < 0 counts from the end)."""
+    flat = sh._reshape_helper(g, self, [-1])
+    return g.op("Gather", flat, normalize_index(g, index, flat, 0), axis_i=0)
+
+
+@pack.symbolic("aten::one_hot", since=9)
+def one_hot(g, self: Value, num_classes: Value) -> Value:
+    """OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1."""
+    classes = sh._maybe_get_const(num_classes, "i")
+    if isinstance(classes, int) and classes >= 0:
+        depth = g.constant(torch.tensor(classes))
+    else:
+        depth = g.op("Add", sh._reduce_helper(g, "ReduceMax", self, None, keepdims_i=0),
+                     g.constant(torch.tensor(1)))
+    return g.op("OneHot", self, depth, g.constant(torch.tensor([0, 1])), axis_i=-1)
+
+
+@pack.symbolic("aten::bucketize", since=9)
+def bucketize(g, self: Value, boundaries: Value, out_int32: Value | None = None,
+              right: Value | None = None) -> Value:
+    """How many boundaries lie below each element (``right=True``: at or below)."""
+    rank = rank_of("aten::bucketize", self)
+    x, edges = sh.promote(g, sh._unsqueeze_helper(g, self, [rank]), boundaries)
+    if right is not None and sh._get_const(right, "b", "right"):
+        below = g.op("Not", g.op("Greater", edges, x))
+    else:
+        below = g.op("Less", edges, x)
+    count = sh._reduce_helper(g, "ReduceSum", sh._cast_to(g, below, torch.int64), [rank],
+                              keepdims_i=0)
+    wide = out_int32 is not None and sh._get_const(out_int32, "b", "out_int32")
+    return sh._cast_to(g, count, torch.int32) if wide else count
 
 
 @pack.symbolic("aten::masked_select", since=9)

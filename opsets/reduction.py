@@ -158,6 +158,16 @@ pack.symbolic("aten::amax", since=7)(scalar_as_vector(_amax_amin("ReduceMax", "a
 pack.symbolic("aten::amin", since=7)(scalar_as_vector(_amax_amin("ReduceMin", "amin")))
 
 
+@pack.symbolic("aten::aminmax", since=7)
+def aminmax(g, self: Value, dim: Value | None = None,
+            keepdim: Value | None = None) -> tuple[Value, Value]:
+    """``(amin, amax)`` over one dim, or over all of them."""
+    axes = _axes(dim, "aten::aminmax")
+    keep = False if keepdim is None else _static(keepdim, "b", "aten::aminmax", "keepdim")
+    return (_extreme(g, "ReduceMin", self, axes, keep),
+            _extreme(g, "ReduceMax", self, axes, keep))
+
+
 def _max_min(reduce_op: str, arg_op: str, name: str):
     def symbolic(g, self: Value, *args: Value) -> Value | tuple[Value, Value]:
         if not args:

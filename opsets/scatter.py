@@ -129,7 +129,7 @@ def _axis(op: str, self: Value, dim: Value) -> int:
     return sh._get_const(dim, "i", "dim") % max(rank_of(op, self), 1)
 
 
-@pack.symbolic("aten::index_copy", since=11)
+@pack.symbolic("aten::index_copy", since=9)
 def index_copy(g, self: Value, dim: Value, index: Value, source: Value) -> Value:
     """Rows ``index`` of ``self`` along ``dim`` become ``source``'s: ScatterElements."""
     axis = _axis("aten::index_copy", self, dim)
@@ -138,10 +138,10 @@ def index_copy(g, self: Value, dim: Value, index: Value, source: Value) -> Value
     return scatter_along(g, self, axis, sh._reshape_helper(g, index, [-1]), source)
 
 
-pack.alias(index_copy, "aten::index_copy_", since=11)
+pack.alias(index_copy, "aten::index_copy_", since=9)
 
 
-@pack.symbolic("aten::index_fill", since=11)
+@pack.symbolic("aten::index_fill", since=9)
 def index_fill(g, self: Value, dim: Value, index: Value, value: Value) -> Value:
     """Rows ``index`` along ``dim`` set to ``value``: ScatterElements of a broadcast value."""
     axis = _axis("aten::index_fill", self, dim)
@@ -151,7 +151,22 @@ def index_fill(g, self: Value, dim: Value, index: Value, value: Value) -> Value:
     return scatter_along(g, self, axis, positions, fill)
 
 
-pack.alias(index_fill, "aten::index_fill_", since=11)
+pack.alias(index_fill, "aten::index_fill_", since=9)
+
+
+@pack.symbolic("aten::index_add", since=16)
+def index_add(g, self: Value, dim: Value, index: Value, source: Value,
+              alpha: Value | None = None) -> Value:
+    """``source`` (times ``alpha``) added into rows ``index`` along ``dim``: ScatterElements
+    with reduction='add' (exact with repeated indices, so opset 16)."""
+    axis = _axis("aten::index_add", self, dim)
+    if source.type().dim() is not None and source.type().dim() < rank_of("aten::index_add", self):
+        source = sh._unsqueeze_helper(g, source, [axis])
+    scale = 1 if alpha is None else sh._maybe_get_const(alpha, "f")
+    if isinstance(scale, Value) or scale != 1:
+        source = g.op("Mul", source, _like(g, alpha, source))
+    return scatter_along(g, self, axis, sh._reshape_helper(g, index, [-1]), source, "add")
+
 
 
 # -- scatter ------------------------------------------------------------------------------

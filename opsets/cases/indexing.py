@@ -41,3 +41,15 @@ pack.case("aten::masked_select", lambda x, m: x.masked_select(m), (3, 4), _mask(
 pack.case("aten::nonzero", lambda x: x.nonzero(), _mask(3, 4))
 pack.case("aten::nonzero_numpy", lambda x: x.nonzero(as_tuple=True), _mask(3, 4))
 pack.case("aten::where", lambda x: torch.where(x)[1], _mask(2, 3, 4))
+pack.case("aten::gather", lambda x, i: x.gather(0, i), (3, 4), _long([2, 0, 1, 1], [0, 0, 2, 1]),
+          name="dim0_ints_later", min_opset=9)
+pack.case("aten::take", lambda x, i: torch.take(x, i), (3, 4), _long([[0, 11], [-1, 5]]),
+          input_names=["x", "i"], dynamic_axes={"x": [0, 1], "i": [0, 1]})
+pack.case("aten::one_hot", lambda i: torch.nn.functional.one_hot(i, 5), _long([[0, 4], [2, 2]]))
+pack.case("aten::one_hot", lambda i: torch.nn.functional.one_hot(i), _long(3, 0, 1),
+          name="classes_from_data")
+pack.case("aten::bucketize", lambda x, b: torch.bucketize(x, b), (2, 5),
+          lambda: torch.tensor([-1.0, 0.0, 0.5, 1.0]), input_names=["x", "b"],
+          dynamic_axes={"x": [0, 1], "b": [0]})
+pack.case("aten::bucketize", lambda x, b: torch.bucketize(x, b, out_int32=True, right=True),
+          _long([1, 2, 3, 4]), _long(1, 3), name="right_int32")

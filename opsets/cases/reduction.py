@@ -127,3 +127,7 @@ pack.case("aten::logsumexp", lambda x: x.logsumexp(0), scalar, name="0d")
 pack.case("aten::cumsum", lambda x: x.cumsum(0), scalar, name="0d")
 pack.case("aten::topk", lambda x: x.topk(1, 0), scalar, name="0d")
 pack.case("aten::sort", lambda x: torch.sort(x, -1), scalar, name="0d")
+pack.case("aten::aminmax", lambda x: torch.aminmax(x), _X)
+pack.case("aten::aminmax", lambda x: torch.aminmax(x, dim=1, keepdim=True), _X, name="dim")
+pack.case("aten::aminmax", lambda x: torch.aminmax(x, dim=-1), lambda: torch.randint(0, 9, (3, 4)),
+          name="ints")

@@ -131,3 +131,7 @@ pack.case("aten::masked_scatter", lambda x, m, s: x.masked_scatter(m, s), (3, 4)
           (20,))
 pack.case("aten::masked_scatter_", lambda x, m, s: x.masked_scatter_(m, s), (3, 4),
           _mask(4), (3, 4))
+pack.case("aten::index_add", lambda x, i, s: x.index_add(1, i, s), (3, 4), _long(3, 0, 3),
+          (3, 3), input_names=["x", "i", "s"], dynamic_axes={"x": [0], "s": [0]})
+pack.case("aten::index_add", lambda x, i, s: x.index_add(0, i, s, alpha=-2), (3, 4),
+          _long(1, 1), (2, 4), name="alpha")
