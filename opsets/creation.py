@@ -356,16 +356,55 @@ def randint(g, *args: Value) -> Value:
     return g.op("Cast", g.op("Floor", uniform), to_i=JitScalarType.from_dtype(dtype).onnx_type())
 
 
-@pack.symbolic("aten::bernoulli", since=15)
-def bernoulli(g, self: Value, *args: Value) -> Value:
-    """``bernoulli(self)`` (self holds the probabilities) or ``bernoulli(self, p)``."""
-    dtype = JitScalarType.from_dtype(self.type().dtype() or torch.float32).onnx_type()
+def _probabilities(g, self: Value, args: tuple[Value, ...]) -> Value:
+    """``bernoulli(self)``'s probabilities: ``self``, or ``p`` in its shape for
+    ``bernoulli(self, p)``."""
     if len(args) < 2:
-        return g.op("Bernoulli", self, dtype_i=dtype)
-    p = _number(args[0])
-    probs = _fill(g, _shape_of(g, self), p, self.type().dtype() or torch.float32,
-                  "aten::bernoulli")
-    return g.op("Bernoulli", probs, dtype_i=dtype)
+        return self
+    return _fill(g, _shape_of(g, self), _number(args[0]), self.type().dtype() or torch.float32,
+                 "aten::bernoulli")
+
+
+@pack.symbolic("aten::bernoulli", since=9)
+def bernoulli(g, self: Value, *args: Value) -> Value:
+    """A uniform sample below the probability. Not ONNX Bernoulli (opset 15): ONNX Runtime's
+    kernel draws 1 with probability 1 - p (docs/parity.md)."""
+    probs = _probabilities(g, self, args)
+    hit = g.op("Less", g.op("RandomUniformLike", probs), probs)
+    return sh._cast_to(g, hit, self.type().dtype() or torch.float32)
+
+
+@pack.symbolic("aten::normal", since=7)
+def normal(g, mean: Value, std: Value, *args: Value) -> Value:
+    """``normal(mean, std)`` with tensor or number operands (RandomNormalLike of their
+    broadcast, scaled and shifted), or ``normal(mean, std, size)`` (RandomNormal)."""
+    if len(args) > 1:  # (size, generator, dtype, layout, device, pin_memory)
+        dtype = _result_dtype(g, args[2], None)
+        shape = _shape(g, args[0])
+        if isinstance(shape, Value):
+            sh._unimplemented("aten::normal", "a size computed at run time")
+        return g.op("RandomNormal", shape_i=shape, mean_f=sh._get_const(mean, "f", "mean"),
+                    scale_f=sh._get_const(std, "f", "std"),
+                    dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
+    tensors = [v for v in (mean, std) if sh._is_tensor(v) and not v.is_const]
+    dtype = tensors[0].type().dtype() or torch.float32
+    like = tensors[0] if len(tensors) == 1 else g.op("Add", mean, std)
+    noise = g.op("RandomNormalLike", like, dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
+    scale, shift = (sh._cast_to(g, g._as_value(v), dtype) for v in (std, mean))
+    return g.op("Add", g.op("Mul", noise, scale), shift)
+
+
+@pack.symbolic("aten::randint_like", since=7)
+def randint_like(g, self: Value, *args: Value) -> Value:
+    """``randint_like(self, [low,] high)``: Floor of RandomUniformLike over [low, high), cast."""
+    bounds = [_number(v) for v in args[:-5]]  # then dtype, layout, device, pin_memory, format
+    if any(isinstance(b, Value) for b in bounds):
+        sh._unimplemented("aten::randint_like", "bounds computed at run time")
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+    dtype = _result_dtype(g, args[-5], self.type().dtype())
+    uniform = g.op("RandomUniformLike", self, low_f=low, high_f=high,
+                   dtype_i=JitScalarType.from_dtype(torch.float32).onnx_type())
+    return g.op("Cast", g.op("Floor", uniform), to_i=JitScalarType.from_dtype(dtype).onnx_type())
 
 
 @pack.symbolic("aten::multinomial", since=7)

@@ -111,3 +111,16 @@ pack.case("aten::multinomial", lambda x: torch.multinomial(x, 4, replacement=Tru
           lambda: torch.rand(2, 5), name="2d", **_RANDOM)
 pack.case("aten::multinomial", lambda x: torch.multinomial(x, 1), lambda: torch.rand(5),
           name="1d", **_RANDOM)
+pack.case("aten::bernoulli", torch.bernoulli, lambda: torch.randint(0, 2, (3, 4)).float(),
+          name="certain", max_opset=21)  # probabilities of 0 and 1 make the draw exact
+pack.case("aten::normal", lambda m, s: torch.normal(m, s), (3, 4), lambda: torch.rand(3, 1),
+          name="tensors", **_RANDOM)
+pack.case("aten::normal", lambda m: torch.normal(m, 0.0), (3, 4), name="exact_mean",
+          max_opset=21)
+pack.case("aten::normal", lambda s: torch.normal(2.0, s) * 0, lambda: torch.rand(2, 3),
+          name="std_tensor", max_opset=21)
+pack.case("aten::normal", lambda x: torch.normal(1.0, 2.0, (2, 5)) + x, (2, 5), name="sized",
+          **_RANDOM)
+pack.case("aten::randint_like", lambda x: torch.randint_like(x, 4), (3, 4), **_RANDOM)
+pack.case("aten::randint_like", lambda x: torch.randint_like(x, 5, 6, dtype=torch.int32),
+          (3, 4), name="exact", max_opset=21)  # [5, 6) holds only 5
