@@ -261,11 +261,24 @@ def embedding_renorm_(g, self, indices, max_norm, norm_type):
 _BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
 
 
-@pack.symbolic("aten::embedding_bag", since=11)
+def _positions(g, x: Value) -> Value:
+    """``arange(len(x))`` for a 1-D ``x``: a constant when its length is static (before
+    opset 11 it must be), else a Range."""
+    length = x.type().varyingSizes()
+    if length is not None and length[0] is not None:
+        return g.constant(torch.arange(length[0]))
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(g.original_node.kind(), g.opset, 11,
+                                            "indices or offsets of a length known at run time")
+    return g.op("Range", g.constant(torch.tensor(0)), g.op("Size", x), g.constant(torch.tensor(1)))
+
+
+@pack.symbolic("aten::embedding_bag", since=9)
 @sh.parse_args("v", "v", "v", "b", "i", "b", "v", "b", "none")
 def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                   per_sample_weights, include_last_offset, padding_idx=None):
-    """Sum, mean or max over bags, with a one-hot (bags x positions) membership matrix."""
+    """Sum, mean or max over bags, with a one-hot (bags x positions) membership matrix
+    (static lengths before opset 11)."""
     if sh._get_tensor_rank(indices) != 1:
         sh._unimplemented("aten::embedding_bag", "indices that are not 1-D")
     dtype = weight.type().dtype() or torch.float32
@@ -275,14 +288,16 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
     starts = offsets
     if include_last_offset:
         starts = sh._slice_helper(g, offsets, [0], [0], [-1])
-    zero, one = g.constant(torch.tensor(0)), g.constant(torch.tensor(1))
-    positions = g.op("Range", zero, g.op("Size", indices), one)
+    one = g.constant(torch.tensor(1))
+    positions = _positions(g, indices)
     started = g.op("Not", g.op("Less", sh._unsqueeze_helper(g, positions, [1]),
                                sh._unsqueeze_helper(g, starts, [0])))
     bag_of = g.op("Sub", sh._reducesum_helper(
         g, sh._cast_to(g, started.setType(Type.tensor(torch.bool)), torch.int64), [1],
         keepdims_i=0), one)
-    bags = g.op("Range", zero, g.op("Size", starts), one)
+    bags = _positions(g, offsets)
+    if include_last_offset:
+        bags = sh._slice_helper(g, bags, [0], [0], [-1])
     member = g.op("Equal", sh._unsqueeze_helper(g, bags, [1]), sh._unsqueeze_helper(g, bag_of, [0]))
     pad = sh._maybe_get_const(padding_idx, "i") if padding_idx is not None else None
     if isinstance(pad, int) and pad >= 0:
@@ -295,7 +310,7 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                       sh._unsqueeze_helper(g, rows, [0]),
                       g.constant(torch.tensor(float("-inf"), dtype=dtype)))
         largest = sh._reduce_helper(g, "ReduceMax", filled, [1], keepdims_i=0)
-        empty = g.op("Equal", counts, g.constant(torch.tensor(0, dtype=dtype)))
+        empty = g.op("Not", g.op("Greater", counts, g.constant(torch.tensor(0, dtype=dtype))))
         return g.op("Where", empty, g.constant(torch.tensor(0, dtype=dtype)), largest)
     total = g.op("MatMul", weights, rows)
     if mode == _BAG_MEAN:
