@@ -216,6 +216,46 @@ def dequantize(g, input: Value) -> Value:
     return result
 
 
+# -- fake quantization (quantization-aware training) ---------------------------------------
+def _storage_of_range(op: str, quant_min: int, quant_max: int) -> torch.dtype:
+    """uint8 for (0, 255), int8 for (-128, 127): the ranges QuantizeLinear rounds into."""
+    storage = {(0, 255): torch.uint8, (-128, 127): torch.int8}.get((quant_min, quant_max))
+    if storage is None:
+        raise SymbolicValueError(
+            f"{op} with (quant_min, quant_max) = ({quant_min}, {quant_max}): ONNX QuantizeLinear "
+            "rounds into (0, 255) or (-128, 127) only; use one of those ranges in the observer.")
+    return storage
+
+
+def _fake_quantize(g, op: str, x: Value, scale: Value, zero_point: Value, quant_min: Value,
+                   quant_max: Value, axis: int | None = None) -> Value:
+    storage = _storage_of_range(op, sh._get_const(quant_min, "i", "quant_min"),
+                                sh._get_const(quant_max, "i", "quant_max"))
+    scale = sh._cast_to(g, g._as_value(scale), torch.float32)
+    zero_point = sh._cast_to(g, g._as_value(zero_point), storage)
+    if axis is None:  # per tensor: scalar parameters
+        scale, zero_point = (sh._reshape_helper(g, v, []) for v in (scale, zero_point))
+    q = g.op("QuantizeLinear", x, scale, zero_point, axis_i=axis)
+    return g.op("DequantizeLinear", q, scale, zero_point, axis_i=axis)
+
+
+@pack.symbolic("aten::fake_quantize_per_tensor_affine", since=10)
+def fake_quantize_per_tensor_affine(g, input: Value, scale: Value, zero_point: Value,
+                                    quant_min: Value, quant_max: Value) -> Value:
+    """QuantizeLinear + DequantizeLinear with the range's integer type (scale and zero point
+    numbers, or one-element tensors)."""
+    return _fake_quantize(g, "aten::fake_quantize_per_tensor_affine", input, scale, zero_point,
+                          quant_min, quant_max)
+
+
+@pack.symbolic("aten::fake_quantize_per_channel_affine", since=13)
+def fake_quantize_per_channel_affine(g, input: Value, scale: Value, zero_point: Value,
+                                     axis: Value, quant_min: Value, quant_max: Value) -> Value:
+    """QuantizeLinear + DequantizeLinear along ``axis`` (per-axis parameters: opset 13)."""
+    return _fake_quantize(g, "aten::fake_quantize_per_channel_affine", input, scale,
+                          zero_point, quant_min, quant_max, sh._get_const(axis, "i", "axis"))
+
+
 # -- linear and convolution -------------------------------------------------------------
 def _linear(relu: bool):
     def symbolic(g, x: Value, packed: Value, scale: Value, zero_point: Value) -> Value:

@@ -312,3 +312,13 @@ def declare(pack: Any) -> None:
 
 
 declare(pack)
+pack.case("aten::fake_quantize_per_tensor_affine",
+          lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 3, -128, 127), (2, 3, 4))
+pack.case("aten::fake_quantize_per_tensor_affine",
+          lambda x, s, z: torch.fake_quantize_per_tensor_affine(x, s, z, 0, 255), (2, 6),
+          lambda: torch.tensor([0.02]), lambda: torch.tensor([100], dtype=torch.int32),
+          name="tensor_qparams", min_opset=13)
+pack.case("aten::fake_quantize_per_channel_affine",
+          lambda x: torch.fake_quantize_per_channel_affine(
+              x, torch.tensor([0.01, 0.05, 0.1]), torch.tensor([0, 10, -5], dtype=torch.int32), 1,
+              -128, 127), (2, 3, 4), input_names=["x"], dynamic_axes={"x": [0, 2]})
