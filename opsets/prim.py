@@ -79,3 +79,46 @@ pack.symbolic("aten::Int", since=7)(aten_int)
 aten_float = _scalar_cast(torch.float32)
 aten_float.__name__ = "aten_float"
 pack.symbolic("aten::Float", since=7)(aten_float)
+
+
+# -- what TorchScript asks of a tensor that an export knows ------------------------------
+@pack.symbolic("prim::data", since=7)
+def prim_data(g, self: Value) -> Value:
+    """``x.data``: the tensor itself."""
+    return self
+
+
+@pack.symbolic("prim::layout", since=7)
+def prim_layout(g, self: Value) -> Value:
+    """``x.layout``: always ``torch.strided`` (TorchScript encodes it as 0)."""
+    return g.python_constant(0)
+
+
+@pack.symbolic("aten::is_floating_point", since=7)
+def is_floating_point(g, self: Value) -> Value:
+    """A constant from the traced dtype."""
+    dtype = self.type().dtype()
+    if dtype is None:
+        sh._unimplemented("aten::is_floating_point", "an input of unknown dtype")
+    return g.python_constant(dtype.is_floating_point)
+
+
+@pack.symbolic("aten::is_pinned", since=7)
+def is_pinned(g, self: Value, device: Value | None = None) -> Value:
+    """False: an ONNX graph's tensors are never in pinned host memory."""
+    return g.python_constant(False)
+
+
+@pack.symbolic("prim::tolist", since=7)
+def prim_tolist(g, self: Value, dim: Value, elem_type: Value) -> Value:
+    """``x.tolist()`` of a 0-d or 1-D tensor: the tensor itself, as oxport holds lists of
+    numbers (int64, float32 or bool)."""
+    rank = sh._get_const(dim, "i", "dim")
+    if rank > 1:
+        sh._unimplemented("prim::tolist", f"a {rank}-D tensor (a list of lists)")
+    kind = g.original_node.output().type()
+    while kind.kind() == "ListType":
+        kind = kind.getElementType()
+    dtype = {"IntType": torch.int64, "FloatType": torch.float32, "BoolType": torch.bool}.get(
+        kind.kind(), self.type().dtype())
+    return sh._cast_to(g, self, dtype)

@@ -329,6 +329,12 @@ def pop(g, self: Value, index: Value | None = None) -> Value:
     return item
 
 
+@pack.symbolic("aten::Delete.t", since=7)
+def delete(g, self: Value, index: Value) -> None:
+    """``del l[i]``: later uses read the list without its item."""
+    pop(g, self, index)
+
+
 @pack.symbolic("aten::add.t", since=7)
 def list_concat(g, self: Value, other: Value) -> Value:
     """``a + b`` for lists."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import List
+
 import torch
 
 from oxport.opsets.prim import pack
@@ -31,3 +33,45 @@ def _int_of(x: torch.Tensor) -> torch.Tensor:
 
 pack.case("aten::Int", _int_of, (4, 3), script=True)
 pack.case("aten::Float", _float_scale, (2, 3), script=True)
+
+
+def _data(x: torch.Tensor) -> torch.Tensor:
+    return x.data * 2
+
+
+def _layout(x: torch.Tensor) -> torch.Tensor:
+    if x.layout == torch.strided:
+        return x + 1
+    return x
+
+
+def _is_floating_point(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if x.is_floating_point() and not y.is_floating_point():
+        return x + y
+    return x
+
+
+def _is_pinned(x: torch.Tensor) -> torch.Tensor:
+    if x.is_pinned():
+        return x + 1
+    return x - 1
+
+
+def _tolist(x: torch.Tensor) -> torch.Tensor:
+    values: List[float] = x.tolist()
+    return torch.tensor(values) * 2
+
+
+def _tolist_ints(x: torch.Tensor) -> torch.Tensor:
+    sizes: List[int] = x.tolist()
+    return torch.zeros(sizes[0], sizes[1])
+
+
+pack.case("prim::data", _data, (2, 3), script=True)
+pack.case("prim::layout", _layout, (2, 3), script=True)
+pack.case("aten::is_floating_point", _is_floating_point, (2, 3),
+          lambda: torch.tensor([1, 2, 3]), script=True)
+pack.case("aten::is_pinned", _is_pinned, (2, 3), script=True)
+pack.case("prim::tolist", _tolist, (4,), script=True)
+pack.case("prim::tolist", _tolist_ints, lambda: torch.tensor([2, 3]), name="ints", script=True,
+          min_opset=9)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import List
+
 import torch
 
 from oxport.opsets.sequence import pack
@@ -69,6 +71,26 @@ def _pop(x: torch.Tensor) -> torch.Tensor:
     return last + torch.stack(rows).sum(0)
 
 
+def _delete(x: torch.Tensor) -> torch.Tensor:
+    rows = [x, x * 2, x * 3]
+    del rows[1]
+    return torch.stack(rows)
+
+
+def _delete_numbers(x: torch.Tensor) -> torch.Tensor:
+    sizes = [x.size(1), 5, x.size(0)]
+    del sizes[-2]
+    return x.reshape(sizes)
+
+
+def _delete_grown(x: torch.Tensor) -> torch.Tensor:
+    rows: List[torch.Tensor] = []
+    for i in range(x.size(0)):
+        rows.append(x[i] * i)
+    del rows[0]
+    return torch.stack(rows)
+
+
 def _list_concat(x: torch.Tensor) -> torch.Tensor:
     return torch.stack([x] + [x * 2])
 
@@ -100,6 +122,9 @@ pack.case("aten::insert.t", _insert, (2, 3), script=True, min_opset=13)
 pack.case("aten::insert.t", _insert_numbers, (2, 3, 4), name="numbers", script=True,
           min_opset=9)
 pack.case("aten::pop.t", _pop, (2, 3), script=True)
+pack.case("aten::Delete.t", _delete, (2, 3), script=True)
+pack.case("aten::Delete.t", _delete_numbers, (2, 3), name="numbers", script=True, min_opset=9)
+pack.case("aten::Delete.t", _delete_grown, (4, 3), name="grown", script=True, min_opset=11)
 pack.case("aten::add.t", _list_concat, (2, 3), script=True)
 pack.case("aten::slice.t", _list_slice, (2, 3), script=True)
 pack.case("aten::list.t", _list_copy, (2, 3), script=True)
