@@ -322,6 +322,40 @@ def _register_resize(name: str, spatial: int, mode: str, since: int = 11,
     pack.symbolic(op, since=since)(symbolic)
 
 
+_NEAREST_LADDER = ((11, lambda g, r: _resize_11(g, r, "nearest")), (10, _resize_10),
+                   (9, _upsample_9), (7, _upsample_7))
+_INTERPOLATE_MODES = {"linear": "linear", "bilinear": "linear", "trilinear": "linear",
+                      "bicubic": "cubic", "nearest-exact": "nearest-exact"}
+
+
+@pack.symbolic("aten::__interpolate", since=7)
+def __interpolate(g, input: Value, size: Value, scale_factor: Value, mode: Value,
+                  align_corners: Value, recompute_scale_factor: Value,
+                  antialias: Value | None = None) -> Value:
+    """``F.interpolate`` as TorchScript's builtin (which has no antialiasing): what the
+    matching ``upsample_*`` exports (nearest from opset 7, the other modes from 11)."""
+    op = "aten::__interpolate"
+    spatial = _rank(input, op) - 2
+    name = sh._get_const(mode, "s", "mode")
+    if antialias is not None and not sh._is_none(antialias) and \
+            sh._get_const(antialias, "b", "antialias"):
+        sh._unimplemented(op, "antialias=True (TorchScript's builtin refuses it too)")
+    if size.is_const and isinstance(size.const, int):  # the int overload: every dim
+        size = g.python_constant([size.const] * spatial)
+    resample = _Resample(op, input, spatial, size, () if sh._is_none(scale_factor) else
+                         (scale_factor,))
+    if name == "nearest":
+        build = next(build for since, build in _NEAREST_LADDER if g.opset >= since)
+        return build(g, resample)
+    if name not in _INTERPOLATE_MODES:
+        sh._unimplemented(op, f"mode={name!r}")
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, f"mode={name!r}")
+    corners = None if sh._is_none(align_corners) else sh._get_const(align_corners, "b",
+                                                                     "align_corners")
+    return _resize_11(g, resample, _INTERPOLATE_MODES[name], corners)
+
+
 for _n in (1, 2, 3):
     _register_nearest(f"upsample_nearest{_n}d", _n)
     _register_resize(f"_upsample_nearest_exact{_n}d", _n, "nearest-exact")

@@ -120,3 +120,34 @@ pack.case("aten::unfold", lambda x: x.unfold(1, 2, 1), (1, 5, 2), name="dynamic"
 pack.case("aten::col2im", nn.Fold((4, 5), (2, 3), padding=(1, 0), stride=(1, 2)), (2, 12, 10))
 pack.case("aten::col2im", nn.Fold((6, 8), 2, dilation=(1, 2), stride=(2, 2)), (8, 9),
           name="unbatched_uneven_dilated")
+
+
+def _interpolate_nearest(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.__interpolate(x, None, [2.0, 3.0], "nearest", None, None, False)
+
+
+def _interpolate_size(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.__interpolate(x, 7, None, "nearest", None, None, False)
+
+
+def _interpolate_bilinear(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.__interpolate(x, [5, 7], None, "bilinear", True, None, False)
+
+
+def _interpolate_bicubic(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.__interpolate(x, None, [0.5, 0.5], "bicubic", False, None, False)
+
+
+def _interpolate_trilinear(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.__interpolate(x, None, [2.0, 1.5, 2.0], "trilinear", False, None,
+                                        False)
+
+
+pack.case("aten::__interpolate", _interpolate_nearest, (1, 2, 3, 4), script=True, min_opset=9)
+pack.case("aten::__interpolate", _interpolate_size, (1, 2, 5), name="size", script=True)
+pack.case("aten::__interpolate", _interpolate_bilinear, (1, 2, 3, 4), name="bilinear",
+          script=True, min_opset=11)
+pack.case("aten::__interpolate", _interpolate_trilinear, (1, 2, 3, 4, 2), name="trilinear",
+          script=True, min_opset=11)
+pack.case("aten::__interpolate", _interpolate_bicubic, (1, 2, 8, 8), name="bicubic",
+          script=True, min_opset=11, atol=1e-4)
