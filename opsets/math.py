@@ -16,6 +16,7 @@ from oxport import symbolic_helper as sh
 from oxport.ir import Value
 from oxport.opsets.elementwise import (
     float_input,
+    floor_divide_values,
     is_int,
     promote,
     scalar,
@@ -299,18 +300,33 @@ def _shift(direction: str, name: str):
 
     def symbolic(g, self: Value, other: Value) -> Value:
         (a, b), dtype = promote(g, kind, self, other)
-        if dtype not in _UNSIGNED:
-            sh._unimplemented(kind, f"ONNX BitShift takes unsigned integers (uint8/32/64); this "
-                                    f"tensor is {dtype}")
-        return g.op("BitShift", a, b, direction_s=direction)
+        if not is_int(dtype):
+            sh._unimplemented(kind, f"a {dtype} tensor: shifts take integers")
+        if dtype in _UNSIGNED and g.opset >= 11:
+            return g.op("BitShift", a, b, direction_s=direction)
+        return _arithmetic_shift(g, a, b, dtype, direction)
     symbolic.__name__ = name.strip("_")
-    symbolic.__doc__ = f"BitShift {direction} (unsigned integers only)."
+    symbolic.__doc__ = (f"BitShift {direction} for unsigned integers (opset 11); signed ones, "
+                        "and every integer before 11, multiply or floor-divide by 2**shift.")
     return symbolic
+
+
+def _arithmetic_shift(g, a: Value, b: Value, dtype: torch.dtype, direction: str) -> Value:
+    """``a << b`` as ``a * 2**b`` and ``a >> b`` as ``floor(a / 2**b)``, in int64 (ONNX
+    Runtime's Mul and Div lack the narrow integer types before opset 14)."""
+    a, b = sh._cast_to(g, a, torch.int64), sh._cast_to(g, b, torch.int64)
+    power = sh._cast_to(g, g.op("Pow", g.constant(torch.tensor(2.0, dtype=torch.float64)),
+                                sh._cast_to(g, b, torch.float64)), torch.int64)
+    if direction == "LEFT":
+        shifted = g.op("Mul", a, power)
+    else:
+        shifted = floor_divide_values(g, a, power, torch.int64)
+    return sh._cast_to(g, shifted, dtype)
 
 
 for _name, _direction in (("__lshift__", "LEFT"), ("bitwise_left_shift", "LEFT"),
                           ("__rshift__", "RIGHT"), ("bitwise_right_shift", "RIGHT")):
-    pack.symbolic(f"aten::{_name}", since=11)(_shift(_direction, _name))
+    pack.symbolic(f"aten::{_name}", since=9)(_shift(_direction, _name))
 
 
 # -- where ---------------------------------------------------------------------------------------

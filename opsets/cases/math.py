@@ -122,3 +122,9 @@ pack.case("aten::isfinite", torch.isfinite, _ints(), name="int")
 pack.case("aten::logit", torch.logit, lambda: torch.rand(2, 3, 4) * 0.98 + 0.01)
 pack.case("aten::logit", lambda x: torch.logit(x, 0.25), lambda: torch.rand(2, 3),
           name="eps")
+pack.case("aten::__lshift__", lambda x, y: x << y, _ints(-50, 50), _ints(0, 5), name="signed")
+pack.case("aten::__rshift__", lambda x, y: x >> y, _ints(-50, 50), _ints(0, 5), name="signed")
+pack.case("aten::bitwise_right_shift", lambda x: torch.bitwise_right_shift(x, 3),
+          _ints(-100, 100, dtype=torch.int32), name="int32")
+pack.case("aten::bitwise_left_shift", lambda x: torch.bitwise_left_shift(x, 2),
+          _ints(-100, 100, dtype=torch.int8), name="int8")
