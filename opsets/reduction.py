@@ -511,6 +511,14 @@ def _unique2(g, self: Value, sorted: bool, return_inverse: bool,
     return _restore(g, values, restore), inverse, counts if return_counts else _empty_long(g)
 
 
+@pack.symbolic("aten::_unique", since=11)
+@sh.parse_args("v", "b", "b")
+def _unique(g, self: Value, sorted: bool, return_inverse: bool) -> tuple[Value, Value]:
+    """``_unique2`` without counts."""
+    values, inverse, _ = _unique2(g, self, sorted, return_inverse, False)
+    return values, inverse
+
+
 @pack.symbolic("aten::unique_dim", since=11)
 @sh.parse_args("v", "i", "b", "b", "b")
 def unique_dim(g, self: Value, dim: int, sorted: bool, return_inverse: bool,

@@ -131,3 +131,6 @@ pack.case("aten::aminmax", lambda x: torch.aminmax(x), _X)
 pack.case("aten::aminmax", lambda x: torch.aminmax(x, dim=1, keepdim=True), _X, name="dim")
 pack.case("aten::aminmax", lambda x: torch.aminmax(x, dim=-1), lambda: torch.randint(0, 9, (3, 4)),
           name="ints")
+pack.case("aten::_unique", lambda x: torch._unique(x, True, True),
+          lambda: torch.randint(0, 5, (3, 4)), input_names=["x"], dynamic_axes={"x": [0, 1]})
+pack.case("aten::_unique", lambda x: torch._unique(x)[0] * 2, (6,), name="values_only")
