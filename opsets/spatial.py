@@ -170,6 +170,14 @@ for _rank_n in (1, 2, 3):
     _register_pad(f"replication_pad{_rank_n}d", "replicate")
 
 
+# -- affine grids -------------------------------------------------------------------------
+@pack.symbolic("aten::affine_grid_generator", since=20)
+def affine_grid_generator(g, theta: Value, size: Value, align_corners: Value) -> Value:
+    """``F.affine_grid`` as ONNX AffineGrid (opset 20)."""
+    return g.op("AffineGrid", theta, _int64_vector(g, _int_items(size, "aten::affine_grid")),
+                align_corners_i=int(sh._get_const(align_corners, "b", "align_corners")))
+
+
 # -- upsampling -----------------------------------------------------------------------
 class _Resample:
     """What an ``aten::upsample_*`` node asks for: output sizes or scale factors."""

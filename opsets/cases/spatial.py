@@ -151,3 +151,7 @@ pack.case("aten::__interpolate", _interpolate_trilinear, (1, 2, 3, 4, 2), name="
           script=True, min_opset=11)
 pack.case("aten::__interpolate", _interpolate_bicubic, (1, 2, 8, 8), name="bicubic",
           script=True, min_opset=11, atol=1e-4)
+pack.case("aten::affine_grid_generator",
+          lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False), (2, 2, 3))
+pack.case("aten::affine_grid_generator",
+          lambda t: F.affine_grid(t, [1, 1, 2, 3, 4], align_corners=True), (1, 3, 4), name="3d")
