@@ -1,0 +1,190 @@
+"""The front-end-neutral view of a source graph, which the walker and every symbolic read.
+
+A front end hands the walker a graph whose nodes and values answer the questions
+TorchScript's answer (the surface symbolics written for torch.onnx already use):
+
+- a graph: ``inputs()`` (user inputs, then one per parameter), ``nodes()`` in order,
+  ``outputs()``;
+- a node: ``kind()`` as ``namespace::name``, ``schema()`` (the overload is the part of
+  its name after the dot, ``aten::add.Tensor(...)``; ``"(no schema)"`` without one),
+  ``inputs()`` / ``inputsAt(i)`` / ``inputsSize()``, ``outputs()`` / ``output()`` /
+  ``outputsSize()``, ``attributeNames()`` with ``kindOf(name)`` and the getter named by
+  that kind, ``blocks()`` (subgraphs, each with ``inputs()``, ``nodes()``,
+  ``outputs()``), ``sourceRange()`` (the stack, innermost user frame first) and
+  ``scopeName()`` (the module calls, ``__module.model.a/__module.model.a.b``);
+- a value: ``unique()`` (an id), ``type()`` (dtype and shape; a dim is an int, a symbol
+  name for a symbolic dim, or None), ``debugName()``, ``uses()``, ``node()`` and, for a
+  constant, ``toIValue()``.
+
+Constant arguments are inputs too, made by ``prim::Constant`` nodes (a list containing
+values computed in the graph is a ``prim::ListConstruct``), and every argument of the
+schema is there, defaults included: a symbolic sees the same inputs from every front end.
+
+TorchScript's own ``torch._C`` graphs are this view as they are (the TorchScript front
+end adds nothing to them, so it costs nothing). :class:`SourceGraph`,
+:class:`SourceNode` and :class:`SourceValue` implement it in Python, for front ends
+that read another graph kind (torch.export's FX graphs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from oxport.ir import Type
+
+
+class SourceValue:
+    """A value of a source graph: a graph input, a node output, or a block input."""
+
+    __slots__ = ("_type", "_name", "_node", "_offset", "_uses", "_constant")
+
+    def __init__(self, name: str, type_: Type, node: SourceNode | None = None,
+                 offset: int = 0) -> None:
+        self._type = type_
+        self._name = name
+        self._node = node
+        self._offset = offset
+        self._uses: list[SourceNode] = []
+        self._constant: Any = None
+
+    def unique(self) -> int:
+        return id(self)
+
+    def type(self) -> Type:
+        return self._type
+
+    def setType(self, type_: Type) -> SourceValue:  # noqa: N802 - TorchScript's name
+        self._type = type_
+        return self
+
+    def debugName(self) -> str:  # noqa: N802
+        return self._name
+
+    def uses(self) -> list[SourceNode]:
+        return self._uses
+
+    def node(self) -> SourceNode | None:
+        return self._node
+
+    def offset(self) -> int:
+        return self._offset
+
+    def toIValue(self) -> Any:  # noqa: N802
+        """The Python value of a ``prim::Constant``'s output (None for other values)."""
+        return self._constant
+
+    def __repr__(self) -> str:
+        return f"%{self._name} : {self._type}"
+
+
+class SourceNode:
+    """One operation of a source graph."""
+
+    __slots__ = ("_kind", "_schema", "_inputs", "_outputs", "_blocks", "_source", "_scope",
+                 "_attributes")
+
+    def __init__(self, kind: str, schema: str, inputs: Sequence[SourceValue],
+                 output_types: Sequence[Type], *, names: Sequence[str] = (),
+                 source: str = "", scope: str = "",
+                 blocks: Sequence[SourceBlock] = (),
+                 attributes: dict[str, tuple[str, Any]] | None = None) -> None:
+        self._kind = kind
+        self._schema = schema
+        self._inputs = list(inputs)
+        for value in self._inputs:
+            value._uses.append(self)
+        self._outputs = [SourceValue(names[i] if i < len(names) else f"{kind}.{i}", type_,
+                                     self, i) for i, type_ in enumerate(output_types)]
+        self._blocks = list(blocks)
+        self._source = source
+        self._scope = scope
+        self._attributes = attributes or {}
+
+    def kind(self) -> str:
+        return self._kind
+
+    def schema(self) -> str:
+        return self._schema
+
+    def inputs(self) -> list[SourceValue]:
+        return list(self._inputs)
+
+    def inputsAt(self, index: int) -> SourceValue:  # noqa: N802
+        return self._inputs[index]
+
+    def inputsSize(self) -> int:  # noqa: N802
+        return len(self._inputs)
+
+    def outputs(self) -> list[SourceValue]:
+        return list(self._outputs)
+
+    def output(self) -> SourceValue:
+        return self._outputs[0]
+
+    def outputsSize(self) -> int:  # noqa: N802
+        return len(self._outputs)
+
+    def blocks(self) -> list[SourceBlock]:
+        return list(self._blocks)
+
+    def attributeNames(self) -> list[str]:  # noqa: N802
+        return list(self._attributes)
+
+    def hasAttribute(self, name: str) -> bool:  # noqa: N802
+        return name in self._attributes
+
+    def kindOf(self, name: str) -> str:  # noqa: N802
+        return self._attributes[name][0]
+
+    def __getattr__(self, getter: str) -> Any:
+        """The attribute getters named by kind (``node.i("dim")``, ``node.s("name")``...)."""
+        if getter in ("i", "f", "s", "t", "g", "is_", "fs", "ss", "ts", "ival"):
+            return lambda name: self._attributes[name][1]
+        raise AttributeError(getter)
+
+    def sourceRange(self) -> str:  # noqa: N802
+        return self._source
+
+    def scopeName(self) -> str:  # noqa: N802
+        return self._scope
+
+    def __repr__(self) -> str:
+        return f"<SourceNode {self._kind}>"
+
+
+class SourceBlock:
+    """A subgraph (an If branch, a Loop body): block inputs, nodes and outputs."""
+
+    def __init__(self, inputs: Sequence[SourceValue] = ()) -> None:
+        self._inputs = list(inputs)
+        self._nodes: list[SourceNode] = []
+        self._outputs: list[SourceValue] = []
+
+    def inputs(self) -> list[SourceValue]:
+        return list(self._inputs)
+
+    def nodes(self) -> list[SourceNode]:
+        return list(self._nodes)
+
+    def outputs(self) -> list[SourceValue]:
+        return list(self._outputs)
+
+    def append(self, node: SourceNode) -> SourceNode:
+        self._nodes.append(node)
+        return node
+
+    def set_outputs(self, outputs: Sequence[SourceValue]) -> None:
+        self._outputs = list(outputs)
+
+
+class SourceGraph(SourceBlock):
+    """A whole source graph: its inputs are the user inputs, then the parameters."""
+
+
+def constant(block: SourceBlock, value: Any, type_: Type, name: str = "") -> SourceValue:
+    """A ``prim::Constant`` node in ``block`` producing ``value``."""
+    node = block.append(SourceNode("prim::Constant", "(no schema)", (), [type_],
+                                   names=[name or "constant"]))
+    node._outputs[0]._constant = value
+    return node._outputs[0]
