@@ -167,7 +167,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
 
     Returns an :class:`ExportResult` (torch.onnx returns None).
     """
-    _check_front_end_options(dynamo, dynamic_shapes)
+    _check_front_end_options(model, dynamo, dynamic_shapes)
     args = _with_kwargs(args, kwargs)
     if f is not None:
         _check_target(f)
@@ -180,7 +180,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
         export_modules_as_functions=export_modules_as_functions,
         autograd_inlining=autograd_inlining, fallbacks=fallbacks, plugins=plugins,
         disable_plugins=disable_plugins, autoload_plugins=autoload_plugins,
-        check=False,
+        check=False, dynamo=dynamo, dynamic_shapes=dynamic_shapes,
     )
     if verify:
         from oxport.verification import verify_result
@@ -207,10 +207,17 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             autograd_inlining: bool = True, fallbacks: Sequence[str] | None = None,
             plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
             autoload_plugins: bool | None = None, check: bool = True,
-            add_node_names: bool = True) -> ExportResult:
+            add_node_names: bool = True, dynamo: bool = False,
+            dynamic_shapes: Any = None) -> ExportResult:
     """Convert without writing a file; same parameters as :func:`export`."""
     opset = _check_opset(opset_version)
     _check_model(model)
+    _check_front_end_options(model, dynamo, dynamic_shapes)
+    exported = dynamo or isinstance(model, torch.export.ExportedProgram)
+    if exported and export_modules_as_functions:
+        raise InvalidExportArgumentError(
+            "export_modules_as_functions is not supported with dynamo=True (the torch.export "
+            "front end) yet: export with dynamo=False to get module functions.")
     export_type = _check_export_type(operator_export_type)
     training = _check_training(training)
     custom_opsets = _check_custom_opsets(custom_opsets)
@@ -231,7 +238,9 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
     with _logging(verbose):
         with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
             with progress.phase("trace", timings):
-                front = _front_end(model, args)
+                front = (_exported_front_end(model, args, registry, opset, dynamic_shapes,
+                                             dynamic_axes, input_names) if exported
+                         else _front_end(model, args))
                 trace.release_free_memory()
             with progress.phase("convert", timings) as advance:
                 conversion = Conversion(registry, opset, fallbacks=enabled,
@@ -521,7 +530,8 @@ def _check_opset(opset_version: Any) -> int:
 
 
 def _check_model(model: Any) -> None:
-    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction, trace.FrontEnd)):
+    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction, trace.FrontEnd,
+                              torch.export.ExportedProgram)):
         raise InvalidExportArgumentError(
             f"model must be a torch.nn.Module, a torch.jit.ScriptModule or a "
             f"torch.jit.ScriptFunction, not {type(model).__name__}. Wrap a plain function in "
@@ -547,18 +557,23 @@ def _enum_argument(name: str, enum_type: type[Any], value: Any) -> Any:
             "torch.onnx).") from None
 
 
-def _check_front_end_options(dynamo: Any, dynamic_shapes: Any) -> None:
-    """``dynamo=True`` and ``dynamic_shapes`` belong to torch.export's front end."""
-    if dynamo:
+def _check_front_end_options(model: Any, dynamo: Any, dynamic_shapes: Any) -> None:
+    """``dynamo=True`` reads torch.export graphs: it needs an ``nn.Module`` (or an
+    ``ExportedProgram``), and ``dynamic_shapes`` needs it."""
+    if dynamo and isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         raise InvalidExportArgumentError(
-            "dynamo=True (the torch.export front end) is not supported yet: export with "
-            "dynamo=False (oxport's default, torch.onnx's TorchScript path) and give dynamic "
-            "dimensions with dynamic_axes=.")
-    if dynamic_shapes is not None:
+            "dynamo=True captures the model with torch.export, which cannot read a scripted "
+            "model: pass the eager nn.Module, or export the ScriptModule with dynamo=False.")
+    if dynamic_shapes is not None and not dynamo and \
+            not isinstance(model, torch.export.ExportedProgram):
         raise InvalidExportArgumentError(
-            "dynamic_shapes= is for dynamo=True; with dynamo=False (the TorchScript path) give "
-            "dynamic dimensions with dynamic_axes={input_name: {axis: 'name'}}, as torch.onnx "
-            "does.")
+            "dynamic_shapes= is for dynamo=True (the torch.export front end); with "
+            "dynamo=False (the TorchScript path) give dynamic dimensions with "
+            "dynamic_axes={input_name: {axis: 'name'}}, as torch.onnx does.")
+    if dynamic_shapes is not None and isinstance(model, torch.export.ExportedProgram):
+        raise InvalidExportArgumentError(
+            "dynamic_shapes= has no effect on an ExportedProgram, whose shapes were fixed when "
+            "it was captured: pass dynamic_shapes to torch.export.export instead.")
 
 
 def _with_kwargs(args: Any, kwargs: Mapping[str, Any] | None) -> Any:
@@ -638,6 +653,29 @@ def _logging(verbose: bool) -> Iterator[None]:
         logger.handlers[:] = state[2]
 
 
+def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
+                        dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
+                        input_names: Sequence[str] | None) -> trace.FrontEnd:
+    """The torch.export front end: ``model`` captured (non-strict) unless it is an
+    ``ExportedProgram`` already, decomposed except where a pack serves the op."""
+    from oxport.frontends import exported
+
+    if isinstance(model, torch.export.ExportedProgram):
+        program, axis_names = model, {}
+    else:
+        positional, kwargs = trace.normalize_args(args)
+        if dynamic_shapes is None and dynamic_axes:
+            dynamic_shapes, axis_names = exported.dynamic_shapes_from_axes(
+                model, positional, kwargs, dynamic_axes, input_names)
+        else:
+            axis_names = exported.dim_names(model, positional, kwargs, dynamic_shapes)
+        with torch.enable_grad():  # torch.export records grad mode changes otherwise
+            program = exported.capture(model, positional, kwargs,
+                                       dynamic_shapes=dynamic_shapes)
+    program = exported.decompose(program, exported.served_ops(registry, opset))
+    return exported.read(program, axis_names)
+
+
 def _front_end(model: Any, args: Any) -> trace.FrontEnd:
     if isinstance(model, trace.FrontEnd):  # already traced (find_mismatch's partitions)
         return model
@@ -696,6 +734,8 @@ def _is_training(model: Any, mode: TrainingMode) -> bool:
 
 
 def _state_dict_order(model: Any) -> list[str]:
+    if isinstance(model, torch.export.ExportedProgram):
+        return list(model.state_dict)
     if isinstance(model, torch.nn.Module):
         return list(model.state_dict(keep_vars=True).keys())
     return []

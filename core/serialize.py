@@ -413,6 +413,8 @@ def _value_info(name: str, type_: Type, axes: dict[str, dict[int, str]],
         for axis, dim in enumerate(shape):
             if axis in named:
                 dims.append(named[axis])
+            elif isinstance(dim, str):  # a symbolic dim (torch.export's), by its name
+                dims.append(dim)
             elif dynamic:
                 dims.append(None)  # outputs follow dynamic inputs: open, then inferred
             else:

@@ -94,6 +94,14 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, training, mome
                 epsilon_f=eps, momentum_f=None if momentum is None else 1 - momentum)
 
 
+@pack.symbolic("aten::_native_batch_norm_legit_no_training", since=7)
+def native_batch_norm_legit_no_training(g, input, weight, bias, running_mean, running_var,
+                                        momentum, eps):
+    """Batch norm with running stats as torch.export's ATen IR writes it; the saved mean
+    and inverse std outputs are empty there, and unused."""
+    return batch_norm(g, input, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
 # -- instance norm ----------------------------------------------------------------
 @pack.symbolic("aten::instance_norm", since=7)
 @sh.parse_args("v", "v", "v", "v", "v", "b", "f", "f", "none")

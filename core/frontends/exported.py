@@ -82,31 +82,38 @@ def dynamic_shapes_from_axes(model: torch.nn.Module, args: tuple[Any, ...],
                              input_names: Sequence[str] | None
                              ) -> tuple[dict[str, Any], dict[tuple[int, int], str]]:
     """torch.onnx's ``dynamic_axes`` as torch.export's ``dynamic_shapes`` (by parameter
-    name), and the names the axes get: ``{(flat input index, axis): name}``."""
+    name), and the names the axes get: ``{(input leaf index, axis): name}``.
+
+    As on the TorchScript path, the keys name the flat tensor inputs: ``input_names``, else
+    the parameter names (``hidden.0`` for the first tensor of a tuple ``hidden``)."""
+    from oxport.trace import _leaf_paths
+
     try:
-        bound = inspect.signature(model.forward).bind(*args, **kwargs)
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
     except (TypeError, ValueError) as exc:
         raise InvalidExportArgumentError(
             f"args do not match {type(model).__name__}.forward: {exc}") from None
+    leaves = pytree.tree_leaves((args, kwargs))
+    paths = _leaf_paths(args, kwargs, model.forward)
+    tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     names = list(input_names or [])
-    flat_index, shapes, axis_names = 0, {}, {}
-    for position, (param, value) in enumerate(bound.arguments.items()):
-        leaves = pytree.tree_leaves(value)
-        key = names[position] if position < len(names) else param
+    by_tensor: dict[int, dict[int, Any]] = {}
+    axis_names: dict[tuple[int, int], str] = {}
+    for position, slot in enumerate(tensor_slots):
+        key = names[position] if position < len(names) else paths[slot]
         spec = dynamic_axes.get(key)
-        if spec is not None:
-            if not isinstance(value, torch.Tensor):
-                raise InvalidExportArgumentError(
-                    f"dynamic_axes names {key!r}, which is not a tensor argument; with "
-                    "dynamo=True give nested inputs' dynamic axes with dynamic_shapes=.")
-            pairs = (spec.items() if isinstance(spec, Mapping)
-                     else [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)])
-            shapes[param] = {}
-            for axis, name in pairs:
-                axis = axis % value.dim()
-                shapes[param][axis] = torch.export.Dim.DYNAMIC
-                axis_names[(flat_index, axis)] = str(name)
-        flat_index += len(leaves)
+        if spec is None:
+            continue
+        tensor = leaves[slot]
+        pairs = (spec.items() if isinstance(spec, Mapping)
+                 else [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)])
+        for axis, name in pairs:
+            axis %= max(tensor.dim(), 1)
+            by_tensor.setdefault(id(tensor), {})[axis] = torch.export.Dim.DYNAMIC
+            axis_names[(slot, axis)] = str(name)
+    shapes = {param: pytree.tree_map(
+        lambda leaf: by_tensor.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None, value)
+        for param, value in bound.items()}
     return shapes, axis_names
 
 

@@ -38,6 +38,10 @@ class _TrainingBatchNorm(torch.nn.Module):
 pack.case("aten::batch_norm", _affine_module(torch.nn.BatchNorm2d(3)), (2, 3, 4, 4))
 pack.case("aten::batch_norm", _affine_module(torch.nn.BatchNorm1d(3, affine=False)), (4, 3),
           name="2d_no_affine")
+pack.case("aten::_native_batch_norm_legit_no_training",
+          lambda x, w, b, mean, var: torch.ops.aten._native_batch_norm_legit_no_training(
+              x, w, b, mean, var, 0.1, 1e-5)[0],
+          (2, 3, 4, 4), (3,), (3,), (3,), lambda: torch.rand(3) + 0.5)
 pack.case("aten::batch_norm", _TrainingBatchNorm(), (2, 3, 5), name="training", training=True)
 pack.case("aten::batch_norm", torch.nn.BatchNorm3d(2, track_running_stats=False),
           (2, 2, 3, 3, 3), name="no_running_stats")
