@@ -660,20 +660,16 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     ``ExportedProgram`` already, decomposed except where a pack serves the op."""
     from oxport.frontends import exported
 
+    served = exported.served_ops(registry, opset)
     if isinstance(model, torch.export.ExportedProgram):
-        program, axis_names = model, {}
-    else:
-        positional, kwargs = trace.normalize_args(args)
-        if dynamic_shapes is None and dynamic_axes:
-            dynamic_shapes, axis_names = exported.dynamic_shapes_from_axes(
-                model, positional, kwargs, dynamic_axes, input_names)
-        else:
-            axis_names = exported.dim_names(model, positional, kwargs, dynamic_shapes)
-        with torch.enable_grad():  # torch.export records grad mode changes otherwise
-            program = exported.capture(model, positional, kwargs,
-                                       dynamic_shapes=dynamic_shapes)
-    program = exported.decompose(program, exported.served_ops(registry, opset))
-    return exported.read(program, axis_names)
+        return exported.read(exported.decompose(model, served))
+    positional, kwargs = trace.normalize_args(args)
+    with torch.enable_grad():  # torch.export records grad mode changes otherwise
+        program, names, axis_names, notes = exported.capture(
+            model, positional, kwargs, dynamic_shapes=dynamic_shapes,
+            dynamic_axes=dynamic_axes, input_names=input_names)
+    return exported.read(exported.decompose(program, served), axis_names, input_names=names,
+                         notes=notes, prefix="model.")
 
 
 def _front_end(model: Any, args: Any) -> trace.FrontEnd:

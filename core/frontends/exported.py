@@ -62,86 +62,118 @@ _LAYOUTS = {torch.strided: 0, torch.sparse_coo: 1}
 
 
 def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-            dynamic_shapes: Any = None, strict: bool = False
-            ) -> torch.export.ExportedProgram:
-    """``torch.export.export`` with oxport's errors: a capture that fails says so."""
+            dynamic_shapes: Any = None, dynamic_axes: Mapping[str, Any] | None = None,
+            input_names: Sequence[str] | None = None, strict: bool = False
+            ) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
+                       list[str]]:
+    """Capture ``model`` with ``torch.export.export`` as the TorchScript front end traces it:
+    the tensors in ``args`` (nested, named ones included) become the inputs, every other
+    argument a constant, and the outputs a flat tuple of tensors.
+
+    Returns the program, the inputs' names, the names of their dynamic axes
+    (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
+    and notes on the outputs."""
+    from oxport.trace import _Flattened, _leaf_paths
+
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    paths = _leaf_paths(args, kwargs, model.forward)
+    slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tensors = [leaves[i] for i in slots]
+    names = [paths[i] for i in slots]
+    if dynamic_shapes is not None:
+        specs = _tensor_specs(model, args, kwargs, dynamic_shapes)
+        per_tensor = [specs.get(id(t)) for t in tensors]
+        axis_names = {(index, axis % max(t.dim(), 1)): dim.__name__
+                      for index, (t, axes) in enumerate(zip(tensors, per_tensor)) if axes
+                      for axis, dim in _axis_items(axes)
+                      if isinstance(getattr(dim, "__name__", None), str)}
+    else:
+        per_tensor, axis_names = _specs_from_axes(tensors, names, dynamic_axes or {},
+                                                  input_names)
+    notes: list[str] = []
+    wrapper = _Flattened(model, spec, leaves, slots, notes)
+    shapes = (tuple(per_tensor),) if any(per_tensor) else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            return torch.export.export(model, args, kwargs=kwargs or None,
-                                       dynamic_shapes=dynamic_shapes, strict=strict)
+            program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
+                                          strict=strict)
     except Exception as exc:  # noqa: BLE001 - torch.export's own errors, chained
         raise OnnxExporterError(
             f"torch.export could not capture {type(model).__name__}: {type(exc).__name__}: "
             f"{exc}\nExport with dynamo=False (the TorchScript front end) instead, or fix the "
             "model where torch.export points.") from exc
+    return program, names, axis_names, notes
 
 
-def dynamic_shapes_from_axes(model: torch.nn.Module, args: tuple[Any, ...],
-                             kwargs: dict[str, Any], dynamic_axes: Mapping[str, Any],
-                             input_names: Sequence[str] | None
-                             ) -> tuple[dict[str, Any], dict[tuple[int, int], str]]:
-    """torch.onnx's ``dynamic_axes`` as torch.export's ``dynamic_shapes`` (by parameter
-    name), and the names the axes get: ``{(input leaf index, axis): name}``.
+def _axis_items(axes: Any) -> list[tuple[int, Any]]:
+    return list(axes.items() if isinstance(axes, Mapping) else enumerate(axes))
 
-    As on the TorchScript path, the keys name the flat tensor inputs: ``input_names``, else
-    the parameter names (``hidden.0`` for the first tensor of a tuple ``hidden``)."""
-    from oxport.trace import _leaf_paths
 
-    try:
-        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
-    except (TypeError, ValueError) as exc:
-        raise InvalidExportArgumentError(
-            f"args do not match {type(model).__name__}.forward: {exc}") from None
-    leaves = pytree.tree_leaves((args, kwargs))
-    paths = _leaf_paths(args, kwargs, model.forward)
-    tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    names = list(input_names or [])
-    by_tensor: dict[int, dict[int, Any]] = {}
+def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
+                     dynamic_axes: Mapping[str, Any], input_names: Sequence[str] | None
+                     ) -> tuple[list[Any], dict[tuple[int, int], str]]:
+    """torch.onnx's ``dynamic_axes`` (keys name the flat tensor inputs: ``input_names``,
+    else the parameter paths such as ``hidden.0``) as one torch.export spec per tensor."""
+    keys = list(input_names or [])
+    specs: list[Any] = []
     axis_names: dict[tuple[int, int], str] = {}
-    for position, slot in enumerate(tensor_slots):
-        key = names[position] if position < len(names) else paths[slot]
-        spec = dynamic_axes.get(key)
-        if spec is None:
+    for index, tensor in enumerate(tensors):
+        key = keys[index] if index < len(keys) else names[index]
+        axes = dynamic_axes.get(key)
+        if axes is None:
+            specs.append(None)
             continue
-        tensor = leaves[slot]
-        pairs = (spec.items() if isinstance(spec, Mapping)
-                 else [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)])
+        pairs = (axes.items() if isinstance(axes, Mapping)
+                 else [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(axes)])
+        spec = {}
         for axis, name in pairs:
             axis %= max(tensor.dim(), 1)
-            by_tensor.setdefault(id(tensor), {})[axis] = torch.export.Dim.DYNAMIC
-            axis_names[(slot, axis)] = str(name)
-    shapes = {param: pytree.tree_map(
-        lambda leaf: by_tensor.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None, value)
-        for param, value in bound.items()}
-    return shapes, axis_names
+            spec[axis] = torch.export.Dim.DYNAMIC
+            axis_names[(index, axis)] = str(name)
+        specs.append(spec)
+    return specs, axis_names
 
 
-def dim_names(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-              dynamic_shapes: Any) -> dict[tuple[int, int], str]:
-    """The names a ``dynamic_shapes`` gives: ``{(flat input index, axis): Dim name}``."""
-    if dynamic_shapes is None:
-        return {}
-    if isinstance(dynamic_shapes, Mapping) and isinstance(model, torch.nn.Module):
+def _tensor_specs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  dynamic_shapes: Any) -> dict[int, Any]:
+    """id(input tensor) -> its spec in ``dynamic_shapes`` (by parameter name, or a tuple in
+    argument order, nested like the arguments)."""
+    if isinstance(dynamic_shapes, Mapping):
         try:
             bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
-        except (TypeError, ValueError):
-            return {}
+        except (TypeError, ValueError) as exc:
+            raise InvalidExportArgumentError(
+                f"args do not match {type(model).__name__}.forward: {exc}") from None
+        unknown = set(dynamic_shapes) - set(bound)
+        if unknown:
+            raise InvalidExportArgumentError(
+                f"dynamic_shapes names {sorted(unknown)}, which are not arguments given to "
+                f"{type(model).__name__}.forward (given: {list(bound)}).")
         pairs = [(value, dynamic_shapes.get(name)) for name, value in bound.items()]
-    else:
+    elif isinstance(dynamic_shapes, (list, tuple)):
         pairs = list(zip((*args, *kwargs.values()), dynamic_shapes))
-    names: dict[tuple[int, int], str] = {}
-    index = 0
+    else:
+        raise InvalidExportArgumentError(
+            f"dynamic_shapes must be a dict by argument name or a tuple in argument order, not "
+            f"{type(dynamic_shapes).__name__}.")
+    found: dict[int, Any] = {}
+
+    def visit(value: Any, spec: Any) -> None:
+        if spec is None:
+            return
+        if isinstance(value, torch.Tensor):
+            found[id(value)] = spec
+        elif isinstance(value, Mapping) and isinstance(spec, Mapping):
+            for key, item in value.items():
+                visit(item, spec.get(key))
+        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+            for item, item_spec in zip(value, spec):
+                visit(item, item_spec)
+
     for value, spec in pairs:
-        leaves = pytree.tree_leaves(value)
-        if isinstance(value, torch.Tensor) and spec is not None:
-            items = spec.items() if isinstance(spec, Mapping) else enumerate(spec)
-            for axis, dim in items:
-                name = getattr(dim, "__name__", None)
-                if isinstance(name, str):
-                    names[(index, axis % value.dim())] = name
-        index += len(leaves)
-    return names
+        visit(value, spec)
+    return found
 
 
 def served_ops(registry: Any, opset: int) -> set[str]:
@@ -168,11 +200,12 @@ class _Reader:
     """Builds the source-graph view of one ExportedProgram's graph."""
 
     def __init__(self, program: torch.export.ExportedProgram,
-                 axis_names: Mapping[tuple[int, int], str]) -> None:
+                 axis_names: Mapping[tuple[int, int], str], prefix: str) -> None:
         self.program = program
         self.env: dict[torch.fx.Node, Any] = {}
         self.symbols: dict[str, str] = {}
         self._axis_names = axis_names
+        self._prefix = prefix
 
     # -- types ------------------------------------------------------------------
     def dim(self, size: Any) -> int | str | None:
@@ -214,7 +247,7 @@ class _Reader:
             elif spec.kind in (kinds.PARAMETER, kinds.BUFFER, kinds.CONSTANT_TENSOR):
                 tensor = (program.constants[spec.target] if spec.target in program.constants
                           else program.state_dict[spec.target])
-                params.append((node, spec.target, tensor))
+                params.append((node, spec.target.removeprefix(self._prefix), tensor))
             else:
                 raise OnnxExporterError(
                     f"The exported program has a {spec.kind.name} input ({spec.target}), which "
@@ -352,7 +385,7 @@ class _Reader:
              inputs: list[SourceValue], returns: Sequence[Any] | None) -> None:
         example = node.meta.get("val")
         source = _stack(node.meta.get("stack_trace"))
-        scope = _scope(node.meta.get("nn_module_stack"))
+        scope = _scope(node.meta.get("nn_module_stack"), self._prefix)
         is_list = returns is not None and len(returns) == 1 and \
             returns[0].type.kind() == "ListType"
         multiple = returns is not None and len(returns) > 1
@@ -423,19 +456,25 @@ def _stack(trace: str | None) -> str:
     return "\n".join(f"{path}({line}): {fn}" for path, line, fn in reversed(frames))
 
 
-def _scope(stack: Mapping[str, tuple[str, Any]] | None) -> str:
-    """``nn_module_stack`` as a TorchScript scope name (``__module.model.a/...a.b``)."""
+def _scope(stack: Mapping[str, tuple[str, Any]] | None, prefix: str) -> str:
+    """``nn_module_stack`` as a TorchScript scope name (``__module.model.a/...a.b``), the
+    paths below the user's model (``prefix``, when oxport wrapped it for the capture)."""
     if not stack:
         return ""
-    paths = [path for path, _type in stack.values() if isinstance(path, str) and path]
-    return "/".join(f"__module.model.{path}" for path in paths)
+    paths = [path.removeprefix(prefix) for path, _type in stack.values()
+             if isinstance(path, str) and path.startswith(prefix) and path != prefix]
+    return "/".join(f"__module.model.{path}" for path in paths if path)
 
 
 def read(program: torch.export.ExportedProgram,
-         axis_names: Mapping[tuple[int, int], str] | None = None) -> Any:
+         axis_names: Mapping[tuple[int, int], str] | None = None, *,
+         input_names: Sequence[str] | None = None, notes: Sequence[str] = (),
+         prefix: str = "") -> Any:
     """The front end of ``program`` (already decomposed): a FrontEnd whose graph is the
-    source-graph view."""
+    source-graph view. ``prefix`` is the path of the user's model in the captured module
+    (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it."""
     from oxport.trace import FrontEnd
 
-    graph, examples, names, params, notes = _Reader(program, axis_names or {}).read()
-    return FrontEnd(graph, examples, names, params, [], notes)
+    graph, examples, names, params, more = _Reader(program, axis_names or {}, prefix).read()
+    return FrontEnd(graph, examples, list(input_names or names), params, [],
+                    [*notes, *more])
