@@ -147,10 +147,12 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     Nested tuples, lists and dicts of tensors are flattened into graph inputs in order.
     See docs/export.md for every parameter.
 
-    torch 2.13's keywords for its torch.export path are accepted: ``optimize``,
+    ``dynamo=True`` captures the model with ``torch.export.export`` (non-strict) and converts
+    its graph with the same op packs; ``dynamic_shapes`` then gives its dynamic dims
+    (``torch.export.Dim``s name the ONNX dims; ``dynamic_axes`` is translated when it is
+    not given). An ``ExportedProgram`` as ``model`` is converted as it is. ``optimize``,
     ``profile``, ``dump_exported_program``, ``artifacts_dir`` and
-    ``custom_translation_table`` do nothing here, as in torch.onnx with ``dynamo=False``;
-    ``dynamo=True`` and ``dynamic_shapes`` raise :class:`InvalidExportArgumentError`.
+    ``custom_translation_table`` do nothing here, as in torch.onnx with ``dynamo=False``.
     ``verify=True`` checks the model with ONNX Runtime against eager PyTorch before it is
     written (:func:`oxport.verification.verify`'s checks; a failure raises
     :class:`oxport.verification.VerificationError` and writes nothing).

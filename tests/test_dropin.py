@@ -65,7 +65,6 @@ def test_f_none_converts_without_writing():
 
 
 @pytest.mark.parametrize("keywords, match", [
-    ({"dynamo": True}, r"dynamo=True .* not supported yet: export with dynamo=False"),
     ({"dynamic_shapes": {"x": {0: "batch"}}}, r"dynamic_shapes= is for dynamo=True.*dynamic_axes"),
     ({"training": 7}, r"training=7 is not valid: pass one of TrainingMode.EVAL"),
     ({"operator_export_type": torch.onnx.TrainingMode.EVAL},

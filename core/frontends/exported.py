@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.export._patches import register_lstm_while_loop_decomposition
 from torch.utils import _pytree as pytree
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
@@ -94,7 +95,9 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     wrapper = _Flattened(model, spec, leaves, slots, notes)
     shapes = (tuple(per_tensor),) if any(per_tensor) else None
     try:
-        with warnings.catch_warnings():
+        # torch.export unrolls nn.LSTM over time (fixing the sequence length) unless its
+        # while_loop form is registered; that keeps aten.lstm whole in the captured graph.
+        with warnings.catch_warnings(), register_lstm_while_loop_decomposition():
             warnings.simplefilter("ignore", FutureWarning)
             program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
                                           strict=strict)
@@ -114,7 +117,9 @@ def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
                      dynamic_axes: Mapping[str, Any], input_names: Sequence[str] | None
                      ) -> tuple[list[Any], dict[tuple[int, int], str]]:
     """torch.onnx's ``dynamic_axes`` (keys name the flat tensor inputs: ``input_names``,
-    else the parameter paths such as ``hidden.0``) as one torch.export spec per tensor."""
+    else the parameter paths such as ``hidden.0``) as one torch.export spec per tensor:
+    ``Dim.AUTO``, so an axis the model fixes becomes static with a warning, as tracing
+    would fix it, instead of failing the capture."""
     keys = list(input_names or [])
     specs: list[Any] = []
     axis_names: dict[tuple[int, int], str] = {}
@@ -129,7 +134,7 @@ def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
         spec = {}
         for axis, name in pairs:
             axis %= max(tensor.dim(), 1)
-            spec[axis] = torch.export.Dim.DYNAMIC
+            spec[axis] = torch.export.Dim.AUTO
             axis_names[(index, axis)] = str(name)
         specs.append(spec)
     return specs, axis_names
@@ -252,13 +257,23 @@ class _Reader:
                 raise OnnxExporterError(
                     f"The exported program has a {spec.kind.name} input ({spec.target}), which "
                     "ONNX cannot hold; export with dynamo=False.")
+        fixed = []
         for index, node in enumerate(user):
             example = node.meta.get("val")
             if isinstance(example, torch.Tensor):
                 for axis, size in enumerate(example.shape):
                     name = self._axis_names.get((index, axis))
-                    if name and isinstance(size, torch.SymInt) and not size.node.expr.is_number:
-                        self.symbols.setdefault(str(size.node.expr), name)
+                    if isinstance(size, torch.SymInt) and not size.node.expr.is_number:
+                        # A Dim's name, else the first input axis the symbol sizes.
+                        self.symbols.setdefault(str(size.node.expr),
+                                                name or f"{node.name}_dim_{axis}")
+                    elif name:
+                        fixed.append(f"{node.name} axis {axis} ({name!r}) = {int(size)}")
+        if fixed:
+            warnings.warn(
+                "oxport: torch.export fixed dynamic axes the model's code makes static: "
+                + "; ".join(fixed) + ". The ONNX model only works at these sizes.",
+                UserWarning, stacklevel=2)
         graph = SourceGraph()
         tensors, names, examples = [], [], []
         for node in user:

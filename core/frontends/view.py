@@ -64,8 +64,9 @@ class SourceValue:
     def uses(self) -> list[SourceNode]:
         return self._uses
 
-    def node(self) -> SourceNode | None:
-        return self._node
+    def node(self) -> SourceNode:
+        """The node that makes this value; a graph or block input's is ``prim::Param``."""
+        return self._node if self._node is not None else _PARAM
 
     def offset(self) -> int:
         return self._offset
@@ -188,3 +189,7 @@ def constant(block: SourceBlock, value: Any, type_: Type, name: str = "") -> Sou
                                    names=[name or "constant"]))
     node._outputs[0]._constant = value
     return node._outputs[0]
+
+
+#: What a graph input's ``node()`` is, as in TorchScript.
+_PARAM = SourceNode("prim::Param", "(no schema)", (), ())

@@ -1,0 +1,172 @@
+"""The torch.export front end (``dynamo=True``, or an ``ExportedProgram`` as the model).
+
+Models go through ``torch.export.export`` and the same op packs as the TorchScript path;
+each exported model runs in ONNX Runtime against eager PyTorch at the captured shape and
+at a second size of every dynamic axis (``oxport.verification.verify``).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import oxport
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
+from oxport.verification import verify
+from tests.models.resnet import resnet18
+from tests.models.word_language_model import RNNModel
+
+
+def _run(proto: onnx.ModelProto, *inputs: torch.Tensor) -> list[np.ndarray]:
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
+
+
+def _dims(info: onnx.ValueInfoProto) -> list[int | str]:
+    return [d.dim_param or d.dim_value for d in info.type.tensor_type.shape.dim]
+
+
+def test_cnn_with_a_named_dim_matches_eager_at_another_batch() -> None:
+    model = resnet18(num_classes=10, width=8).eval()
+    batch = torch.export.Dim("batch")
+    result = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, dynamo=True,
+                           dynamic_shapes={"x": {0: batch}})
+    proto = result.model_proto()
+    onnx.checker.check_model(proto, full_check=True)
+    assert _dims(proto.graph.input[0]) == ["batch", 3, 32, 32]
+    assert _dims(proto.graph.output[0]) == ["batch", 10]
+    x = torch.randn(5, 3, 32, 32)
+    np.testing.assert_allclose(_run(proto, x)[0], model(x).detach().numpy(),
+                               rtol=1e-3, atol=1e-5)
+
+
+def test_lstm_language_model_keeps_its_sequence_axis_dynamic() -> None:
+    """torch's own torch.export path fixes the sequence length of nn.LSTM (it unrolls the
+    time steps); here aten::lstm stays whole and becomes ONNX LSTM."""
+    model = RNNModel("LSTM", 50, 16, 16, 2).eval()
+    tokens = torch.randint(0, 50, (7, 3))
+    verdict = verify(model, (tokens, model.init_hidden(3)), dynamo=True,
+                     dynamic_axes={"tokens": {0: "seq", 1: "batch"}, "hidden.0": {1: "batch"},
+                                   "hidden.1": {1: "batch"}})
+    assert len(verdict.runs) == 3  # the example, then seq and batch changed
+    result = oxport.convert(model, (tokens, model.init_hidden(3)), dynamo=True,
+                            dynamic_axes={"tokens": {0: "seq"}})
+    assert [n.op_type for n in result.model_proto().graph.node].count("LSTM") == 2
+
+
+def test_transformers_bert_matches_eager_at_a_second_batch_and_length() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = transformers.BertModel(transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        vocab_size=99, max_position_embeddings=64)).eval()
+    ids = torch.randint(0, 99, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[0, -2:] = 0
+    axes = {0: "batch", 1: "seq"}
+    verdict = verify(model, (ids, {"attention_mask": mask, "return_dict": False}),
+                     dynamo=True, input_names=["input_ids", "attention_mask"],
+                     dynamic_axes={"input_ids": axes, "attention_mask": axes})
+    assert len(verdict.runs) == 3  # the example, then batch and seq changed
+
+
+def test_symint_arithmetic_becomes_shape_computations() -> None:
+    class Fold(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            batch, seq, width = x.shape
+            return x.reshape(batch * seq, width // 2, 2) + seq
+
+    verify(Fold(), (torch.randn(2, 3, 4),), dynamo=True, input_names=["x"],
+           dynamic_axes={"x": {0: "batch", 1: "seq"}})
+
+
+def test_an_exported_program_is_taken_as_it_is() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    program = torch.export.export(model, (torch.randn(2, 4),),
+                                  dynamic_shapes=({0: torch.export.Dim("rows")},))
+    proto = oxport.export(program, (), None).model_proto()
+    # A program keeps no Dim names: a dim is named after the input axis it first sizes.
+    assert _dims(proto.graph.input[0]) == ["input_dim_0", 4]
+    x = torch.randn(6, 4)
+    np.testing.assert_allclose(_run(proto, x)[0], model(x).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_parameters_keep_their_state_dict_names() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+    proto = oxport.export(model, (torch.randn(2, 4),), None, dynamo=True).model_proto()
+    assert sorted(i.name for i in proto.graph.initializer) == ["0.bias", "0.weight"]
+
+
+def test_unsupported_ops_are_reported_at_once_with_their_source_lines() -> None:
+    @torch.library.custom_op("oxport_test::mystery", mutates_args=())
+    def mystery(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @mystery.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    class Uses(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return mystery(mystery(x) + 1)
+
+    with pytest.raises(UnsupportedOperatorError) as raised:
+        oxport.export(Uses(), (torch.randn(2),), io.BytesIO(), dynamo=True)
+    message = str(raised.value)
+    assert "oxport_test::mystery (2 uses" in message
+    assert "test_export_frontend.py" in message
+
+
+def test_a_custom_op_is_served_by_a_registered_symbolic() -> None:
+    @torch.library.custom_op("oxport_test::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @twice.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    class Uses(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return twice(x)
+
+    oxport.register_custom_op_symbolic(
+        "oxport_test::twice", lambda g, x: g.op("Add", x, x), 9)
+    try:
+        proto = oxport.export(Uses(), (torch.randn(3),), None, dynamo=True).model_proto()
+    finally:
+        oxport.unregister_custom_op_symbolic("oxport_test::twice", 9)
+    assert [n.op_type for n in proto.graph.node] == ["Add"]
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda m, x: oxport.export(m, (x,), None, dynamic_shapes={"x": {0: "b"}}),
+     "dynamo=True"),
+    (lambda m, x: oxport.export(torch.jit.script(m), (x,), None, dynamo=True),
+     "eager nn.Module"),
+    (lambda m, x: oxport.export(m, (x,), None, dynamo=True, export_modules_as_functions=True),
+     "dynamo=False"),
+    (lambda m, x: oxport.export(m, (x,), None, dynamo=True, dynamic_shapes={"y": {0: "b"}}),
+     "not arguments given"),
+])
+def test_options_that_cannot_apply_raise_a_clear_error(call, fix: str) -> None:
+    with pytest.raises(InvalidExportArgumentError, match=fix):
+        call(torch.nn.Linear(2, 2), torch.randn(3, 2))
+
+
+def test_a_model_torch_export_cannot_capture_says_so() -> None:
+    class DataDependent(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[: int(x.sum().item() > 0) + 1]
+
+    target = io.BytesIO()
+    with pytest.raises(OnnxExporterError, match="torch.export could not capture"):
+        oxport.export(DataDependent(), (torch.randn(3),), target, dynamo=True,
+                      dynamic_axes={"x": {0: "n"}}, input_names=["x"])
+    assert target.getvalue() == b""
