@@ -242,7 +242,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             with progress.phase("trace", timings):
                 front = (_exported_front_end(model, args, registry, opset, dynamic_shapes,
                                              dynamic_axes, input_names) if exported
-                         else _front_end(model, args))
+                         else _front_end(model, args, input_names, dynamic_axes))
                 trace.release_free_memory()
             with progress.phase("convert", timings) as advance:
                 conversion = Conversion(registry, opset, fallbacks=enabled,
@@ -674,11 +674,12 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
                          notes=notes, prefix="model.")
 
 
-def _front_end(model: Any, args: Any) -> trace.FrontEnd:
+def _front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
+               dynamic_axes: Mapping[str, Any] | None = None) -> trace.FrontEnd:
     if isinstance(model, trace.FrontEnd):  # already traced (find_mismatch's partitions)
         return model
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        return trace.script_front_end(model, args)
+        return trace.script_front_end(model, args, input_names, dynamic_axes)
     return trace.trace_module(model, args)
 
 

@@ -276,6 +276,42 @@ def tuple_lowering_problem(graph: torch._C.Graph) -> str:
     return "a tuple that cannot be flattened into separate values"
 
 
+# -- sizes the input types know ------------------------------------------------------------
+def fold_static_sizes(graph: torch._C.Graph) -> None:
+    """``x.size(d)``, ``x.size()`` and ``x.dim()`` of a value whose type knows them (graph
+    inputs and weights, at the dims ``dynamic_axes`` leaves static) become constants, and
+    the numbers computed from them fold (``float(n) / 2``, ``n - 1``): as in torch.onnx,
+    the counts and coefficients symbolics need as constants (``chunk``'s chunks,
+    ``baddbmm``'s beta, ``nll_loss``'s ignore_index) are constants then."""
+    folded = False
+    for node in graph.findAllNodes("aten::size") + graph.findAllNodes("aten::dim"):
+        known = _static_size(node)
+        if known is not None:
+            with graph.insert_point_guard(node):
+                node.output().replaceAllUsesWith(graph.insertConstant(known))
+            node.destroy()
+            folded = True
+    if folded:
+        torch._C._jit_pass_constant_propagation_immutable_types(graph)
+
+
+def _static_size(node: torch._C.Node) -> int | list[int] | None:
+    """What a ``size``/``dim`` node returns, when its input's type knows it."""
+    t = node.inputsAt(0).type()
+    if t.kind() != "TensorType" or t.dim() is None:
+        return None
+    if node.kind() == "aten::dim":
+        return t.dim()
+    sizes = t.varyingSizes()
+    if node.inputsSize() == 1:
+        return None if None in sizes else list(sizes)
+    index = node.inputsAt(1).toIValue() if node.inputsAt(1).node().kind() == "prim::Constant" \
+        else None
+    if not isinstance(index, int) or not -len(sizes) <= index < len(sizes):
+        return None
+    return sizes[index]
+
+
 # -- None checks that the hard-coded arguments decide ------------------------------------
 def fold_none_checks(graph: torch._C.Graph) -> None:
     """Fold ``x is None`` / ``x is not None`` where the types decide it (a ``None`` argument,

@@ -18,7 +18,7 @@ import inspect
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -324,7 +324,8 @@ class _CallScopes(dict):
         return name
 
 
-def script_front_end(model: Any, args: Any) -> FrontEnd:
+def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
+                     dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
     """Use a ScriptModule or ScriptFunction as given; ``args`` give the input types.
 
     Tensors in ``args`` type the graph inputs (dtype and shape); a tuple of tensors
@@ -333,6 +334,7 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
     tracing does. A trailing dict names arguments, the signature's defaults fill the
     rest. A ScriptModule is frozen first, so its non-tensor attributes become constants
     and its submodules' methods are inlined; parameters and buffers stay initializers.
+    Sizes of inputs fold to constants except at the axes ``dynamic_axes`` names.
     """
     positional, kwargs = normalize_args(args)
     with warnings.catch_warnings():
@@ -354,7 +356,7 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
         bound = _bind_arguments(model, method, positional, kwargs, len(user_inputs))
         _bind_script_inputs(graph, user_inputs, bound)
         script_passes.fold_none_checks(graph)  # before tuples are lowered
-        _general_passes(graph)
+        _lower_tuples(graph)
         problems = script_passes.unsupported_constructs(graph)
         if problems:
             raise UnsupportedOperatorError(
@@ -366,9 +368,13 @@ def script_front_end(model: Any, args: Any) -> FrontEnd:
                 f"The scripted model's inputs ({len(user_inputs)} after flattening tuples) do "
                 f"not match the {len(examples)} tensors and lists of tensors in args; pass one "
                 "value per parameter of its forward.")
-        for value, example in zip(user_inputs, examples):
-            value.setType(_example_type(example))
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
+        for index, (value, example) in enumerate(zip(user_inputs, examples)):
+            name = input_names[index] if input_names and index < len(input_names) \
+                else names[index]
+            value.setType(_example_type(example, _axes((dynamic_axes or {}).get(name))))
+        script_passes.fold_static_sizes(graph)  # before loops carry what their bodies mutate
+        _functional_passes(graph)
         notes: list[str] = []
         try:
             example = model(*bound) if method is None else model._c._get_method(method)(*bound)
@@ -398,11 +404,25 @@ def _is_tensor_list(arg: Any) -> bool:
     return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
 
 
-def _example_type(example: Any) -> torch._C.Type:
-    """The TorchScript type of an input: a complete tensor type, or a list of tensors of the
-    first one's dtype (any size)."""
+def _axes(spec: Any) -> set[int]:
+    """The axes a ``dynamic_axes`` entry names (a dict of axis -> name, or a list)."""
+    if isinstance(spec, Mapping):
+        return {axis for axis in spec if isinstance(axis, int)}
+    if isinstance(spec, (list, tuple)):
+        return {axis for axis in spec if isinstance(axis, int)}
+    return set()
+
+
+def _example_type(example: Any, dynamic: set[int] = frozenset()) -> torch._C.Type:
+    """The TorchScript type of an input: a tensor type of the example's sizes (unknown at
+    the ``dynamic`` axes), or a list of tensors of the first one's dtype (any size)."""
     if isinstance(example, torch.Tensor):
-        return torch._C.TensorType.create_from_tensor(example)
+        complete = torch._C.TensorType.create_from_tensor(example)
+        if not dynamic:
+            return complete
+        rank = example.dim()
+        return complete.with_sizes([None if axis in dynamic or axis - rank in dynamic else size
+                                    for axis, size in enumerate(example.shape)])
     first = torch._C.TensorType.create_from_tensor(example[0])
     return torch._C.ListType(first.with_sizes([None] * example[0].dim()))
 
@@ -513,11 +533,20 @@ def _input_name(value: torch._C.Value, index: int) -> str:
 
 
 def _general_passes(graph: torch._C.Graph) -> None:
+    _lower_tuples(graph)
+    _functional_passes(graph)
+
+
+def _lower_tuples(graph: torch._C.Graph) -> None:
     try:
         torch._C._jit_pass_lower_all_tuples(graph)
     except RuntimeError as exc:  # TorchScript's "Couldn't lower all tuples."
         raise UnsupportedOperatorError(
             f"Cannot export {script_passes.tuple_lowering_problem(graph)}.") from exc
+
+
+def _functional_passes(graph: torch._C.Graph) -> None:
+    """Mutation removed where TorchScript can, made explicit through blocks elsewhere."""
     torch._C._jit_pass_remove_mutation(graph)
     if script_passes.has_control_flow(graph):
         script_passes.thread_mutations(graph)

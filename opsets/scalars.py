@@ -76,18 +76,23 @@ for _name, (_op, _py) in _COMPARISONS.items():
     pack.symbolic(f"aten::{_name}.int", since=7)(_fn)
 
 
-def _string_comparison(name: str, py: Callable[[Any, Any], bool]):
+def _constant_comparison(name: str, overload: str, py: Callable[[Any, Any], bool],
+                         example: str):
     def symbolic(g, a: Value, b: Value) -> Value:
         if not (a.is_const and b.is_const):
-            sh._unimplemented(f"aten::{name}.str", "comparing strings computed at run time")
+            sh._unimplemented(f"aten::{name}.{overload}",
+                              f"comparing {overload}s known only at run time")
         return g.python_constant(bool(py(a.const, b.const)))
-    symbolic.__name__ = f"{name}_str"
-    symbolic.__doc__ = f"``aten::{name}`` on constant strings (``if mode == 'x':``), folded."
+    symbolic.__name__ = f"{name}_{overload}"
+    symbolic.__doc__ = f"``aten::{name}`` on constant {overload}s (``{example}``), folded."
     return symbolic
 
 
-pack.symbolic("aten::eq.str", since=7)(_string_comparison("eq", operator.eq))
-pack.symbolic("aten::ne.str", since=7)(_string_comparison("ne", operator.ne))
+for _name, _py in (("eq", operator.eq), ("ne", operator.ne)):
+    pack.symbolic(f"aten::{_name}.str", since=7)(
+        _constant_comparison(_name, "str", _py, "if mode == 'x':"))
+    pack.symbolic(f"aten::{_name}.device", since=7)(  # an export runs on the CPU
+        _constant_comparison(_name, "device", _py, "if x.device == torch.device('cpu'):"))
 
 
 # -- arithmetic ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Optional
 
 import torch
 
+from oxport.opsets.cases.scalars import DYNAMIC
 from oxport.opsets.control_flow import pack
 
 
@@ -18,8 +19,8 @@ def _if_sign(x: torch.Tensor) -> torch.Tensor:
 
 
 def _if_raises(x: torch.Tensor) -> torch.Tensor:
-    if x.dim() != 2:
-        raise ValueError("expected a matrix")
+    if x.size(0) == 0:
+        raise ValueError("expected rows")
     return x + 1
 
 
@@ -83,7 +84,7 @@ def _count(value: int):
 
 
 pack.case("prim::If", _if_sign, (2, 3), script=True, min_opset=9)
-pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True)
+pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True, dynamic_axes=DYNAMIC)
 pack.case("prim::If", _if_list, (2, 3), name="list_output", script=True, min_opset=13)
 pack.case("prim::If", _if_optional, lambda: torch.ones(2, 3), name="optional", script=True,
           min_opset=16)

@@ -6,6 +6,7 @@ from typing import List
 
 import torch
 
+from oxport.opsets.cases.scalars import DYNAMIC
 from oxport.opsets.prim import pack
 
 
@@ -31,8 +32,8 @@ def _int_of(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(int(x.size(0) / 2), -1)
 
 
-pack.case("aten::Int", _int_of, (4, 3), script=True)
-pack.case("aten::Float", _float_scale, (2, 3), script=True)
+pack.case("aten::Int", _int_of, (4, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::Float", _float_scale, (2, 3), script=True, dynamic_axes=DYNAMIC)
 
 
 def _data(x: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,11 @@ import torch
 from oxport.opsets.scalars import pack
 
 
-# (sizes are run-time numbers in scripted code; constants fold)
+#: Sizes of inputs fold to constants unless dynamic_axes lets them vary (as in torch.onnx):
+#: the cases of symbolics on run-time numbers make both dims of ``x`` dynamic.
+DYNAMIC = {"x": {0: "rows", 1: "cols"}}
+
+
 def _eq(x: torch.Tensor) -> torch.Tensor:
     return x * int(x.size(0) == 2)
 
@@ -82,12 +86,12 @@ def _contains(x: torch.Tensor) -> torch.Tensor:
     return x * int(x.size(0) in dims) + int(x.dim() in dims)
 
 
-class _RaisesUnlessMatrix(torch.nn.Module):
+class _RaisesWithoutRows(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
+        if x.size(0) > 0:
             y = x + 1
         else:
-            raise ValueError("expected a matrix")
+            raise ValueError("expected rows")
         return y
 
 
@@ -125,11 +129,12 @@ def _identity_test(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _dtype_device(x: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(3, dtype=x.dtype, device=x.device) + x.dim()
+    rows = x.unsqueeze(0)  # a value scripted code knows no rank of: dim() is converted
+    return torch.zeros(3, dtype=x.dtype, device=x.device) + rows.dim()
 
 
 def _mode(x: torch.Tensor) -> torch.Tensor:
-    mode = "double" if x.dim() == 2 else "half"  # known once the rank is
+    mode = "double" if x.unsqueeze(0).dim() == 3 else "half"  # known once the rank is
     double = mode == "double"
     other = mode != "half"
     if double and other:
@@ -164,34 +169,46 @@ def _optional_at_run_time(x: torch.Tensor) -> torch.Tensor:
     return x.sum(0)
 
 
+def _device_check(x: torch.Tensor) -> torch.Tensor:
+    if x.device == torch.device("cpu") and not x.device != torch.device("cpu"):
+        return x + 1
+    return x
+
+
 def _warn(x: torch.Tensor) -> torch.Tensor:
     warnings.warn("scripted code may warn")
     return x * 2
 
 
-pack.case("aten::eq.int", _eq, (2, 3), script=True)
-pack.case("aten::ne.int", _ne, (2, 3), script=True)
-pack.case("aten::lt.int", _lt, (2, 3), script=True)
-pack.case("aten::gt.int", _gt, (2, 3), script=True)
-pack.case("aten::le.int", _le, (2, 3), script=True)
-pack.case("aten::ge.int", _ge, (2, 3), script=True)
-pack.case("aten::add.int", _add, (2, 3), script=True)
-pack.case("aten::sub.int", _sub, (2, 3), script=True)
-pack.case("aten::mul.int", _mul, (2, 3), script=True)
-pack.case("aten::div.int", _div, (2, 3), script=True)
-pack.case("aten::floordiv.int", _floordiv, (2, 4), script=True)
-pack.case("aten::remainder.int", _remainder, (2, 3), script=True)
-pack.case("aten::neg.int", _neg, (2, 3), script=True)
-pack.case("prim::min", _min, (2, 3), script=True)
-pack.case("prim::max", _max, (2, 3), script=True)
-pack.case("aten::__contains__.int_list", _contains, (2, 3), script=True)
-pack.case("prim::Uninitialized", _RaisesUnlessMatrix(), (2, 3), script=True)
-pack.case("aten::__range_length", _range, (6, 2), script=True, min_opset=9)
-pack.case("aten::__derive_index", _range, (6, 2), script=True, min_opset=9)
+pack.case("aten::eq.int", _eq, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::ne.int", _ne, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::lt.int", _lt, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::gt.int", _gt, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::le.int", _le, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::ge.int", _ge, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::add.int", _add, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::sub.int", _sub, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::mul.int", _mul, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::div.int", _div, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::floordiv.int", _floordiv, (2, 4), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::remainder.int", _remainder, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::neg.int", _neg, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("prim::min", _min, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("prim::max", _max, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::__contains__.int_list", _contains, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("prim::Uninitialized", _RaisesWithoutRows(), (2, 3), script=True,
+          dynamic_axes=DYNAMIC)
+pack.case("aten::__range_length", _range, (6, 2), script=True, min_opset=9,
+          dynamic_axes=DYNAMIC)
+pack.case("aten::__derive_index", _range, (6, 2), script=True, min_opset=9,
+          dynamic_axes=DYNAMIC)
 pack.case("aten::Bool", _bool, (2, 3), script=True, min_opset=9)
-pack.case("aten::__not__", _not_and_or, (2, 3), script=True, min_opset=9)
-pack.case("aten::__and__.bool", _not_and_or, (2, 3), script=True, min_opset=9)
-pack.case("aten::__or__.bool", _not_and_or, (2, 3), script=True, min_opset=9)
+pack.case("aten::__not__", _not_and_or, (2, 3), script=True, min_opset=9,
+          dynamic_axes=DYNAMIC)
+pack.case("aten::__and__.bool", _not_and_or, (2, 3), script=True, min_opset=9,
+          dynamic_axes=DYNAMIC)
+pack.case("aten::__or__.bool", _not_and_or, (2, 3), script=True, min_opset=9,
+          dynamic_axes=DYNAMIC)
 pack.case("aten::ScalarImplicit", _scalar_implicit, (2, 3), script=True, min_opset=8)
 pack.case("aten::item", _item, (2, 3), script=True)
 pack.case("prim::unchecked_cast", _optional_by_rank, (2, 3), script=True)
@@ -212,3 +229,5 @@ pack.case("aten::any.int", _any_ints, (2, 3), script=True)
 pack.case("aten::all.int", _any_ints, (2, 3), script=True)
 pack.case("aten::eq.str", _mode, (2, 3), script=True, min_opset=9)
 pack.case("aten::ne.str", _mode, (2, 3), script=True, min_opset=9)
+pack.case("aten::eq.device", _device_check, (2, 3), script=True)
+pack.case("aten::ne.device", _device_check, (2, 3), script=True)

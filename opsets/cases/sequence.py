@@ -6,6 +6,7 @@ from typing import List
 
 import torch
 
+from oxport.opsets.cases.scalars import DYNAMIC
 from oxport.opsets.sequence import pack
 
 
@@ -101,7 +102,7 @@ def _list_slice(x: torch.Tensor) -> torch.Tensor:
 
 
 def _len_str(x: torch.Tensor) -> torch.Tensor:
-    mode = "matrix" if x.dim() == 2 else "other"  # known once the rank is
+    mode = "matrix" if x.unsqueeze(0).dim() == 3 else "other"  # known once the rank is
     return x * len(mode)
 
 
@@ -112,12 +113,14 @@ def _list_copy(x: torch.Tensor) -> torch.Tensor:
 
 pack.case("aten::append.t", _append, (2, 3), script=True, min_opset=13)
 pack.case("aten::append.t", _append_numbers, (2, 3), name="numbers", script=True, min_opset=9)
-pack.case("aten::append.t", _append_branch, (2, 3), name="branch", script=True, min_opset=13)
+pack.case("aten::append.t", _append_branch, (2, 3), name="branch", script=True, min_opset=13,
+          dynamic_axes=DYNAMIC)
 pack.case("aten::__getitem__.t", _getitem, (3, 2), script=True, min_opset=11)
 pack.case("aten::len.t", _len, (2, 3), script=True)
 pack.case("aten::len.Tensor", _len_tensor, (2, 3), script=True)
 pack.case("aten::len.str", _len_str, (2, 3), script=True)
-pack.case("aten::_set_item.t", _set_item, (2, 3), script=True, min_opset=11)
+pack.case("aten::_set_item.t", _set_item, (2, 3), script=True, min_opset=11,
+          dynamic_axes=DYNAMIC)
 pack.case("aten::insert.t", _insert, (2, 3), script=True, min_opset=13)
 pack.case("aten::insert.t", _insert_numbers, (2, 3, 4), name="numbers", script=True,
           min_opset=9)
