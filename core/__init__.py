@@ -1,41 +1,73 @@
-"""oxport: a plugin-based exporter from PyTorch models to ONNX."""
+"""oxport: a plugin-based exporter from PyTorch models to ONNX.
+
+The public names load on first use (PEP 562), so ``import oxport`` and the command line's
+``--help`` and ``plugins`` do not import torch.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from oxport import errors, symbolic_helper, verification
-from oxport.api import (
-    ExportResult,
-    convert,
-    disable_log,
-    enable_log,
-    export,
-    export_to_pretty_string,
-    is_in_onnx_export,
-    register_custom_op_symbolic,
-    select_model_mode_for_export,
-    unconvertible_op_details,
-    unconvertible_ops,
-    unregister_custom_op_symbolic,
-)
-from oxport.context import GraphContext, SymbolicContext
-from oxport.errors import (
-    CheckerError,
-    OnnxExporterError,
-    SymbolicValueError,
-    UnsupportedOperatorError,
-)
-from oxport.hookspecs import hookimpl
-from oxport.registry import OpPack
-from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode
+#: Public name -> the module that defines it (a submodule itself when the name is the module's).
+_SOURCES = {
+    "errors": "oxport.errors", "symbolic_helper": "oxport.symbolic_helper",
+    "verification": "oxport.verification",
+    **dict.fromkeys([
+        "ExportResult", "convert", "disable_log", "enable_log", "export",
+        "export_to_pretty_string", "is_in_onnx_export", "register_custom_op_symbolic",
+        "select_model_mode_for_export", "unconvertible_op_details", "unconvertible_ops",
+        "unregister_custom_op_symbolic"], "oxport.api"),
+    "GraphContext": "oxport.context", "SymbolicContext": "oxport.context",
+    **dict.fromkeys(["CheckerError", "OnnxExporterError", "SymbolicValueError",
+                     "UnsupportedOperatorError"], "oxport.errors"),
+    "hookimpl": "oxport.hookspecs",
+    "OpPack": "oxport.registry",
+    **dict.fromkeys(["JitScalarType", "OperatorExportTypes", "TrainingMode"], "oxport.types"),
+}
 
-__all__ = [
-    "CheckerError", "ExportResult", "GraphContext", "JitScalarType", "OnnxExporterError",
-    "OpPack", "OperatorExportTypes", "SymbolicValueError", "TrainingMode",
-    "UnsupportedOperatorError", "__version__", "convert", "disable_log", "enable_log", "errors",
-    "export", "export_to_pretty_string", "hookimpl", "is_in_onnx_export",
-    "register_custom_op_symbolic", "select_model_mode_for_export", "symbolic_helper",
-    "SymbolicContext", "unconvertible_op_details", "unconvertible_ops",
-    "unregister_custom_op_symbolic", "verification",
-]
+__all__ = sorted([*_SOURCES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'oxport' has no attribute {name!r}")
+    module = importlib.import_module(source)
+    value = module if source == f"oxport.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SOURCES})
+
+
+if TYPE_CHECKING:
+    from oxport import errors, symbolic_helper, verification
+    from oxport.api import (
+        ExportResult,
+        convert,
+        disable_log,
+        enable_log,
+        export,
+        export_to_pretty_string,
+        is_in_onnx_export,
+        register_custom_op_symbolic,
+        select_model_mode_for_export,
+        unconvertible_op_details,
+        unconvertible_ops,
+        unregister_custom_op_symbolic,
+    )
+    from oxport.context import GraphContext, SymbolicContext
+    from oxport.errors import (
+        CheckerError,
+        OnnxExporterError,
+        SymbolicValueError,
+        UnsupportedOperatorError,
+    )
+    from oxport.hookspecs import hookimpl
+    from oxport.registry import OpPack
+    from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode

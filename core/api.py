@@ -245,8 +245,10 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                          else _front_end(model, args, input_names, dynamic_axes))
                 trace.release_free_memory()
             with progress.phase("convert", timings) as advance:
-                conversion = Conversion(registry, opset, fallbacks=enabled,
-                                        custom_opsets=custom_opsets, training=training_graph)
+                conversion = Conversion(
+                    registry, opset, fallbacks=enabled, custom_opsets=custom_opsets,
+                    training=training_graph, unloaded=functools.partial(
+                        plugin_loader.unloaded_providers, manager.selection))
                 conversion.autograd_inlining = autograd_inlining
                 conversion.params_are_inputs = keep_initializers_as_inputs or not export_params
                 conversion.progress = advance

@@ -1,56 +1,99 @@
 """The ``oxport`` command line.
 
-Each subcommand is one ``_add_<name>_command(subparsers)`` function that adds
+Each subcommand is one ``add_<name>_command(subparsers, help)`` function that adds
 its parser and sets ``run`` to a function ``(args) -> exit status``; add a
-command by writing one and listing it in :data:`COMMANDS`.
+command by writing one and listing it in :data:`COMMANDS`. Only the command being
+run is imported, so ``oxport --help`` and ``oxport plugins`` do not import torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from oxport import plugins, support_table
-from oxport.cli_doctor import add_doctor_command
-from oxport.cli_export import add_export_command
-from oxport.errors import OnnxExporterError
-from oxport.registry import RegistryView, SymbolicEntry, newest_known_opset
-from oxport.types import DEFAULT_OPSET, MIN_OPSET
+from oxport import __version__
+from oxport.errors import OnnxExporterError, advice_for_cli
+from oxport.opset_versions import DEFAULT_OPSET
+
+#: Exit status after Ctrl-C, as shells report a process that SIGINT ended.
+EXIT_INTERRUPTED = 130
+#: Exit status when the reader of the output went away (``oxport ops | head``): SIGPIPE's.
+EXIT_BROKEN_PIPE = 141
 
 
 # -- oxport plugins ---------------------------------------------------------------
-def _add_plugins_command(sub: Any) -> None:
-    p = sub.add_parser("plugins", help="list loaded plugins and broken ones",
-                       description="List every loaded plugin: name, distribution, version, "
-                                   "layer, what it registers, and the broken ones with their "
-                                   "error. Exits 1 when a plugin is broken.")
+def _add_plugins_command(sub: Any, help: str) -> None:
+    p = sub.add_parser("plugins", help=help,
+                       description="List every installed plugin: name, distribution, version, "
+                                   "layer, whether this environment's settings load it, and "
+                                   "the object it names. --check imports each one (and torch) "
+                                   "to show what it registers and the broken ones with their "
+                                   "error; it exits 1 when a plugin is broken.")
+    p.add_argument("--check", action="store_true",
+                   help="load every plugin: what each registers, and the broken ones")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(run=_plugins)
 
 
 def _plugins(args: argparse.Namespace) -> int:
-    infos = plugins.load().plugins
+    from oxport import plugin_manager
+
+    if not args.check:
+        infos = plugin_manager.discover()
+        rows = [[i.name, _dist(i), i.layer.name.lower(),
+                 "enabled" if i.enabled else "disabled", i.value] for i in infos]
+        if args.json:
+            print(json.dumps([i.to_json() for i in infos], indent=2))
+        else:
+            _print_table(rows)
+        return 0
+    infos = plugin_manager.load().plugins
     if args.json:
         print(json.dumps([info.to_json() for info in infos], indent=2))
-    else:
-        for info in infos:
-            status = "ok" if info.ok else f"BROKEN: {info.error}"
-            dist = f"{info.distribution} {info.version}" if info.distribution else "(no dist)"
-            what = ", ".join(f"{n} {k}" for k, n in info.registered.items()) or "nothing"
-            print(f"{info.name:24} {dist:24} {info.layer.name.lower():9} {status}; "
-                  f"registers {what}")
+        return 0 if all(i.ok for i in infos) else 1
+    rows = []
+    for info in infos:
+        what = ", ".join(_count(n, kind) for kind, n in info.registered.items()) or "nothing"
+        status = "ok" if info.ok else f"BROKEN: {info.error}"
+        rows.append([info.name, _dist(info), info.layer.name.lower(),
+                     f"{status}; registers {what}"])
+    _print_table(rows)
     return 0 if all(i.ok for i in infos) else 1
 
 
+def _dist(info: Any) -> str:
+    return f"{info.distribution} {info.version}" if info.distribution else "(no dist)"
+
+
+def _count(number: int, plural: str) -> str:
+    """``1 symbolic``, ``2 symbolics``, ``1 pass``, ``3 passes``."""
+    if number != 1:
+        return f"{number} {plural}"
+    return f"{number} {plural[:-2] if plural.endswith('sses') else plural[:-1]}"
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    """Rows as columns as wide as their widest cell (the last one unpadded)."""
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(rows[0]))] \
+        if rows else []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths)]
+        print("  ".join([*cells, row[-1]]))
+
+
 # -- oxport ops -------------------------------------------------------------------
-def _add_ops_command(sub: Any) -> None:
-    p = sub.add_parser("ops", help="list every symbolic, its provider and opset range",
+def _add_ops_command(sub: Any, help: str) -> None:
+    from oxport.cli_common import opset_arg
+
+    p = sub.add_parser("ops", help=help,
                        description="List every registered symbolic: its op, opset range, "
                                    "provider, distribution, layer and what it shadows.")
-    p.add_argument("--opset", type=_opset, default=None,
+    p.add_argument("--opset", type=opset_arg, default=None,
                    help="only symbolics serving this opset, and which one is active "
                         f"(default: all opsets; exports default to {DEFAULT_OPSET})")
     form = p.add_mutually_exclusive_group()
@@ -63,19 +106,10 @@ def _add_ops_command(sub: Any) -> None:
     p.set_defaults(run=_ops)
 
 
-def _opset(text: str) -> int:
-    newest = newest_known_opset()
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not MIN_OPSET <= value <= newest:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an opset: pass an int from {MIN_OPSET} to {newest}")
-    return value
-
-
 def _ops(args: argparse.Namespace) -> int:
+    from oxport import plugins
+    from oxport.registry import RegistryView
+
     if args.output and not args.markdown:
         print("oxport ops: error: -o/--output needs --markdown", file=sys.stderr)
         return 2
@@ -109,6 +143,8 @@ def _ops(args: argparse.Namespace) -> int:
 
 def _ops_markdown(args: argparse.Namespace) -> int:
     """Every loaded plugin's symbolics (``--opset`` keeps those serving it)."""
+    from oxport import plugins, support_table
+
     entries = [e for e in plugins.load().registry.entries()
                if args.opset is None or e.serves(args.opset)]
     text = support_table.render(entries)
@@ -120,7 +156,7 @@ def _ops_markdown(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry_json(entry: SymbolicEntry) -> dict[str, Any]:
+def _entry_json(entry: Any) -> dict[str, Any]:
     return {
         "op": entry.name, "since": entry.since, "until": entry.until,
         "provider": entry.provenance.plugin, "distribution": entry.provenance.distribution,
@@ -135,28 +171,60 @@ def _short(row: dict[str, Any]) -> str:
 
 
 # -- entry point --------------------------------------------------------------------
-#: The subcommands, in the order ``oxport --help`` lists them.
-COMMANDS: list[Callable[[Any], None]] = [_add_plugins_command, _add_ops_command,
-                                         add_export_command, add_doctor_command]
+#: The subcommands in ``oxport --help``'s order: name -> (one-line help, the
+#: ``module:function(sub, help)`` adding its parser, imported only when the command runs).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "plugins": ("list the installed plugins (--check: what each registers, broken ones)",
+                "oxport.cli:_add_plugins_command"),
+    "ops": ("list every symbolic, its provider and opset range",
+            "oxport.cli:_add_ops_command"),
+    "export": ("export a model to ONNX (and verify it with ONNX Runtime)",
+               "oxport.cli_export:add_export_command"),
+    "doctor": ("pre-flight check: unconvertible ops and tracing pitfalls, no file",
+               "oxport.cli_doctor:add_doctor_command"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser. Only the command ``argv`` names gets its options (importing its module,
+    and torch for most): ``oxport --help`` lists the commands without importing any."""
     parser = argparse.ArgumentParser(prog="oxport", description="oxport: PyTorch to ONNX, "
                                      "built from plugins.")
+    parser.add_argument("--version", action="version", version=f"oxport {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add_command in COMMANDS:
-        add_command(sub)
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, (help, where) in COMMANDS.items():
+        if name == chosen:
+            module, _, function = where.partition(":")
+            getattr(importlib.import_module(module), function)(sub, help)
+        else:
+            sub.add_parser(name, help=help)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    """Run the command line; returns the exit status.
+
+    Errors are one line on stderr; Ctrl-C exits with :data:`EXIT_INTERRUPTED` and a reader
+    that stops early (``| head``) with :data:`EXIT_BROKEN_PIPE`, both without a traceback.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return args.run(args)
+        with advice_for_cli():
+            args = build_parser(argv).parse_args(argv)
+            status = args.run(args)
+            sys.stdout.flush()  # a closed pipe raises here, not at exit
+        return status
     except OnnxExporterError as exc:
         print(f"oxport: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("oxport: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that is silent too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

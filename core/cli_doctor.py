@@ -40,10 +40,10 @@ EXIT_CODES = f"""exit status:
   {EXIT_USAGE}  usage error: a bad shape string, a target that cannot be loaded"""
 
 
-def add_doctor_command(sub: Any) -> None:
+def add_doctor_command(sub: Any, help: str) -> None:
     """Add ``oxport doctor`` to the subcommand parsers."""
     p = sub.add_parser(
-        "doctor", help="pre-flight check: unconvertible ops and tracing pitfalls, no file",
+        "doctor", help=help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Check that a model would export, without writing anything: every op "
                     "that would not convert (count, source line, minimum opset, plugins and "

@@ -28,11 +28,7 @@ from oxport.cli_common import (
     opset_arg,
     shape_arg,
 )
-from oxport.errors import (
-    InvalidExportArgumentError,
-    OnnxExporterError,
-    UnsupportedOperatorError,
-)
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.types import DEFAULT_OPSET
 
 EXIT_CODES = f"""exit status:
@@ -54,10 +50,10 @@ class VerificationFailed(Exception):
     """ONNX Runtime disagrees with eager PyTorch, or cannot run the model."""
 
 
-def add_export_command(sub: Any) -> None:
+def add_export_command(sub: Any, help: str) -> None:
     """Add ``oxport export`` to the subcommand parsers."""
     p = sub.add_parser(
-        "export", help="export a model to ONNX (and verify it with ONNX Runtime)",
+        "export", help=help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Export a PyTorch model to ONNX.\n\nTARGET is MODULE:FACTORY: FACTORY is "
                     "an nn.Module or a callable returning one, MODULE is\nimportable from the "
@@ -140,10 +136,6 @@ def run_export(args: argparse.Namespace) -> int:
             return _fail(args, EXIT_USAGE, str(exc), caught)
         except VerificationFailed as exc:
             return _fail(args, EXIT_MISMATCH, str(exc), caught)
-        except UnsupportedOperatorError as exc:
-            return _fail(args, EXIT_FAILED, f"{exc}\nOn the command line, --fallback "
-                         "aten-fallback or --fallback fallthrough keeps such ops as they are.",
-                         caught)
         except OnnxExporterError as exc:
             return _fail(args, EXIT_FAILED, str(exc), caught)
         except Exception as exc:  # noqa: BLE001 - the user's code raised: one paragraph
@@ -178,13 +170,22 @@ def _fail(args: argparse.Namespace, status: int, message: str,
 
 def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessage]
                     ) -> list[str]:
-    """Each distinct warning as one line on stderr (unless --json); returns them."""
-    texts = list(dict.fromkeys(f"{w.category.__name__}: {' '.join(str(w.message).split())}"
-                               for w in caught))
+    """Each distinct warning as one line on stderr (unless --json), with the file and line
+    that caused it (the model's code, for a TracerWarning); returns them."""
+    texts = list(dict.fromkeys(f"{_where(w)}{w.category.__name__}: "
+                               f"{' '.join(str(w.message).split())}" for w in caught))
     if not args.json:
         for text in texts:
             print(f"oxport: warning: {text}", file=sys.stderr)
     return texts
+
+
+def _where(warning: warnings.WarningMessage) -> str:
+    """``models/net.py:12: `` (relative to the current folder when inside it), or ''."""
+    if not warning.filename or warning.filename.startswith("<"):
+        return ""
+    path = os.path.relpath(warning.filename)
+    return f"{warning.filename if path.startswith('..') else path}:{warning.lineno}: "
 
 
 # -- the export ---------------------------------------------------------------------------

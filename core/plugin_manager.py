@@ -27,7 +27,7 @@ from typing import Any
 import pluggy
 
 from oxport import hookspecs
-from oxport.errors import PluginError, RegistryError
+from oxport.errors import PluginError, RegistryError, how_to_set
 from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry
 
 from importlib import metadata as stdlib_metadata
@@ -108,6 +108,20 @@ class PluginSelection:
             strict = env.get("OXPORT_STRICT_PLUGINS", "") not in ("", "0")
         return cls(bool(autoload), allowed, tuple(sorted(blocked)), bool(strict), tuple(extra))
 
+    def admits(self, name: str) -> bool:
+        """Whether the entry point called ``name`` loads under this selection."""
+        if name in self.block:
+            return False
+        return self.autoload if self.allow is None else name in self.allow
+
+    def why_not(self, name: str) -> str:
+        """The setting that keeps the entry point ``name`` from loading (it must not load)."""
+        if name in self.block:
+            return f"{how_to_set('disable_plugins')} or OXPORT_DISABLE_PLUGINS blocks it"
+        if self.allow is not None:
+            return f"{how_to_set('plugins')} or OXPORT_PLUGINS does not list it"
+        return "plugin autoload is off (autoload_plugins=False, OXPORT_DISABLE_PLUGIN_AUTOLOAD)"
+
 
 def _names(names: Iterable[str] | str, what: str) -> tuple[str, ...]:
     """Plugin names from a comma-separated string or an iterable of strings."""
@@ -137,10 +151,8 @@ class PluginManager:
     def load(self, entry_points: list[Any] | None = None) -> SymbolicRegistry:
         """Load every selected plugin (of ``entry_points``, by default the installed ones),
         register it, and check hook names."""
-        # Built-in packs first, so an installed pack's shadowing is seen and reported.
         found = _entry_points() if entry_points is None else entry_points
-        available = self.entry_points = sorted(found, key=lambda e: (
-            _distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
+        available = self.entry_points = _sorted(found)
         if self.selection.autoload or self.selection.allow:
             _check_duplicates(available)
             for entry_point in available:
@@ -154,10 +166,8 @@ class PluginManager:
 
     def _load_entry_point(self, entry_point: Any) -> None:
         name = entry_point.name
-        if name in self.selection.block:
-            log.debug("plugin %s blocked", name)
-            return
-        if self.selection.allow is not None and name not in self.selection.allow:
+        if not self.selection.admits(name):
+            log.debug("plugin %s not selected", name)
             return
         if any(p.name == name for p in self.plugins):
             return  # the same distribution seen twice on sys.path
@@ -263,6 +273,42 @@ class PluginManager:
                         ", ".join(installed) or "none")
 
 
+@dataclasses.dataclass(frozen=True)
+class InstalledPlugin:
+    """An installed entry point, read from its distribution's metadata without importing it."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    layer: Layer
+    value: str
+    #: Whether the current selection (environment variables) loads it.
+    enabled: bool
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["layer"] = self.layer.name.lower()
+        return data
+
+
+def discover(selection: PluginSelection | None = None) -> list[InstalledPlugin]:
+    """Every installed plugin, built-in ones first, without importing any (nor torch)."""
+    selection = selection or PluginSelection.resolve()
+    found = []
+    for entry_point in _sorted(_entry_points()):
+        dist_name, version = _distribution(entry_point)
+        layer = Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED
+        found.append(InstalledPlugin(entry_point.name, dist_name, version, layer,
+                                     entry_point.value, selection.admits(entry_point.name)))
+    return found
+
+
+def _sorted(entry_points: Iterable[Any]) -> list[Any]:
+    """Built-in plugins first, so an installed pack's shadowing is seen and reported."""
+    return sorted(entry_points, key=lambda e: (
+        _distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
+
+
 def _distribution(entry_point: Any) -> tuple[str | None, str | None]:
     dist = getattr(entry_point, "dist", None)
     if dist is None:
@@ -348,8 +394,12 @@ def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
          block: Iterable[str] | str | None = None, strict: bool | None = None,
          extra: Sequence[Any] = ()) -> PluginManager:
     """The plugin manager for a selection, loaded once and cached (see :func:`reset`)."""
+    return manager_for(PluginSelection.resolve(autoload, allow, block, strict, extra))
+
+
+def manager_for(selection: PluginSelection) -> PluginManager:
+    """The plugin manager for ``selection``, loaded once and cached (see :func:`reset`)."""
     global _installed
-    selection = PluginSelection.resolve(autoload, allow, block, strict, extra)
     with _lock:
         manager = _cache.get(selection)
         if manager is None:
@@ -365,6 +415,17 @@ def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
                 _loaded[key] = manager
             _cache[selection] = manager
         return manager
+
+
+def unloaded_providers(selection: PluginSelection, op: str) -> list[str]:
+    """The installed plugins that register ``op`` but that ``selection`` does not load,
+    each as ``"name, which is not loaded: the setting that keeps it out"``."""
+    if all(plugin.enabled for plugin in discover(selection)):
+        return []
+    everything = manager_for(PluginSelection())
+    return [f"{info.name}, which is not loaded: {selection.why_not(info.name)}"
+            for info in everything.plugins
+            if op in info.ops and not selection.admits(info.name)]
 
 
 def reset() -> None:

@@ -27,7 +27,7 @@ import onnx
 
 from oxport.errors import RegistryError
 from oxport.hookspecs import hookimpl
-from oxport.types import MIN_OPSET
+from oxport.opset_versions import MIN_OPSET
 
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w.\-]*::[A-Za-z_]\w*(\.\w+)?$")
 

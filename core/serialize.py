@@ -28,7 +28,12 @@ import torch
 from onnx import TensorProto, helper
 
 from oxport import infer
-from oxport.errors import CheckerError, InvalidExportArgumentError, OnnxExporterError
+from oxport.errors import (
+    CheckerError,
+    InvalidExportArgumentError,
+    OnnxExporterError,
+    how_to_set,
+)
 from oxport.ir import Graph, Node, Type, Value
 from oxport.types import JitScalarType
 
@@ -373,9 +378,10 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
     for key, spec in dynamic_axes.items():
         if key not in inputs and key not in outputs:
             raise InvalidExportArgumentError(
-                f"dynamic_axes names {key!r}, which is neither an input nor an output. "
-                f"Inputs are {inputs}, outputs are {outputs}; name them with input_names= and "
-                "output_names= first.")
+                f"{how_to_set('dynamic_axes').rstrip('=')} names {key!r}, which is neither an "
+                "input nor an output. "
+                f"Inputs are {inputs}, outputs are {outputs}; name them with "
+                f"{how_to_set('input_names')} and {how_to_set('output_names')} first.")
         if isinstance(spec, Mapping):
             pairs = list(spec.items())
         elif isinstance(spec, (list, tuple)):

@@ -9,11 +9,8 @@ import torch
 from onnx import TensorProto
 
 from oxport.errors import OnnxExporterError
-
-#: The ai.onnx opsets ``export()`` targets.
-MIN_OPSET = 7
-MAX_OPSET = 26
-DEFAULT_OPSET = 20
+# The opset range, re-exported: ``oxport.types`` is where callers have always found it.
+from oxport.opset_versions import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401
 
 
 class _TorchCompatible(enum.IntEnum):

@@ -30,6 +30,8 @@ from oxport.errors import (
     SymbolicDeclined,
     SymbolicError,
     UnsupportedOperatorError,
+    advising_cli,
+    how_to_set,
 )
 from oxport.infer import infer_value, needs_inference
 from oxport.ir import Graph, Type, Value
@@ -72,6 +74,10 @@ class Unconvertible:
     sources: list[str] = dataclasses.field(default_factory=list)
     min_opset: int | None = None
     reason: str = ""
+    #: Loaded fallbacks, not enabled for this export, that would convert it.
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+    #: Installed plugins that provide it but are not loaded: "name, which is not loaded: why".
+    unloaded: list[str] = dataclasses.field(default_factory=list)
 
     def describe(self, opset: int) -> str:
         where = f", first at {self.sources[0]}" if self.sources and self.sources[0] else ""
@@ -80,12 +86,17 @@ class Unconvertible:
             hint = self.reason
         elif self.min_opset is not None and self.min_opset > opset:
             hint = (f"supported from opset {self.min_opset}; export with "
-                    f"opset_version={self.min_opset} or higher")
+                    f"{how_to_set('opset_version', self.min_opset)} or higher")
+        elif self.unloaded:
+            hint = f"provided by {'; '.join(self.unloaded)}"
         else:
-            hint = ("no symbolic is registered for it: install an op pack that provides it, "
-                    f"register one with oxport.register_custom_op_symbolic({self.kind!r}, fn, "
-                    f"{opset}), or enable a fallback such as "
-                    "operator_export_type=OperatorExportTypes.ONNX_ATEN_FALLBACK")
+            hint = "no symbolic is registered for it: install an op pack that provides it"
+            if not advising_cli():
+                hint += (f", or register one with oxport.register_custom_op_symbolic("
+                         f"{self.kind!r}, fn, {opset})")
+        if self.fallbacks:
+            hint += "; or export it as it is with " + " or ".join(
+                how_to_set("fallbacks", name) for name in self.fallbacks)
         return f"  - {self.kind} ({uses}): {hint}"
 
 
@@ -104,13 +115,16 @@ class Conversion:
     def __init__(self, registry: RegistryView, opset: int, *,
                  fallbacks: Sequence[tuple[str, Fallback]] = (),
                  custom_opsets: dict[str, int] | None = None,
-                 training: bool = False, collect_only: bool = False) -> None:
+                 training: bool = False, collect_only: bool = False,
+                 unloaded: Callable[[str], list[str]] | None = None) -> None:
         self.registry = registry
         self.opset = opset
         self.fallbacks = list(fallbacks)
         self.custom_opsets = dict(custom_opsets or {})
         self.training = training
         self.collect_only = collect_only
+        #: ``unloaded(kind)``: the installed plugins providing ``kind`` that are not loaded.
+        self.unloaded = unloaded
         self.env: dict[int, Value] = {}
         self.used: collections.Counter[SymbolicEntry] = collections.Counter()
         self.fallback_uses: list[FallbackUse] = []
@@ -369,7 +383,10 @@ class Conversion:
             recorded = True
             if kind not in self.unconvertible:  # listed in the order the walk met them
                 self._first_met[kind] = position
-                self.unconvertible[kind] = Unconvertible(kind)
+                self.unconvertible[kind] = Unconvertible(
+                    kind, fallbacks=[name for name, fallback in sorted(self.registry.fallbacks.items())
+                                     if fallback.claims(node)],
+                    unloaded=self.unloaded(kind) if self.unloaded else [])
                 self.unconvertible = dict(sorted(self.unconvertible.items(),
                                                  key=lambda item: self._first_met[item[0]]))
             info = self.unconvertible[kind]

@@ -240,7 +240,8 @@ def test_invalid_export_arguments_are_usage_errors(capsys, tmp_path):
     status, _, err = run_main(capsys, "--example", "mlp", "-o", str(tmp_path / "m.onnx"),
                               "--dynamic-axis", "images:0:batch")
     assert status == EXIT_USAGE
-    assert "dynamic_axes names 'images', which is neither an input nor an output" in err
+    assert "--dynamic-axis names 'images', which is neither an input nor an output" in err
+    assert "name them with --input-names and --output-names first" in err
 
 
 def test_unknown_fallback_is_a_usage_error(capsys, tmp_path):

@@ -201,8 +201,35 @@ def test_every_unconvertible_op_is_listed_at_once(tmp_path):
                    plugins=["oxport.prim"])
     message = str(error)
     assert "aten::linear (1 use" in message and "aten::relu (1 use" in message
-    assert "register_custom_op_symbolic('aten::relu', fn, 20)" in message
+    assert "aten::relu (1 use" in message and "): provided by oxport.activations, which is " \
+        "not loaded: plugins= or OXPORT_PLUGINS does not list it" in message
     assert [op.kind for op in error.ops] == ["aten::linear", "aten::relu"]
+
+
+@torch.library.custom_op("oxport_test_errors::twice", mutates_args=())
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+class _CallsTwice(torch.nn.Module):
+    def forward(self, x):
+        return _twice(x)
+
+
+def test_advice_for_an_unknown_op_offers_only_what_works(tmp_path):
+    """A non-aten op: only fallthrough carries it (aten-fallback would fail the same way)."""
+    error = _fails(tmp_path, UnsupportedOperatorError, "Exporting 1 operator",
+                   model=_CallsTwice(), args=(torch.randn(2),))
+    message = str(error)
+    assert "oxport_test_errors::twice (1 use" in message
+    assert "install an op pack that provides it, or register one with " \
+        "oxport.register_custom_op_symbolic('oxport_test_errors::twice', fn, 20); or export " \
+        "it as it is with fallbacks=['fallthrough']" in message
+    assert "aten" not in message.replace("oxport_test_errors", "")
+    # The advice works.
+    with pytest.warns(errors.FallbackWarning, match="by the 'fallthrough' fallback"):
+        oxport.export(_CallsTwice(), (torch.randn(2),), str(tmp_path / "ok.onnx"),
+                      fallbacks=["fallthrough"])
 
 
 @pytest.mark.parametrize("custom_opsets, match", [

@@ -1,0 +1,125 @@
+"""The command line as a person meets it: ``--version``, a pipe that closes early, Ctrl-C,
+warnings with their source line, and advice that names the command's flags."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import oxport
+from oxport.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
+
+OXPORT = [sys.executable, "-m", "oxport"]
+
+
+def env() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("OXPORT_")},
+            "OXPORT_STRICT_PLUGINS": "1"}
+
+
+def test_version(tmp_path):
+    result = subprocess.run([*OXPORT, "--version"], capture_output=True, text=True,
+                            cwd=tmp_path, env=env(), timeout=60)
+    assert (result.returncode, result.stdout) == (0, f"oxport {oxport.__version__}\n")
+
+
+@pytest.mark.parametrize("args, reader, statuses", [
+    (["ops"], ["head", "-1"], {EXIT_BROKEN_PIPE}),
+    (["ops", "--json"], ["head", "-c", "10"], {EXIT_BROKEN_PIPE}),
+    # A short listing may fit in the pipe's buffer before head exits: either way, quiet.
+    (["plugins"], ["head", "-1"], {0, EXIT_BROKEN_PIPE}),
+])
+def test_a_pipe_that_closes_early(tmp_path, args, reader, statuses):
+    """``oxport ops | head``: no BrokenPipeError traceback, SIGPIPE's exit status (the
+    listings are longer than a pipe's 64 KiB buffer)."""
+    producer = subprocess.Popen([*OXPORT, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=tmp_path, env=env())
+    head = subprocess.Popen(reader, stdin=producer.stdout, stdout=subprocess.PIPE)
+    producer.stdout.close()  # head is the only reader
+    head_output = head.communicate(timeout=300)[0]
+    stderr = producer.stderr.read().decode()
+    assert producer.wait(timeout=300) in statuses, stderr
+    assert head_output and stderr == ""
+
+
+def test_ctrl_c_on_a_terminal(tmp_path):
+    """SIGINT while exporting: one line, exit 130, no traceback and no file."""
+    (tmp_path / "slow.py").write_text(textwrap.dedent("""
+        import time
+        import torch
+
+        class Slow(torch.nn.Module):
+            def forward(self, x):
+                print("tracing", flush=True)
+                time.sleep(60)
+                return x + 1
+
+        def make():
+            return Slow()
+    """))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: oxport on a terminal
+        os.chdir(tmp_path)
+        os.execvpe(sys.executable, [*OXPORT, "export", "slow:make", "--input", "2"], env())
+    output = b""
+    deadline = time.monotonic() + 240
+    while b"tracing" not in output and time.monotonic() < deadline:
+        output += _read(fd)
+    os.kill(pid, signal.SIGINT)
+    while True:
+        chunk = _read(fd)
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    text = output.decode()
+    assert os.waitstatus_to_exitcode(status) == EXIT_INTERRUPTED, text
+    assert "oxport: interrupted" in text and "Traceback" not in text
+    assert not list(tmp_path.glob("*.onnx*"))
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # the terminal closed: the child is gone
+        return b""
+
+
+def test_warnings_name_the_model_line_and_advice_names_flags(tmp_path):
+    (tmp_path / "shapes.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Branchy(torch.nn.Module):
+            def forward(self, x):
+                if x.shape[0] > 2:
+                    return x.relu()
+                return x
+
+        def make():
+            return Branchy()
+    """))
+    result = subprocess.run(
+        [*OXPORT, "export", "shapes:make", "--input", "3x2", "--no-plugin",
+         "oxport.activations", "--dynamic-axis", "x:0"], capture_output=True, text=True,
+        cwd=tmp_path, env=env(), timeout=300)
+    assert result.returncode == 1
+    assert "shapes.py:6: TracerWarning: Converting a tensor to a Python boolean" \
+        in result.stderr
+    # Not the Python API's words.
+    assert "aten::relu" in result.stderr and "disable_plugins=" not in result.stderr
+    assert "provided by oxport.activations, which is not loaded: --no-plugin or " \
+        "OXPORT_DISABLE_PLUGINS blocks it" in result.stderr
+    assert "--fallback aten-fallback" in result.stderr
+    named = subprocess.run(
+        [*OXPORT, "export", "shapes:make", "--input", "3x2", "--dynamic-axis", "image:0"],
+        capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=300)
+    assert named.returncode == 2
+    assert "--dynamic-axis names 'image'" in named.stderr
+    assert "name them with --input-names and --output-names first" in named.stderr
