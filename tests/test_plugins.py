@@ -533,14 +533,15 @@ def test_a_pip_installed_third_party_distribution(form, tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, module, raising=False)
     plugins.reset()
 
-    # `oxport ops --json` and `oxport plugins --json` list it with its distribution.
+    # `oxport ops --json` and `oxport plugins --check --json` list it with its distribution.
     rows = json.loads(run(python, "-m", "oxport", "ops", "--json", cwd=tmp_path).stdout)
     assert [r for r in rows if r["op"] == "custom_ops::foo_forward"] == [{
         "op": "custom_ops::foo_forward", "since": 9, "until": None, "provider": plugin,
         "distribution": dist, "version": "0.1.0", "layer": "installed", "override": False,
         "shadows": [],
     }]
-    infos = json.loads(run(python, "-m", "oxport", "plugins", "--json", cwd=tmp_path).stdout)
+    infos = json.loads(run(python, "-m", "oxport", "plugins", "--check", "--json",
+                           cwd=tmp_path).stdout)
     (info,) = [i for i in infos if i["name"] == plugin]
     assert (info["distribution"], info["error"], info["ops"]) == (
         dist, None, ["custom_ops::foo_forward"])
