@@ -297,8 +297,8 @@ def _all_any(op_type: str, name: str):
     return symbolic
 
 
-pack.symbolic("aten::all", since=7)(_all_any("ReduceMin", "all"))
-pack.symbolic("aten::any", since=7)(_all_any("ReduceMax", "any"))
+pack.symbolic("aten::all", since=7)(scalar_as_vector(_all_any("ReduceMin", "all")))
+pack.symbolic("aten::any", since=7)(scalar_as_vector(_all_any("ReduceMax", "any")))
 
 
 @pack.symbolic("aten::count_nonzero", since=7)

@@ -463,7 +463,8 @@ def flip(g, self: Value, dims: list[int]) -> Value:
 @sh.parse_args("v", "is", "is")
 def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
     """Each roll is the Concat of two slices at ``shift % size``, the size read at run time
-    (a dynamic axis may be shorter than the shift); no dims rolls the flattened tensor."""
+    (a dynamic axis may be shorter than the shift; an empty one stays empty); no dims rolls
+    the flattened tensor."""
     if not dims:
         sizes = self.type().varyingSizes()
         numel = None if sizes is None or None in sizes else int(torch.tensor(sizes).prod())
@@ -479,8 +480,9 @@ def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
             split: int | Value = -shift
         else:
             size = dim_size(g, out, axis)
-            split = g.op("Sub", size, g.op("Mod", g.constant(torch.tensor(shift)), size).setType(
-                size.type())).setType(size.type())
+            divisor = g.op("Max", size, g.constant(torch.tensor(1))).setType(size.type())
+            split = g.op("Sub", size, g.op("Mod", g.constant(torch.tensor(shift)), divisor)
+                         .setType(size.type())).setType(size.type())
         if shift == 0:
             continue
         head = sh._slice_helper(g, out, [axis], [split], [INT64_MAX])

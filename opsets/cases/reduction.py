@@ -134,3 +134,4 @@ pack.case("aten::aminmax", lambda x: torch.aminmax(x, dim=-1), lambda: torch.ran
 pack.case("aten::_unique", lambda x: torch._unique(x, True, True),
           lambda: torch.randint(0, 5, (3, 4)), input_names=["x"], dynamic_axes={"x": [0, 1]})
 pack.case("aten::_unique", lambda x: torch._unique(x)[0] * 2, (6,), name="values_only")
+pack.case("aten::any", lambda x: x.any(0), lambda: torch.tensor(True), name="0d")
