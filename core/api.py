@@ -17,7 +17,7 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import functions, optimize, passes, progress, serialize, trace
+from oxport import functions, kernels, optimize, passes, progress, serialize, trace
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph
@@ -259,6 +259,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         with progress.phase("passes", timings):
             for _name, graph_pass, _provenance in registry.passes:
                 graph_pass(graph, conversion)
+            kernels.legalize_dtypes(graph, opset)
             if do_constant_folding and not training_graph:
                 # Parameters the user feeds at run time must not be folded into constants.
                 frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}

@@ -156,7 +156,10 @@ class GraphContext:
                 raise OnnxExporterError(
                     f"A {type(value).__name__} constant ({value!r}) cannot be an ONNX input."
                 )
-            return _emit_constant(_as_tensor(value))(graph)
+            # A traced Python number is typed as its use (2.5 times a float64 tensor is a
+            # float64 constant): emit it in that dtype, as its type says.
+            dtype = type_.dtype() if type_ is not None and type_.kind() == "TensorType" else None
+            return _emit_constant(_as_tensor(value, dtype))(graph)
 
         result = self.graph.deferred(type_ or Type.of(value), materialize, const=value)
         attrs = {} if value is None else {"value": (_kind_of(value), value)}

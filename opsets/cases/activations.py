@@ -84,3 +84,5 @@ def _script_gelu_softplus(x: torch.Tensor) -> torch.Tensor:
 
 pack.case("aten::gelu", _script_gelu_softplus, _wide(3, 4), name="script", script=True,
           min_opset=9)
+pack.case("aten::celu", lambda x: F.celu(x, 1.5), lambda: torch.randn(3, 4, dtype=torch.float64),
+          name="float64")  # ONNX Runtime has no float64 Elu: computed in float32

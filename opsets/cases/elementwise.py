@@ -154,3 +154,13 @@ pack.case("aten::add", _script_int_float, _ints(), name="script_int_float", scri
 pack.case("aten::clamp", _script_clamp, _X, name="script", script=True)
 pack.case("aten::floor_divide", _script_int_divisions, _ints(), name="script", script=True)
 
+# Dtypes the opset or ONNX Runtime has no kernel for (computed wider, cast back) and a
+# traced Python number taking a float64 tensor's dtype.
+pack.case("aten::mul", lambda x: x * 2.5, lambda: torch.randn(3, 4, dtype=torch.float64),
+          name="float64_python_float")
+pack.case("aten::sub", lambda x, y: x - y, _ints(-5, 5, dtype=torch.int8),
+          _ints(-5, 5, dtype=torch.int8), name="int8")
+pack.case("aten::pow", lambda x: x ** 2, _ints(0, 10, dtype=torch.uint8), name="uint8")
+pack.case("aten::square", torch.square, _ints(0, 10, dtype=torch.uint8), name="uint8")
+pack.case("aten::clamp", lambda x: x.clamp(-2, 3), _ints(-5, 5, dtype=torch.int16), name="int16",
+          min_opset=8)

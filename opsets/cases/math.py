@@ -128,3 +128,8 @@ pack.case("aten::bitwise_right_shift", lambda x: torch.bitwise_right_shift(x, 3)
           _ints(-100, 100, dtype=torch.int32), name="int32")
 pack.case("aten::bitwise_left_shift", lambda x: torch.bitwise_left_shift(x, 2),
           _ints(-100, 100, dtype=torch.int8), name="int8")
+pack.case("aten::where.self", lambda c, x, y: torch.where(c, x, y), _bools(),
+          lambda: torch.randint(-5, 5, (3, 4), dtype=torch.int16),
+          lambda: torch.randint(-5, 5, (3, 4), dtype=torch.int16), name="int16")
+pack.case("aten::where.self", lambda c, x, y: torch.where(c, x, y), _bools(), _bools(), _bools(),
+          name="bool")  # ONNX Runtime has no Where of int16 or bool: computed in int32
