@@ -27,7 +27,7 @@ import onnx
 
 from oxport.errors import RegistryError
 from oxport.hookspecs import hookimpl
-from oxport.opset_versions import MIN_OPSET
+from oxport.opset_versions import MAX_OPSET, MIN_OPSET
 
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w.\-]*::[A-Za-z_]\w*(\.\w+)?$")
 
@@ -126,13 +126,13 @@ def validate_name(name: Any) -> str:
 
 
 def validate_since(since: Any, name: str) -> int:
-    """Check that ``since`` is an ai.onnx opset from MIN_OPSET to the newest onnx knows."""
-    newest = newest_known_opset()
-    if isinstance(since, bool) or not isinstance(since, int) or not MIN_OPSET <= since <= newest:
+    """Check that ``since`` is an ai.onnx opset oxport exports (MIN_OPSET to MAX_OPSET): a
+    variant from a newer opset would never serve an export."""
+    if isinstance(since, bool) or not isinstance(since, int) \
+            or not MIN_OPSET <= since <= MAX_OPSET:
         raise RegistryError(
             f"{name}: since={since!r} is not a supported opset: pass an int from {MIN_OPSET} "
-            f"(the oldest opset oxport exports) to {newest} (the newest opset the installed "
-            "onnx knows).")
+            f"(the oldest opset oxport exports) to {MAX_OPSET} (the newest).")
     return since
 
 
