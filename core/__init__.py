@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it (a submodule itself when the name is the module's).
 _SOURCES = {
-    "errors": "oxport.errors", "symbolic_helper": "oxport.symbolic_helper",
-    "verification": "oxport.verification",
+    "errors": "oxport.errors", "plugins": "oxport.plugins",
+    "symbolic_helper": "oxport.symbolic_helper", "verification": "oxport.verification",
     **dict.fromkeys([
         "ExportResult", "convert", "disable_log", "enable_log", "export",
         "export_to_pretty_string", "is_in_onnx_export", "register_custom_op_symbolic",
@@ -46,7 +46,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from oxport import errors, symbolic_helper, verification
+    from oxport import errors, plugins, symbolic_helper, verification
     from oxport.api import (
         ExportResult,
         convert,

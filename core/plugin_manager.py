@@ -235,15 +235,13 @@ class PluginManager:
         self.registry.discard(info.provenance)
         if self.pm.get_plugin(info.name) is not None:
             self.pm.unregister(name=info.name)
-        message = (
-            f"oxport plugin {info.name!r} from "
-            f"{info.distribution or 'no installed distribution'} is broken ({info.error}); "
-            "the other plugins still work. Fix or uninstall it, or block it with "
-            f"OXPORT_DISABLE_PLUGINS={info.name}."
-        )
+        broken = (f"oxport plugin {info.name!r} from "
+                  f"{info.distribution or 'no installed distribution'} is broken ({info.error})")
+        fix = f"Fix or uninstall it, or block it with OXPORT_DISABLE_PLUGINS={info.name}."
         if self.selection.strict:
-            raise PluginError(message) from exc
-        log.warning(message)
+            raise PluginError(f"{broken}; strict mode (OXPORT_STRICT_PLUGINS) stops the load "
+                              f"here. {fix}") from exc
+        log.warning("%s; the other plugins still work. %s", broken, fix)
 
     def check_pending(self) -> None:
         """Raise :class:`PluginError` if a registered plugin implements an unknown hook."""

@@ -195,14 +195,14 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
     params = [v for v in graph.initializers.values() if v.is_parameter]
     constants = [v for v in graph.initializers.values() if not v.is_parameter]
     named_inputs = list(graph.inputs) + params
-    input_names = list(input_names or [])
+    input_names = _names("input_names", input_names)
     if len(input_names) > len(named_inputs):
         raise InvalidExportArgumentError(
             f"input_names has {len(input_names)} names but the model has {len(graph.inputs)} "
             f"input{'s' if len(graph.inputs) != 1 else ''} and {len(params)} parameter"
             f"{'s' if len(params) != 1 else ''}; give at most {len(named_inputs)} names "
             "(inputs first, then parameters in state_dict order).")
-    output_names = list(output_names or [])
+    output_names = _names("output_names", output_names)
     if len(output_names) > len(graph.outputs):
         raise InvalidExportArgumentError(
             f"output_names has {len(output_names)} names but the model has "
@@ -253,6 +253,20 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
     if axes:
         _infer_output_shapes(model, weights)
     return Serialized(model, weights, namer.names, types, nodes)
+
+
+def _names(argument: str, names: Sequence[str] | None) -> list[str]:
+    """``input_names`` or ``output_names`` as a list, each name a string."""
+    if isinstance(names, str):
+        raise InvalidExportArgumentError(
+            f"{argument} is the str {names!r}, not a list of names: pass {argument}={[names]!r}.")
+    names = list(names or [])
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            raise InvalidExportArgumentError(
+                f"{argument}[{index}] is {name!r} ({type(name).__name__}), not a str: give "
+                f"each name as a string, e.g. {argument}={[str(n) for n in names]!r}.")
+    return names
 
 
 def _node_index(proto: onnx.GraphProto, graph: Graph, namer: _Namer) -> dict[str, Node]:

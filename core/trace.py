@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
@@ -170,6 +171,7 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
     notes: list[str] = []
     wrapper = _Flattened(model, spec, leaves, tensor_slots, notes)
     params = state_tensors(model)
+    _check_data(list(zip(names, leaves)), params)
     holder = _object_holder(model)
 
     def run(*flat: torch.Tensor) -> Any:
@@ -198,6 +200,28 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
     _general_passes(graph)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
                     list(caught), notes)
+
+
+def _check_data(inputs: list[tuple[str, Any]], state: list[tuple[str, torch.Tensor]]) -> None:
+    """Raise a clear error for an input the tracer would hard-code or cannot use (a numpy
+    array), and for an input, parameter or buffer on the meta device (it has no values)."""
+    for name, value in inputs:
+        if isinstance(value, np.ndarray):
+            raise InvalidExportArgumentError(
+                f"Input {name!r} in args is a numpy.ndarray; export takes torch tensors: pass "
+                f"torch.from_numpy({name}) instead.")
+        if isinstance(value, torch.Tensor) and value.is_meta:
+            raise InvalidExportArgumentError(
+                f"Input {name!r} in args is on the meta device (a shape without values): pass "
+                "a tensor with values, e.g. torch.randn(...) on the CPU.")
+    meta = [name for name, tensor in state if tensor.is_meta]
+    if meta:
+        listed = ", ".join(repr(n) for n in meta[:3]) + (
+            f" and {len(meta) - 3} more" if len(meta) > 3 else "")
+        raise InvalidExportArgumentError(
+            f"The model's parameters or buffers {listed} are on the meta "
+            "device (shapes without values): there are no weights to export. Load them first, "
+            "e.g. model.to_empty(device='cpu') then model.load_state_dict(state_dict).")
 
 
 def state_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:

@@ -255,6 +255,8 @@ def test_strict_mode_raises_for_a_broken_plugin(broken_import, monkeypatch):
         plugins.load()  # OXPORT_STRICT_PLUGINS=1
     assert "'broken-pack' from broken-dist is broken (import failed: RuntimeError: boom" in str(
         info.value)
+    assert "strict mode (OXPORT_STRICT_PLUGINS) stops the load here" in str(info.value)
+    assert "the other plugins still work" not in str(info.value)
     assert isinstance(info.value.__cause__, RuntimeError)
     with pytest.raises(PluginError, match="broken-pack"):
         export_foo()

@@ -3,6 +3,8 @@ messages for bad input."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -137,3 +139,68 @@ def test_a_symbolic_may_return_its_one_output_in_a_tuple(erf_symbolic):
                                    providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
                                torch.erf(x).numpy(), **TOL)
+
+
+# -- bad input gets a message naming the problem and the fix ---------------------------------
+class Linear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("argument, names, message", [
+    ("input_names", [1], r"input_names\[0\] is 1 \(int\), not a str"),
+    ("output_names", ["y", None], r"output_names\[1\] is None \(NoneType\), not a str"),
+    ("input_names", "image", r"input_names is the str 'image', not a list of names: pass "
+                             r"input_names=\['image'\]"),
+])
+def test_names_that_are_not_strings(tmp_path, argument, names, message):
+    with pytest.raises(oxport.errors.InvalidExportArgumentError, match=message):
+        oxport.export(Linear(), torch.randn(1, 3), str(tmp_path / "m.onnx"), **{argument: names})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_numpy_array_in_args_is_named():
+    class Add(nn.Module):
+        def forward(self, x: torch.Tensor, offset) -> torch.Tensor:
+            return x + torch.as_tensor(offset)
+
+    with pytest.raises(oxport.errors.InvalidExportArgumentError,
+                       match=r"Input 'offset' in args is a numpy.ndarray; export takes torch "
+                             r"tensors: pass torch.from_numpy\(offset\) instead"):
+        oxport.convert(Add(), (torch.randn(3), np.ones(3, dtype=np.float32)))
+
+
+def test_meta_parameters_and_inputs_are_clear_errors(tmp_path):
+    with torch.device("meta"):
+        model = Linear()
+    with pytest.raises(oxport.errors.InvalidExportArgumentError,
+                       match=r"'fc.weight', 'fc.bias' are on the meta device .* model.to_empty"):
+        oxport.export(model, torch.randn(1, 3), str(tmp_path / "m.onnx"))
+    with pytest.raises(oxport.errors.InvalidExportArgumentError,
+                       match="Input 'x' in args is on the meta device"):
+        oxport.convert(Linear(), torch.randn(1, 3, device="meta"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_oxport_plugins_works_in_a_fresh_interpreter():
+    script = "import oxport; oxport.plugins.reset(); print(oxport.plugins.load().plugins[0].ok)"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "True", result.stderr
+
+
+def test_runtime_registration_below_opset_7_means_every_opset_as_in_torch_onnx(erf_symbolic):
+    """Intended, and documented in docs/modes.md: torch.onnx takes any opset from 1 (the seeds
+    register prim::PythonOp at 1); oxport exports nothing below 7, so 1-6 mean "from 7"."""
+    oxport.register_custom_op_symbolic("aten::erf", lambda g, x: g.op("Neg", x), 6)
+    try:
+        proto = oxport.convert(Erf(), torch.randn(3), opset_version=7).model_proto()
+    finally:
+        oxport.unregister_custom_op_symbolic("aten::erf", 6)
+    assert [n.op_type for n in proto.graph.node] == ["Neg"]
+    with pytest.raises(oxport.errors.RegistryError, match="from 7 .* to 26"):
+        oxport.register_custom_op_symbolic("aten::erf", lambda g, x: g.op("Neg", x), 27)
