@@ -349,9 +349,14 @@ def _hook_problem(pm: pluggy.PluginManager, plugin: Any) -> str:
                             f"({_unknown_hint(caller.name)}see oxport.hookspecs)")
     known = set(hook_names())
     for attr in dir(plugin):
-        if attr in known and callable(getattr(plugin, attr, None)) and \
-                pm.parse_hookimpl_opts(plugin, attr) is None:
+        if not attr.startswith("oxport_") or not callable(getattr(plugin, attr, None)) or \
+                pm.parse_hookimpl_opts(plugin, attr) is not None:
+            continue
+        if attr in known:
             problems.append(f"{attr} is not marked with @oxport.hookimpl, so it never runs")
+        else:  # misspelled and unmarked: pluggy never sees it
+            problems.append(f"{attr!r} is not an oxport hook ({_unknown_hint(attr)}see "
+                            "oxport.hookspecs) nor marked with @oxport.hookimpl")
     if not problems:
         return ""
     return "; ".join(problems) + f". Valid hook names: {', '.join(hook_names())}."

@@ -18,6 +18,7 @@ import copy
 import dataclasses
 import enum
 import importlib
+import inspect
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -148,6 +149,23 @@ class ShadowingWarning(UserWarning):
     """A higher layer hides a symbolic of a lower one without ``override=True``."""
 
 
+def _warn_at(fn: Callable[..., Any], warning: Warning) -> None:
+    """Warn at the line that defines ``fn`` (the pack's file, where the fix goes), shown once
+    per line as a ``warnings.warn`` from there would be."""
+    fn = inspect.unwrap(fn)
+    fn = getattr(fn, "__func__", fn)  # a bound method's function
+    code = getattr(fn, "__code__", None)
+    if code is None:  # a partial or a callable object: no line of its own
+        warnings.warn(warning, stacklevel=2)
+        return
+    module_globals = fn.__globals__
+    warnings.warn_explicit(
+        warning, type(warning), code.co_filename, code.co_firstlineno,
+        module=module_globals.get("__name__"),
+        registry=module_globals.setdefault("__warningregistry__", {}),
+        module_globals=module_globals)
+
+
 class SymbolicRegistry:
     """Every symbolic, fallback and custom-domain default known to one export session."""
 
@@ -191,11 +209,9 @@ class SymbolicRegistry:
         elif not entry.override:
             lower = [e for e in same_name if e.layer < entry.layer]
             if lower:
-                warnings.warn(
+                _warn_at(entry.fn, ShadowingWarning(
                     f"{entry.provenance} shadows {entry.name} from {lower[0].provenance}; "
-                    "pass override=True to do it on purpose and silence this warning.",
-                    ShadowingWarning, stacklevel=3,
-                )
+                    "pass override=True to do it on purpose and silence this warning."))
         same_name.append(entry)
         self._seal(entry.name)
 

@@ -340,6 +340,21 @@ def test_check_pending_lists_the_valid_hook_names():
         assert hook in message
 
 
+def test_a_misspelled_unmarked_hook_is_caught(install):
+    """Without @oxport.hookimpl pluggy never sees it: oxport still reports it."""
+    install("typo", """
+        def oxport_register_symbol(registry):
+            pass
+    """, dist="typo-dist")
+    with pytest.raises(PluginError) as info:
+        plugins.load()
+    message = str(info.value)
+    assert "'typo' from typo-dist is broken (hook check failed" in message
+    assert "'oxport_register_symbol' is not an oxport hook (did you mean " \
+        "'oxport_register_symbolics'? see oxport.hookspecs) nor marked with @oxport.hookimpl" \
+        in message
+
+
 def test_an_unmarked_hook_function_is_caught(install):
     install("unmarked", """
         def oxport_register_symbolics(registry):
@@ -392,8 +407,11 @@ def test_an_installed_pack_shadowing_a_builtin(install, override):
             registry = plugins.load().registry
     else:
         with pytest.warns(ShadowingWarning, match=r"my-neg \(my-neg-dist 1.0\) shadows aten::neg "
-                                                  r"from oxport\.\w+ \(oxport 0"):
+                                                  r"from oxport\.\w+ \(oxport 0") as caught:
             registry = plugins.load().registry
+        # It points at the pack's symbolic, where the fix (override=True) goes.
+        (warning,) = caught
+        assert (warning.filename, warning.lineno) == (__file__, neg.__code__.co_firstlineno)
     assert registry.lookup("aten::neg", 13).layer == Layer.BUILTIN
     assert registry.lookup("aten::neg", 14).provenance.plugin == "my-neg"
     assert registry.lookup("aten::neg", 26).provenance.plugin == "my-neg"
