@@ -30,7 +30,7 @@ from oxport.cli_common import (
     shape_arg,
 )
 from oxport.cli_export import random_input
-from oxport.errors import OnnxExporterError
+from oxport.errors import OnnxExporterError, advising_cli, how_to_set
 from oxport.registry import RegistryView
 from oxport.types import DEFAULT_OPSET, TrainingMode
 
@@ -164,8 +164,8 @@ def _finding(info: Any, graph: torch._C.Graph, registry: RegistryView) -> OpFind
     fallbacks = []
     for name, fallback in sorted(registry.fallbacks.items()):
         if any(fallback.claims(node) for node in nodes):
-            how = f"fallbacks=[{name!r}]"
-            if name in modes:
+            how = how_to_set("fallbacks", name)
+            if name in modes and not advising_cli():
                 how = f"operator_export_type=OperatorExportTypes.{modes[name].name} or {how}"
             fallbacks.append(f"the {name!r} fallback ({fallback.provenance}) would export it: "
                              f"{how}")

@@ -100,7 +100,7 @@ def origin_of(name: str, node: Node, fallbacks: dict[tuple[str, str], str] | Non
 class Pitfall:
     """A tracing pitfall found at one source line."""
 
-    #: ``python-value``, ``numpy``, ``constant-tensor``, ``tensor-data``,
+    #: ``branch``, ``python-value``, ``numpy``, ``constant-tensor``, ``tensor-data``,
     #: ``inplace-shape``, ``loop``, ``unused-input``.
     kind: str
     location: str
@@ -119,9 +119,14 @@ class Pitfall:
 
 
 _WARNING_PITFALLS: list[tuple[re.Pattern[str], str, str]] = [
-    (re.compile(r"Converting a tensor to a Python (number|integer|float|boolean|index|list)"),
+    (re.compile(r"Converting a tensor to a Python boolean"), "branch",
+     "a tensor decided a Python if/and/or/assert here, such as a comparison of sizes (if "
+     "x.shape[0] > 2): the trace keeps only the path this input took, and every other input "
+     "takes it too. Compute both results and pick with torch.where, or script the branch "
+     "(torch.jit.script; oxport export --script)."),
+    (re.compile(r"Converting a tensor to a Python (number|integer|float|index|list)"),
      "python-value",
-     "a tensor became a Python value here (.item(), .tolist(), int(), float(), bool()): "
+     "a tensor became a Python value here (.item(), .tolist(), int(), float()): "
      "the trace keeps the value it had while tracing as a constant. Keep it a tensor, e.g. "
      "x.reshape(y, -1) instead of x.reshape(y.item(), -1)."),
     (re.compile(r"Converting a tensor to a NumPy array"), "numpy",

@@ -85,7 +85,9 @@ def test_doctor_lists_both_ops_and_the_item_line(tmp_path):
     assert "no installed plugin serves it at any opset" in out
     assert "served from opset 21: export with --opset 21 or higher" in out
     assert "plugin: register_custom_op_symbolic serves opsets 21+" in out
-    assert "OperatorExportTypes.ONNX_FALLTHROUGH" in out
+    # The command line's flag (oxport export --fallback), not the Python API's parameter.
+    assert "would export it: --fallback fallthrough" in out
+    assert "OperatorExportTypes" not in out and "fallbacks=" not in out
     assert f"doctor_demo.py:{item_line()}: factor = n.item()" in out
     assert "[python-value]" in out
     assert "Result: the export would FAIL at opset 17." in out
@@ -105,6 +107,40 @@ def test_doctor_json(tmp_path):
     (pitfall,) = data["pitfalls"]
     assert pitfall["kind"] == "python-value"
     assert pitfall["location"].endswith(f"doctor_demo.py:{item_line()}")
+
+
+class Branches(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 2:
+            return x.relu()
+        return x
+
+
+def test_a_branch_on_a_size_has_its_own_label():
+    diagnosis = diagnose(Branches(), (torch.randn(3, 2),))
+    (pitfall,) = diagnosis.pitfalls
+    assert pitfall.kind == "branch" and pitfall.code == "if x.shape[0] > 2:"
+    assert "such as a comparison of sizes (if x.shape[0] > 2): the trace keeps only the " \
+        "path this input took" in pitfall.advice
+    assert ".item()" not in pitfall.advice
+
+
+@torch.library.custom_op("doctor_python::twice", mutates_args=())
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+class CallsTwice(torch.nn.Module):
+    def forward(self, x):
+        return _twice(x)
+
+
+def test_fallback_advice_in_python_names_both_parameters():
+    (op,) = diagnose(CallsTwice(), (torch.randn(2),)).ops
+    assert op.fallbacks == [
+        "the 'fallthrough' fallback (oxport.fallback.fallthrough (oxport 0.1.0)) would export "
+        "it: operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH or "
+        "fallbacks=['fallthrough']"]
 
 
 def test_doctor_passes_a_model_that_exports(tmp_path):
