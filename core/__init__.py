@@ -16,7 +16,7 @@ _SOURCES = {
     "errors": "oxport.errors", "plugins": "oxport.plugins",
     "symbolic_helper": "oxport.symbolic_helper", "verification": "oxport.verification",
     **dict.fromkeys([
-        "ExportResult", "convert", "disable_log", "enable_log", "export",
+        "ExportResult", "ExportWarning", "convert", "disable_log", "enable_log", "export",
         "export_to_pretty_string", "is_in_onnx_export", "register_custom_op_symbolic",
         "select_model_mode_for_export", "unconvertible_op_details", "unconvertible_ops",
         "unregister_custom_op_symbolic"], "oxport.api"),
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from oxport import errors, plugins, symbolic_helper, verification
     from oxport.api import (
         ExportResult,
+        ExportWarning,
         convert,
         disable_log,
         enable_log,

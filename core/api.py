@@ -63,6 +63,24 @@ def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
     return paused
 
 
+@dataclasses.dataclass(frozen=True)
+class ExportWarning:
+    """A warning raised while tracing the model (a ``TracerWarning`` from its code, ...):
+    ``str()`` gives ``file:line: Category: message``."""
+
+    category: type[Warning]
+    message: str
+    filename: str
+    lineno: int
+
+    @classmethod
+    def of(cls, caught: warnings.WarningMessage) -> ExportWarning:
+        return cls(caught.category, str(caught.message), caught.filename, caught.lineno)
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}: {self.category.__name__}: {self.message}"
+
+
 @dataclasses.dataclass
 class ExportResult:
     """What a conversion produced, before or after it was written."""
@@ -72,9 +90,18 @@ class ExportResult:
     opset: int
     used: dict[SymbolicEntry, int]
     fallback_uses: list[FallbackUse]
-    warnings: list[warnings.WarningMessage]
+    warnings: list[ExportWarning]
     output_notes: list[str]
     timings: dict[str, float]
+
+    def __repr__(self) -> str:
+        graph = self.serialized.model.graph
+        return (f"<ExportResult opset {self.opset}: {_count(len(graph.node), 'node')}, inputs "
+                f"{', '.join(v.name for v in graph.input) or 'none'}, outputs "
+                f"{', '.join(v.name for v in graph.output)}, "
+                f"{_count(len(self.serialized.weights), 'weight')} "
+                f"({progress.size(self.serialized.weight_bytes)}), "
+                f"{_count(len(self.warnings), 'warning')}>")
 
     def model_proto(self) -> onnx.ModelProto:
         """The complete ModelProto, weights included (copies them)."""
@@ -286,7 +313,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         if verbose:
             print(pretty(serialized))
         result = ExportResult(graph, serialized, opset, dict(conversion.used),
-                              conversion.fallback_uses, front.warnings, front.output_notes,
+                              conversion.fallback_uses,
+                              [ExportWarning.of(w) for w in front.warnings], front.output_notes,
                               timings)
         for note in front.output_notes:
             warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
@@ -297,6 +325,10 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                  sum(timings.values()))
     manager.pm.hook.oxport_model_exported(model=model, result=result)
     return result
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 @contextlib.contextmanager
@@ -512,6 +544,7 @@ def enable_log() -> None:
     logger.setLevel(logging.INFO)
     if not any(getattr(h, "_oxport", False) for h in logger.handlers):
         handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("oxport: %(message)s"))
         handler._oxport = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.disabled = False

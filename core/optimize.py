@@ -45,6 +45,16 @@ STATIC_ROUNDS = 4
 _INT_TYPES = {TensorProto.INT64: torch.int64, TensorProto.INT32: torch.int32}
 
 
+#: What each count of :func:`optimize` counts, for its log line.
+_DONE = {
+    "batchnorms": "batch norms fused into convolutions", "static_shapes": "shapes made static",
+    "folded": "nodes folded to constants", "chains": "chains collapsed",
+    "identities": "identities removed", "neutral": "neutral operations removed",
+    "cse": "repeated subexpressions merged", "dead": "dead nodes removed",
+    "constants": "constants made initializers",
+}
+
+
 def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
              dynamic_axes: Mapping[int, Mapping[int, str]] | None = None,
              across_modules: bool = True, constants_as_initializers: bool = True
@@ -81,7 +91,8 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
     counts["dead"] = passes.eliminate_dead_code(graph)
     if across_modules and constants_as_initializers:
         counts["constants"] = constants_to_initializers(graph)
-    log.info("optimize: %s", counts)
+    log.info("optimize: %s", "; ".join(f"{_DONE[key]}: {n}" for key, n in counts.items() if n)
+             or "nothing to simplify")
     return counts
 
 
