@@ -87,6 +87,8 @@ def add_export_command(sub: Any, help: str) -> None:
                         "(kept as custom ops); repeatable")
     p.add_argument("--script", action="store_true",
                    help="torch.jit.script the model instead of tracing it (keeps control flow)")
+    p.add_argument("--dynamo", action="store_true",
+                   help="capture the model with torch.export instead of tracing it")
     p.add_argument("--external-data", action="store_true",
                    help="write the weights to PATH.data beside the model (automatic past 2 GB)")
     p.add_argument("--verify", action="store_true",
@@ -213,7 +215,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             output_names=output_names or None, opset_version=args.opset,
             dynamic_axes=dynamic_axes or None, fallbacks=args.fallback,
             plugins=args.plugins, disable_plugins=args.no_plugin or None,
-            external_data=True if args.external_data else None)
+            external_data=True if args.external_data else None, dynamo=args.dynamo)
         exported = time.perf_counter() - started
         verdict = None
         if args.verify:
@@ -314,7 +316,7 @@ def verify(model: Any, inputs: tuple[Any, ...], args: argparse.Namespace, input_
             model, inputs, opset_version=args.opset, dynamic_axes=dynamic_axes or None,
             input_names=input_names or None, output_names=output_names or None,
             options=options, fallbacks=args.fallback, plugins=args.plugins,
-            disable_plugins=args.no_plugin or None)
+            disable_plugins=args.no_plugin or None, dynamo=args.dynamo)
     except OnnxExporterError:
         raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types

@@ -104,6 +104,9 @@ class OpCase:
     min_opset: int | None = None
     max_opset: int | None = None
     export_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Why torch.export cannot capture the case (its runs through that front end are left
+    #: out, and the support table lists the reason); empty when it can.
+    not_exportable: str = ""
     provenance: Provenance | None = None
 
     def __str__(self) -> str:

@@ -170,3 +170,25 @@ def test_a_model_torch_export_cannot_capture_says_so() -> None:
         oxport.export(DataDependent(), (torch.randn(3),), target, dynamo=True,
                       dynamic_axes={"x": {0: "n"}}, input_names=["x"])
     assert target.getvalue() == b""
+
+
+def test_a_dynamic_axis_of_example_size_one_stays_dynamic() -> None:
+    """torch.export fixes a size-1 axis unless its guards are size-oblivious."""
+    class Flatten(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.view(x.size(0), -1) * 2
+
+    verify(Flatten(), (torch.randn(1, 3, 2),), dynamo=True, input_names=["x"],
+           dynamic_axes={"x": {0: "batch"}})
+
+
+def test_cli_dynamo_exports_and_verifies(tmp_path, capsys) -> None:
+    from oxport import cli
+
+    target = tmp_path / "mlp.onnx"
+    status = cli.main(["export", "--example", "mlp", "--dynamo", "--verify", "-o", str(target),
+                       "--dynamic-axis", "input:0:batch"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "input: float32 batchx32" in out
+    assert "at input 2x32" in out

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 from torch.export._patches import register_lstm_while_loop_decomposition
+from torch.fx.experimental import _config as fx_config
 from torch.utils import _pytree as pytree
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
@@ -97,7 +98,9 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     try:
         # torch.export unrolls nn.LSTM over time (fixing the sequence length) unless its
         # while_loop form is registered; that keeps aten.lstm whole in the captured graph.
-        with warnings.catch_warnings(), register_lstm_while_loop_decomposition():
+        # A dynamic axis whose example size is 1 stays dynamic (size-oblivious guards).
+        with warnings.catch_warnings(), register_lstm_while_loop_decomposition(), \
+                fx_config.patch(backed_size_oblivious=True):
             warnings.simplefilter("ignore", FutureWarning)
             program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
                                           strict=strict)

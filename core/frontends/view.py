@@ -123,6 +123,9 @@ class SourceNode:
     def output(self) -> SourceValue:
         return self._outputs[0]
 
+    def outputsAt(self, index: int) -> SourceValue:  # noqa: N802
+        return self._outputs[index]
+
     def outputsSize(self) -> int:  # noqa: N802
         return len(self._outputs)
 

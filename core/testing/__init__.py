@@ -10,6 +10,12 @@ A third-party pack gets the same runner with one line in its tests::
 
     from oxport.testing import op_tests
     test_my_pack = op_tests("my-pack")
+
+Each case runs through the TorchScript front end. With ``OXPORT_TEST_FRONT_ENDS=trace,export``
+(or ``front_ends=``) it also runs through the torch.export front end (``dynamo=True``) at
+its lowest and highest opset, unless it is scripted or declares ``not_exportable``; there
+the results must match eager, whichever symbolics made them (torch may decompose the op).
+It doubles the cases' time, so CI leaves it off; ``benchmarks/export_cases.py`` measures it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -30,17 +37,34 @@ from oxport.registry import OpCase, RegistryView, SymbolicEntry
 from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 
+#: The front ends a case can run through: TorchScript (traced or scripted), torch.export.
+FRONT_ENDS = ("trace", "export")
+
+
 @dataclasses.dataclass(frozen=True)
 class CaseRun:
-    """One case of one symbolic at one opset."""
+    """One case of one symbolic at one opset, through one front end."""
 
     case: OpCase
     entry: SymbolicEntry
     opset: int
+    front_end: str = "trace"
 
     @property
     def id(self) -> str:
-        return f"{self.case}-since{self.entry.since}-opset{self.opset}"
+        suffix = "" if self.front_end == "trace" else f"-{self.front_end}"
+        return f"{self.case}-since{self.entry.since}-opset{self.opset}{suffix}"
+
+
+def front_ends_from_environment() -> tuple[str, ...]:
+    """The front ends ``OXPORT_TEST_FRONT_ENDS`` (comma-separated) names; ``trace`` alone
+    by default."""
+    names = tuple(n.strip() for n in os.environ.get("OXPORT_TEST_FRONT_ENDS", "trace").split(",")
+                  if n.strip())
+    unknown = [n for n in names if n not in FRONT_ENDS]
+    if unknown:
+        raise ValueError(f"OXPORT_TEST_FRONT_ENDS names {unknown}; use {', '.join(FRONT_ENDS)}.")
+    return names
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,16 +101,29 @@ def _opsets(entry: SymbolicEntry, case: OpCase) -> list[int]:
     return sorted({low, high} | ({DEFAULT_OPSET} if low <= DEFAULT_OPSET <= high else set()))
 
 
-def expand(entries: Iterable[SymbolicEntry], cases: Iterable[OpCase]) -> list[CaseRun]:
-    """Every (case, symbolic, opset) run for the given entries."""
+def expand(entries: Iterable[SymbolicEntry], cases: Iterable[OpCase],
+           front_ends: Iterable[str] = ("trace",)) -> list[CaseRun]:
+    """Every (case, symbolic, opset, front end) run for the given entries: through
+    torch.export only the lowest and highest opset, of cases it can capture."""
     by_op: dict[str, list[OpCase]] = {}
     for case in cases:
         by_op.setdefault(case.op, []).append(case)
+    front_ends = tuple(front_ends)
     runs = []
     for entry in entries:
         for case in by_op.get(entry.name, []):
-            runs.extend(CaseRun(case, entry, opset) for opset in _opsets(entry, case))
+            opsets = _opsets(entry, case)
+            if "trace" in front_ends:
+                runs.extend(CaseRun(case, entry, opset) for opset in opsets)
+            if "export" in front_ends and exportable(case) and opsets:
+                runs.extend(CaseRun(case, entry, opset, "export")
+                            for opset in sorted({opsets[0], opsets[-1]}))
     return runs
+
+
+def exportable(case: OpCase) -> bool:
+    """Whether torch.export can capture the case (it cannot read a scripted model)."""
+    return not case.script and not case.not_exportable
 
 
 def entries_of(registry: RegistryView, plugin_names: Iterable[str] | None = None,
@@ -160,11 +197,12 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     with oxport.select_model_mode_for_export(model, training), torch.no_grad():
         expected = model(*_cloned(inputs), **case.kwargs)
     args = (*_cloned(inputs), case.kwargs) if case.kwargs else _cloned(inputs)
+    exported = case_run.front_end == "export"
     result = oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
                             input_names=case.input_names, training=training,
-                            **case.export_kwargs)
+                            dynamo=exported, **case.export_kwargs)
     used = [e for e in result.used if e is entry]
-    assert used, (
+    assert used or exported, (
         f"{case_run.id}: the symbolic under test ({entry!r}) converted nothing; it used "
         f"{sorted({repr(e) for e in result.used})}. Does the case trace to {entry.name}?")
     assert not result.fallback_uses, f"{case_run.id}: fallbacks stood in: {result.fallback_uses}"
@@ -228,16 +266,19 @@ def compare(expected: Any, actual: list[Any], *, rtol: float, atol: float, where
             msg=lambda m, i=index: f"{where}: output {i}: {m}")
 
 
-def op_tests(*plugin_names: str, distribution: str | None = None) -> Callable[..., None]:
+def op_tests(*plugin_names: str, distribution: str | None = None,
+             front_ends: Iterable[str] | None = None) -> Callable[..., None]:
     """A pytest test function running the named plugins' (or distribution's) cases on
     their symbolics; cases other packs declare for the same ops are not theirs to pass (a
-    symbolic may decline arguments another pack's case uses)."""
+    symbolic may decline arguments another pack's case uses). ``front_ends`` (default:
+    ``OXPORT_TEST_FRONT_ENDS``, else ``trace``) picks the front ends they run through."""
     import pytest
 
     registry = registry_view()
     entries = entries_of(registry, plugin_names or None, distribution)
     providers = {e.provenance for e in entries}
-    runs = expand(entries, [c for c in registry.cases if c.provenance in providers])
+    runs = expand(entries, [c for c in registry.cases if c.provenance in providers],
+                  front_ends or front_ends_from_environment())
 
     @pytest.mark.parametrize("case_run", runs, ids=[r.id for r in runs])
     def test_op_case(case_run: CaseRun) -> None:

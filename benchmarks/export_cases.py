@@ -1,0 +1,90 @@
+"""How many op-test cases pass through the torch.export front end.
+
+Runs every built-in case that torch.export can capture (not scripted, no
+``not_exportable`` reason) at its lowest and highest opset with ``dynamo=True``, the
+checks of the shared runner (full checker, ONNX Runtime against eager), and prints
+the pass rate and each failure's first line, grouped by op; ``--json PATH`` keeps them.
+
+    python -m benchmarks.export_cases [--only aten::add,aten::mul] [--json out.json]
+
+It takes a while (every case is captured by torch.export): not a CI step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import signal
+import sys
+import time
+import warnings
+from typing import Any
+
+#: A case that takes longer than this (seconds) counts as failed.
+CASE_TIMEOUT_S = 120
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: Any) -> None:
+    raise _Timeout(f"took over {CASE_TIMEOUT_S} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated op names to run")
+    parser.add_argument("--json", default="", help="write the results here")
+    options = parser.parse_args(argv)
+
+    from oxport import testing
+
+    registry = testing.registry_view()
+    entries = testing.entries_of(registry, distribution="oxport")
+    providers = {e.provenance for e in entries}
+    cases = [c for c in registry.cases if c.provenance in providers]
+    runs = testing.expand(entries, cases, front_ends=("export",))
+    wanted = {name for name in options.only.split(",") if name}
+    if wanted:
+        runs = [r for r in runs if r.entry.name in wanted]
+    skipped = sorted({str(c) + ": " + (c.not_exportable or "scripted") for c in cases
+                      if not testing.exportable(c)})
+    failures: dict[str, str] = {}
+    signal.signal(signal.SIGALRM, _alarm)
+    start = time.perf_counter()
+    for index, case_run in enumerate(runs):
+        signal.alarm(CASE_TIMEOUT_S)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                testing.run(case_run)
+        except (Exception, _Timeout) as exc:  # noqa: BLE001 - every failure is a result
+            first = (str(exc).strip().splitlines() or [""])[0]
+            failures[case_run.id] = f"{type(exc).__name__}: {first[:300]}"
+        finally:
+            signal.alarm(0)
+        if (index + 1) % 100 == 0:
+            print(f"  {index + 1}/{len(runs)} runs, {len(failures)} failed", file=sys.stderr)
+    elapsed = time.perf_counter() - start
+    passed = len(runs) - len(failures)
+    rate = 100 * passed / len(runs) if runs else 0.0
+    print(f"torch.export front end: {passed}/{len(runs)} case runs pass ({rate:.1f} %) "
+          f"in {elapsed:.0f} s; {len(skipped)} cases torch.export cannot capture")
+    by_op: dict[str, list[str]] = collections.defaultdict(list)
+    for run_id, message in failures.items():
+        by_op[run_id.split("[")[0].split("-since")[0]].append(f"{run_id}: {message}")
+    for op, lines in sorted(by_op.items()):
+        print(f"- {op}: {len(lines)} failed")
+        for line in lines[:3]:
+            print(f"    {line}")
+    if options.json:
+        with open(options.json, "w") as handle:
+            json.dump({"runs": len(runs), "passed": passed, "failures": failures,
+                       "not_exportable": skipped, "seconds": round(elapsed)}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
