@@ -282,10 +282,11 @@ def test_a_failure_at_any_step_of_the_write_leaves_the_previous_files_as_they_we
     np.testing.assert_allclose(_run(path, x), new(x).detach().numpy(), **TOL)
 
 
-@pytest.mark.parametrize("external", WRITE_MODES)
+@pytest.mark.parametrize("external, signum", [
+    *((mode, signal.SIGKILL) for mode in WRITE_MODES), (True, signal.SIGTERM)])
 def test_a_writer_killed_at_any_step_is_cleaned_up_by_the_next_export_to_the_folder(
-        tmp_path, monkeypatch, external):
-    """SIGKILL at every step (no cleanup runs in the writer); the next export to the folder
+        tmp_path, monkeypatch, external, signum):
+    """A kill at every step (no cleanup runs in the writer); the next export to the folder
     leaves either the old model or the new one, complete, and no temporary file."""
     old, new, path, files, serialized = _mlp_pair(tmp_path, monkeypatch, external)
     x = torch.randn(2, 8)
@@ -297,14 +298,14 @@ def test_a_writer_killed_at_any_step_is_cleaned_up_by_the_next_export_to_the_fol
             try:
                 with monkeypatch.context() as patched:
                     _Steps(patched, len(seen) + 1,
-                           lambda: os.kill(os.getpid(), signal.SIGKILL), removals=True)
+                           lambda: os.kill(os.getpid(), signum), removals=True)
                     serialize.write(serialized, path, external_data=external)
             finally:
                 os._exit(0)
         status = os.waitpid(pid, 0)[1]
         if status == 0:
             break
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signum
         left_behind.append(any(name.startswith(".") for name in os.listdir(tmp_path)))
         oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "other.onnx"))  # cleans up
         os.unlink(tmp_path / "other.onnx")
