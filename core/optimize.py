@@ -671,7 +671,7 @@ def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | 
         return {}
     by_name = {name: value_id for value_id, name in namer.names.items()}
     dims: dict[int, tuple[Any, ...]] = {}
-    for info in [*inferred.graph.value_info, *inferred.graph.input]:
+    for info in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
         value_id = by_name.get(info.name)
         tensor = info.type.tensor_type
         if value_id is None or not info.type.HasField("tensor_type") \

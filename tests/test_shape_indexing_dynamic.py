@@ -138,7 +138,9 @@ def test_indexed_assignment_below_opset_11_names_the_opset():
     (lambda x: torch.chunk(x, 3, 0)[0], (13,), None, False),
     (lambda x: x.unbind(0)[0], (3, 2), {"x": [0]}, True),
     (lambda x: x.squeeze(), (1, 3), {"x": [1]}, True),
-], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "unbind", "squeeze"])
+    (lambda x: (lambda y: (y.unbind(1)[0], y))(x * 2), (3, 4), {"x": [1]}, True),
+], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "unbind", "squeeze",
+        "unbind_of_an_output"])
 def test_warns_when_a_dynamic_axis_fixes_a_traced_count(model, size, axes, warns):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
