@@ -7,9 +7,11 @@ Outcomes (``Outcome.kind``):
 - ``error``: oxport raised a clear :class:`oxport.errors.OnnxExporterError` (not a
   ``SymbolicError``, which wraps an unexpected exception inside a symbolic, nor a
   ``CheckerError``);
-- ``same_as_torch_onnx``: the file fails, but torch.onnx (``dynamo=False``, the oracle)
-  fails the same way — at the second size this is a shape the trace baked in (oxport warns
-  where it can tell), at the export size a precision difference both share;
+- ``warned``: the file fails at the second size, torch.onnx (``dynamo=False``, the oracle)
+  fails too, and oxport warned that a dynamic axis sets a size the trace fixed;
+- ``same_as_torch_onnx``: the file fails and so does the oracle's, without a warning — at
+  the second size a size the trace fixed where oxport cannot tell, at the export size a
+  difference both share (ties in topk/sort, precision);
 - the defects: ``wrong`` (different values, dtype or shape), ``invalid`` (the checker or
   ONNX Runtime rejects a file reported as a success) and ``crash`` (any other exception).
 """
@@ -34,7 +36,7 @@ from .generator import FuzzCase
 ort.set_default_logger_severity(3)  # the outcomes say what failed; no ORT log lines
 
 DEFECTS = ("wrong", "invalid", "crash")
-KINDS = ("ok", "error", "same_as_torch_onnx", *DEFECTS)
+KINDS = ("ok", "error", "warned", "same_as_torch_onnx", *DEFECTS)
 
 
 @dataclasses.dataclass
@@ -133,7 +135,7 @@ def check(case: FuzzCase, opset: int) -> Outcome:
             return Outcome("error", case, opset, str(exc)[:400])
         except Exception as exc:  # noqa: BLE001 - anything else is a crash to report
             return Outcome("crash", case, opset, f"{type(exc).__name__}: {str(exc)[:400]}")
-    warned = any("dynamic" in str(w.message).lower() for w in caught)
+    warned = any("traced size" in str(w.message) for w in caught)
     model_bytes = buffer.getvalue()
     try:
         onnx.checker.check_model(onnx.load_from_string(model_bytes), full_check=True)
@@ -147,8 +149,8 @@ def check(case: FuzzCase, opset: int) -> Outcome:
         if failure is None:
             continue
         kind, detail = failure
-        if kind == "wrong" or where == "second size":
-            if _oracle_fails_too(case, opset, inputs, want):
-                kind = "same_as_torch_onnx"
+        if (kind == "wrong" or where == "second size") and _oracle_fails_too(
+                case, opset, inputs, want):
+            kind = "warned" if warned and where == "second size" else "same_as_torch_onnx"
         return Outcome(kind, case, opset, f"{where}: {detail}", warned)
     return Outcome("ok", case, opset, warned=warned)
