@@ -541,7 +541,8 @@ def histc(g, self: Value, bins: int, min_value: Value, max_value: Value) -> Valu
     if not dtype.is_floating_point:
         sh._unimplemented(op, f"a {dtype} input (PyTorch's histc takes floating point)")
     x = sh._reshape_helper(g, self, [-1])
-    low, high = (_static(edge, "f", op, name) for edge, name in ((min_value, "min"), (max_value, "max")))
+    low = _static(min_value, "f", op, "min")
+    high = _static(max_value, "f", op, "max")
     if low > high:
         sh._unimplemented(op, f"min={low} > max={high}")
 

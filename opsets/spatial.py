@@ -1,4 +1,5 @@
-"""Spatial rearrangement: padding, upsampling, pixel shuffle, im2col/col2im, Tensor.unfold.
+"""Spatial rearrangement: padding, upsampling, pixel shuffle, im2col/col2im, Tensor.unfold,
+sampling grids (grid_sample, affine_grid).
 
 Sizes that a traced graph computes at run time (``F.pad`` widths or
 ``interpolate(size=...)`` taken from another tensor's shape) stay run-time
@@ -171,6 +172,31 @@ for _rank_n in (1, 2, 3):
 
 
 # -- affine grids -------------------------------------------------------------------------
+def _base_grid(size: list[int], align_corners: bool) -> torch.Tensor:
+    """Every output position's normalized coordinates (x, y[, z], 1), x fastest, flattened:
+    [positions, spatial + 1]."""
+    def steps(n: int) -> torch.Tensor:
+        if n == 1:
+            return torch.zeros(1, dtype=torch.float64)
+        ramp = torch.linspace(-1, 1, n, dtype=torch.float64)
+        return ramp if align_corners else ramp * (n - 1) / n
+    axes = torch.meshgrid(*[steps(n) for n in size[2:]], indexing="ij")  # slowest first
+    coordinates = [a.reshape(-1) for a in reversed(axes)]  # x first, as torch orders them
+    return torch.stack([*coordinates, torch.ones_like(coordinates[0])], dim=1)
+
+
+@pack.symbolic("aten::affine_grid_generator", since=9)
+@sh.parse_args("v", "is", "b")
+def affine_grid_generator(g, theta, size, align_corners):
+    """A constant grid of output coordinates (``size`` is static) times ``theta``
+    transposed: MatMul [N, positions, spatial]."""
+    dtype = theta.type().dtype() or torch.float32
+    base = g.constant(_base_grid(size, align_corners).to(dtype))
+    grid = g.op("MatMul", base, g.op("Transpose", theta, perm_i=[0, 2, 1]))
+    return sh._reshape_helper(g, grid, g.constant(torch.tensor(
+        [-1, *size[2:], len(size) - 2], dtype=torch.int64)))
+
+
 @pack.symbolic("aten::affine_grid_generator", since=20)
 def affine_grid_generator(g, theta: Value, size: Value, align_corners: Value) -> Value:
     """``F.affine_grid`` as ONNX AffineGrid (opset 20)."""
@@ -537,3 +563,33 @@ def unfold_11(g, input, dimension, size, step):
     offsets = g.constant(torch.arange(size).unsqueeze(0))
     index = g.op("Add", sh._unsqueeze_helper(g, starts, [1]), offsets)
     return _unfold(g, input, dimension, index)
+
+
+# -- sampling grids -----------------------------------------------------------------------
+_GRID_MODES = ("bilinear", "nearest", "bicubic")  # torch's interpolation_mode enum order
+_GRID_PADDING = ("zeros", "border", "reflection")  # and padding_mode's
+
+
+def _grid_sample(g, input: Value, grid: Value, mode: int, padding_mode: int,
+                 align_corners: bool, names: tuple[str, ...]) -> Value:
+    return g.op("GridSample", input, grid, mode_s=names[mode],
+                padding_mode_s=_GRID_PADDING[padding_mode], align_corners_i=int(align_corners))
+
+
+@pack.symbolic("aten::grid_sampler", since=16)
+@sh.parse_args("v", "v", "i", "i", "b")
+def grid_sampler(g, input, grid, interpolation_mode, padding_mode, align_corners):
+    """GridSample over a 4-D input (volumetric 5-D inputs from opset 20)."""
+    if _rank(input, "aten::grid_sampler") != 4:
+        sh._onnx_opset_unsupported_detailed("aten::grid_sampler", g.opset, 20,
+                                            "GridSample over a 5-D (volumetric) input")
+    return _grid_sample(g, input, grid, interpolation_mode, padding_mode, align_corners,
+                        _GRID_MODES)
+
+
+@pack.symbolic("aten::grid_sampler", since=20)
+@sh.parse_args("v", "v", "i", "i", "b")
+def grid_sampler_20(g, input, grid, interpolation_mode, padding_mode, align_corners):
+    """GridSample over 4-D and 5-D inputs (opset 20 renamed the modes linear and cubic)."""
+    return _grid_sample(g, input, grid, interpolation_mode, padding_mode, align_corners,
+                        ("linear", "nearest", "cubic"))

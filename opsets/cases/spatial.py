@@ -155,3 +155,28 @@ pack.case("aten::affine_grid_generator",
           lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False), (2, 2, 3))
 pack.case("aten::affine_grid_generator",
           lambda t: F.affine_grid(t, [1, 1, 2, 3, 4], align_corners=True), (1, 3, 4), name="3d")
+
+
+def _grid(*shape: int):
+    """Sampling coordinates a little beyond [-1, 1], to exercise the padding modes."""
+    return lambda: torch.rand(*shape) * 2.4 - 1.2
+
+
+for _mode in ("bilinear", "nearest", "bicubic"):
+    for _padding in ("zeros", "border", "reflection"):
+        for _align in (False, True):
+            pack.case("aten::grid_sampler",
+                      lambda x, grid, m=_mode, p=_padding, a=_align: F.grid_sample(
+                          x, grid, mode=m, padding_mode=p, align_corners=a),
+                      (2, 3, 5, 6), _grid(2, 4, 7, 2), name=f"{_mode}_{_padding}_{_align}",
+                      atol=1e-4)
+pack.case("aten::grid_sampler",
+          lambda x, grid: F.grid_sample(x, grid, mode="bilinear", align_corners=False),
+          (1, 2, 3, 4, 5), _grid(1, 2, 3, 4, 3), name="volumetric", min_opset=20, atol=1e-4)
+pack.case("aten::affine_grid_generator",
+          lambda theta: F.affine_grid(theta, [1, 1, 3, 1, 4], align_corners=True), (1, 3, 4),
+          name="volumetric_align_corners")
+pack.case("aten::affine_grid_generator",
+          lambda x, theta: F.affine_grid(theta, x.shape, align_corners=False), (2, 3, 4, 5),
+          (2, 2, 3), name="run_time_size", input_names=["x", "theta"],
+          dynamic_axes={"x": {2: "h", 3: "w"}}, min_opset=20)
