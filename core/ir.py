@@ -20,6 +20,11 @@ from oxport.types import JitScalarType
 _NO_CONST = object()
 
 
+#: The real dtype of each complex dtype's parts.
+REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32,
+                   torch.complex128: torch.float64}
+
+
 class Type:
     """A value's type in TorchScript terms (``TensorType``, ``IntType``, ``ListType``...)."""
 
@@ -115,6 +120,15 @@ class Type:
 
     def with_sizes(self, sizes: Sequence[int | str | None] | None) -> Type:
         return Type(self._kind, self._dtype, sizes, self._elem, self._requires_grad)
+
+    def as_real_pairs(self) -> Type:
+        """A complex tensor type as the real tensor that carries it in ONNX: its (real,
+        imaginary) pairs on a trailing axis of 2. Other types are returned unchanged."""
+        if self._kind != "TensorType" or self._dtype not in REAL_OF_COMPLEX:
+            return self
+        shape = None if self._shape is None else [*self._shape, 2]
+        return Type(self._kind, REAL_OF_COMPLEX[self._dtype], shape,
+                    requires_grad=self._requires_grad)
 
     @property
     def shape(self) -> tuple[int | str | None, ...] | None:

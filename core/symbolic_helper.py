@@ -225,6 +225,20 @@ def _type_name(x: Value) -> str | None:
     return x.type().scalarType() if isinstance(x, Value) else None
 
 
+# -- complex tensors -------------------------------------------------------------
+def accepts_complex(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a symbolic as handling complex inputs, which reach it as real pairs (a trailing
+    axis of 2); the walker declines complex inputs for every other symbolic."""
+    fn.accepts_complex = True  # type: ignore[attr-defined]
+    return fn
+
+
+def has_complex_input(node: Any) -> bool:
+    """Whether a TorchScript node reads a complex tensor."""
+    return any(isinstance(v.type(), torch._C.TensorType) and v.type().dtype() is not None
+               and v.type().dtype().is_complex for v in node.inputs())
+
+
 # -- declining -----------------------------------------------------------------
 def _unimplemented(op: str, msg: str, value: Any = None) -> None:
     """Decline: this symbolic cannot convert these arguments (a fallback may)."""

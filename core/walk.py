@@ -36,6 +36,7 @@ from oxport.errors import (
 from oxport.infer import infer_value, needs_inference
 from oxport.ir import Graph, Type, Value
 from oxport.registry import RegistryView, SymbolicEntry
+from oxport.symbolic_helper import has_complex_input
 from oxport.trace import FrontEnd
 
 log = logging.getLogger("oxport.walk")
@@ -253,9 +254,16 @@ class Conversion:
         if outs:  # an out= overload: the symbolic computes, _write_through writes ``out``
             args = [arg for index, arg in enumerate(args) if index not in outs]
         reason = ""
+        complex_input = has_complex_input(node)
         # A symbolic that declines hands the node to the next one serving it (a shadowed pack).
         for entry in self.symbolic_candidates(node, kind):
             g.entry = entry
+            if complex_input and not getattr(entry.fn, "accepts_complex", False):
+                reason += (f"{'; ' if reason else ''}the symbolic from {entry.provenance} "
+                           f"declined: it takes no complex tensors (oxport carries them as "
+                           f"real pairs through the ops marked accepts_complex; take "
+                           f"view_as_real / .real / .abs() before this op)")
+                continue
             try:
                 result = call_symbolic(entry.fn, g, args, kwargs)
             except SymbolicDeclined as declined:
@@ -356,11 +364,12 @@ class Conversion:
         for ts_value, value in zip(ts_outputs, _results(result, ts_outputs, producer)):
             if value is None:
                 continue
+            theirs = Type.of(ts_value.type()).as_real_pairs()  # complex: carried as pairs
             if value.type().kind() == "TensorType" and value.type().dtype() is None:
-                value.setType(_merge(value.type(), Type.of(ts_value.type())))
+                value.setType(_merge(value.type(), theirs))
             elif value.type().kind() == "TensorType" and value.type().shape is None \
                     and ts_value.type().kind() == "TensorType":
-                value.setType(value.type().with_sizes(Type.of(ts_value.type()).shape))
+                value.setType(value.type().with_sizes(theirs.shape))
             if needs_inference(value):  # scripted code: TorchScript knew no dtype or rank
                 infer_value(value, self.opset)
             self.env[ts_value.unique()] = value

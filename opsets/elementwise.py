@@ -17,6 +17,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
+from oxport.opsets.signal import as_pairs, complex_abs, complex_mul, is_complex
 from oxport.types import onnx_dtype
 
 pack = OpPack("oxport.elementwise", cases="oxport.opsets.cases.elementwise")
@@ -98,8 +99,12 @@ def rsub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
 
 
 @pack.symbolic("aten::mul", since=7)
+@sh.accepts_complex
 def mul(g, self: Value, other: Value) -> Value:
-    """``self * other``; bools multiply as logical and."""
+    """``self * other``; bools multiply as logical and; complex tensors as real pairs."""
+    operands_complex = [is_complex(g, 0, "aten::mul"), is_complex(g, 1, "aten::mul")]
+    if any(operands_complex):
+        return as_pairs(g, complex_mul(g, self, other, *operands_complex))
     (a, b), dtype = promote(g, "aten::mul", self, other)
     return g.op("And" if dtype == torch.bool else "Mul", a, b)
 
@@ -220,8 +225,10 @@ def neg(g, self: Value) -> Value:
 
 
 @pack.symbolic("aten::abs", since=7)
+@sh.accepts_complex
 def abs(g, self: Value) -> Value:  # noqa: A001 - the aten name
-    return g.op("Abs", self)
+    """Abs; the magnitude of a complex tensor."""
+    return complex_abs(g, self) if is_complex(g, 0, "aten::abs") else g.op("Abs", self)
 
 
 pack.alias(abs, "aten::abs_", since=7)

@@ -18,6 +18,7 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.infer import infer_value, needs_inference
 from oxport.ir import Node, Type, Value
+from oxport.opsets.signal import complex_cast, is_complex
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.shape", cases="oxport.opsets.cases.shape")
@@ -330,8 +331,10 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
 
 
 @pack.symbolic("aten::unsqueeze", since=7)
+@sh.accepts_complex
 def unsqueeze(g, self: Value, dim: Value) -> Value:
-    rank = rank_of("aten::unsqueeze", self)
+    """Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis)."""
+    rank = rank_of("aten::unsqueeze", self) - is_complex(g, 0, "aten::unsqueeze")
     axis = sh._get_const(dim, "i", "dim")
     return sh._unsqueeze_helper(g, self, [axis if axis >= 0 else axis + rank + 1])
 
@@ -508,9 +511,12 @@ def _target_dtype(g, args: Sequence[Value], dtype_arg: int | None) -> torch.dtyp
 
 
 @pack.symbolic("aten::to", since=7)
+@sh.accepts_complex
 def to(g, self: Value, *args: Value) -> Value:
     """A Cast for every overload that names a dtype (or another tensor); device moves are
     identities."""
+    if is_complex(g, 0, "aten::to"):
+        return complex_cast(g, self)
     overload = g.original_node.schema().partition("(")[0].partition(".")[2]
     if overload == "other":
         dtype = args[0].type().dtype()

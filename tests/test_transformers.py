@@ -2,9 +2,10 @@
 
 BERT, GPT-2, T5 (encoder-decoder, with ``decoder_input_ids``), a LLaMA decoder
 (grouped-query attention, rotary embeddings, RMSNorm), ViT and Whisper, each exported
-at opsets 13, 17, 20 and 26, and Mixtral- and DeepSeek-V3-style mixture-of-experts decoders
-(expert routing: sort, histc, grouped matmuls) at opsets 17 and 20, with a dynamic batch and
-sequence axis, checked by the full
+at opsets 13, 17, 20 and 26, Mixtral- and DeepSeek-V3-style mixture-of-experts decoders (expert routing:
+sort, histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: polar,
+view_as_complex, view_as_real) and FNet (Fourier mixing: fft_fftn, real) at opsets 17 and
+20, with a dynamic batch and sequence axis, checked by the full
 ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
 sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
 inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
@@ -120,6 +121,22 @@ def _deepseek() -> torch.nn.Module:
         use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0))
 
 
+def _deepseek_v2() -> torch.nn.Module:
+    return transformers.DeepseekV2ForCausalLM(transformers.DeepseekV2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        intermediate_size=48, moe_intermediate_size=16, n_routed_experts=4,
+        num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
+        first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=8, vocab_size=VOCAB, max_position_embeddings=64,
+        use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0))
+
+
+def _fnet() -> torch.nn.Module:
+    return transformers.FNetModel(transformers.FNetConfig(
+        hidden_size=32, num_hidden_layers=2, intermediate_size=37, vocab_size=VOCAB,
+        max_position_embeddings=64, use_tpu_fourier_optimizations=False))
+
+
 _DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                  "logits": {0: "batch", 1: "seq"}}
 
@@ -159,6 +176,10 @@ SPECS: dict[str, Spec] = {
                      "logits": _BS, "encoder_last_hidden_state": {0: "batch"}}),
     "mixtral": Spec(_mixtral, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "deepseek_v3": Spec(_deepseek, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    "deepseek_v2": Spec(_deepseek_v2, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
+                 {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
+                 opsets=(17, 20)),
 }
 
 #: keyword arguments every call gets (constants in the graph)

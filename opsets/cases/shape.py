@@ -139,3 +139,9 @@ pack.case("aten::as_strided", lambda x: x.as_strided((3, 2), (1, 3), 1) * 2, (4,
 pack.case("aten::as_strided", lambda x: torch.as_strided(x, (2, 2, 2), (4, 1, 2)), (2, 4),
           name="overlapping")
 pack.case("aten::roll", lambda x: x.roll(2, 0), lambda: torch.zeros(0, 3), name="empty")
+# Complex tensors travel as real pairs: a negative dim counts before the pairs' axis.
+pack.case("aten::unsqueeze",
+          lambda x: torch.view_as_real(torch.view_as_complex(x).unsqueeze(-1).unsqueeze(1)),
+          (2, 3, 2), name="complex")
+pack.case("aten::to", lambda x: torch.view_as_real(
+    torch.view_as_complex(x).to("cpu").to(torch.complex128)), (3, 4, 2), name="complex")

@@ -1,0 +1,55 @@
+"""Test cases of the ``oxport.signal`` pack (imported by the op-test runner only)."""
+
+from __future__ import annotations
+
+import torch
+
+from oxport.opsets.signal import pack
+
+
+def _rotate(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding in complex form, as DeepSeek-V2 and Llama 4 write it."""
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
+
+
+def _window_length(x: torch.Tensor) -> int:
+    return x.shape[0]
+
+
+pack.case(["aten::view_as_complex", "aten::polar", "aten::view_as_real"], _rotate, (2, 3, 8),
+          (3, 4))
+pack.case("aten::real", lambda x: torch.view_as_complex(x).real * 2, (3, 4, 2))
+pack.case("aten::real", lambda x: x.real, (3, 4), name="real_input")
+pack.case("aten::imag", lambda x: torch.view_as_complex(x).imag, (3, 4, 2))
+pack.case("aten::complex", lambda re, im: torch.view_as_real(torch.complex(re, im)), (3, 1),
+          (4,), min_opset=8)
+
+for _name, _call in (("hann", torch.hann_window), ("hamming", torch.hamming_window),
+                     ("blackman", torch.blackman_window), ("bartlett", torch.bartlett_window),
+                     ("kaiser", torch.kaiser_window)):
+    pack.case(f"aten::{_name}_window", lambda x, w=_call: x * w(6), (6,), name="constant")
+    pack.case(f"aten::{_name}_window", lambda x, w=_call: x * w(5, periodic=False), (5,),
+              name="symmetric")
+    if _name != "kaiser":
+        pack.case(f"aten::{_name}_window", lambda x, w=_call: x * w(x.shape[0]), (6,),
+                  name="run_time_length", input_names=["x"], dynamic_axes={"x": {0: "n"}},
+                  min_opset=11)
+pack.case("aten::hamming_window", lambda x: x * torch.hamming_window(7, True, 0.6, 0.3), (7,),
+          name="alpha_beta")
+pack.case("aten::kaiser_window", lambda x: x * torch.kaiser_window(7, False, 5.0), (7,),
+          name="beta")
+
+pack.case("aten::fft_fftn", lambda x: torch.view_as_real(torch.fft.fftn(x, dim=(1, 2))),
+          (2, 5, 6), rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_fftn", lambda x: torch.fft.fftn(x, norm="ortho").real, (4, 3),
+          name="all_axes_ortho", rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_fftn",
+          lambda x: torch.fft.fftn(torch.view_as_complex(x), dim=(-1,), norm="forward").abs(),
+          (3, 8, 2), name="complex_input_forward", rtol=1e-4, atol=1e-5)
+pack.case("aten::stft", lambda x: torch.stft(x, 16, hop_length=4, window=torch.hann_window(16),
+                                             return_complex=True).abs(),
+          (2, 64), rtol=1e-4, atol=1e-4)
+pack.case("aten::stft", lambda x: torch.view_as_real(torch.stft(
+    x, 8, win_length=6, center=False, normalized=True, onesided=False, return_complex=True)),
+    (40,), name="short_window_two_sided", rtol=1e-4, atol=1e-4)

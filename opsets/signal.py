@@ -1,0 +1,305 @@
+"""Signal processing and complex numbers: window functions, STFT, FFTs, and the complex
+tensors they make (view_as_real/view_as_complex, real/imag, polar, complex).
+
+ONNX has no complex tensors here: a complex tensor is its real pairs, a real tensor with a
+trailing axis of 2 (real, imaginary), as ONNX's DFT and STFT produce them. Only symbolics
+marked :func:`oxport.symbolic_helper.accepts_complex` receive complex inputs (the walker
+declines the rest clearly), and they read which operands are complex from the TorchScript
+types (:func:`is_complex`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from oxport import OpPack
+from oxport import symbolic_helper as sh
+from oxport.ir import REAL_OF_COMPLEX, Type, Value
+from oxport.types import JitScalarType
+
+pack = OpPack("oxport.signal", cases="oxport.opsets.cases.signal")
+
+
+# -- complex tensors as real pairs ----------------------------------------------------------
+def is_complex(g, position: int, *kinds: str) -> bool:
+    """Whether input ``position`` of the node being converted, if it is one of ``kinds``
+    (any kind when none are named), is a complex tensor."""
+    node = g.original_node
+    if node is None or position >= node.inputsSize() or (
+            kinds and node.kind().removesuffix("_") not in kinds):
+        return False
+    ts_type = node.inputsAt(position).type()
+    return isinstance(ts_type, torch._C.TensorType) and ts_type.dtype() in REAL_OF_COMPLEX
+
+
+def as_pairs(g, value: Value, output: int = 0) -> Value:
+    """``value`` typed as the real pairs of the node's complex output ``output``."""
+    return value.setType(Type.of(g.original_node.outputsAt(output).type()).as_real_pairs())
+
+
+def complex_cast(g, pairs: Value) -> Value:
+    """Complex pairs cast to the node's complex output dtype (a cast to a real dtype, which
+    drops the imaginary part with a warning in PyTorch, is declined)."""
+    target = g.original_node.output().type().dtype()
+    if target not in REAL_OF_COMPLEX:
+        sh._unimplemented(g.original_node.kind(), f"a complex tensor cast to {target}; take "
+                                                  f".real or .abs() first")
+    if pairs.type().dtype() != REAL_OF_COMPLEX[target]:
+        pairs = sh._cast_to(g, pairs, REAL_OF_COMPLEX[target])
+    return as_pairs(g, pairs)
+
+
+def _part(g, pairs: Value, index: int) -> Value:
+    """The real (0) or imaginary (1) part of complex pairs."""
+    return g.op("Gather", pairs, g.constant(torch.tensor(index)), axis_i=-1)
+
+
+def _pair(g, real: Value, imag: Value) -> Value:
+    return g.op("Concat", sh._unsqueeze_helper(g, real, [-1]),
+                sh._unsqueeze_helper(g, imag, [-1]), axis_i=-1)
+
+
+def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex: bool
+                ) -> Value:
+    """The product of two tensors, at least one complex (as pairs)."""
+    if not (self_complex and other_complex):
+        real, pairs = (other, self) if self_complex else (self, other)
+        if real.type().dim() != 0:  # a real tensor scales both parts of each element
+            real = sh._unsqueeze_helper(g, real, [-1])
+        return g.op("Mul", pairs, real)
+    a, b, c, d = _part(g, self, 0), _part(g, self, 1), _part(g, other, 0), _part(g, other, 1)
+    return _pair(g, g.op("Sub", g.op("Mul", a, c), g.op("Mul", b, d)),
+                 g.op("Add", g.op("Mul", a, d), g.op("Mul", b, c)))
+
+
+def complex_abs(g, pairs: Value) -> Value:
+    """The magnitude of complex pairs."""
+    return sh._reduce_helper(g, "ReduceL2", pairs, [-1], keepdims_i=0)
+
+
+@pack.symbolic("aten::view_as_real", since=7)
+@sh.accepts_complex
+def view_as_real(g, self: Value) -> Value:
+    """The pairs themselves, typed real."""
+    return g.op("Identity", self)
+
+
+@pack.symbolic("aten::view_as_complex", since=7)
+@sh.accepts_complex
+def view_as_complex(g, self: Value) -> Value:
+    """A real tensor whose last axis is 2 already is the pairs."""
+    return as_pairs(g, g.op("Identity", self))
+
+
+def _complex_part(index: int, name: str):
+    @sh.accepts_complex
+    def symbolic(g, self: Value) -> Value:
+        if not is_complex(g, 0):
+            if index == 0:
+                return g.op("Identity", self)
+            sh._unimplemented(f"aten::{name}", "the imaginary part of a real tensor")
+        return _part(g, self, index)
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"The {'real' if index == 0 else 'imaginary'} part of complex pairs."
+    return symbolic
+
+
+pack.symbolic("aten::real", since=7)(_complex_part(0, "real"))
+pack.symbolic("aten::imag", since=7)(_complex_part(1, "imag"))
+
+
+@pack.symbolic("aten::complex", since=8)
+def complex(g, real: Value, imag: Value) -> Value:  # noqa: A001 - the aten name
+    """Pairs of the two parts, broadcast together."""
+    shape = g.op("Shape", g.op("Add", real, imag))
+    return as_pairs(g, _pair(g, g.op("Expand", real, shape), g.op("Expand", imag, shape)))
+
+
+@pack.symbolic("aten::polar", since=7)
+def polar(g, abs: Value, angle: Value) -> Value:  # noqa: A002 - the aten names
+    """``abs * (cos(angle), sin(angle))``."""
+    return as_pairs(g, _pair(g, g.op("Mul", abs, g.op("Cos", angle)),
+                             g.op("Mul", abs, g.op("Sin", angle))))
+
+
+# -- windows --------------------------------------------------------------------------------
+def _cosine_sum(*coefficients: float) -> Callable[[Value, Callable[[float], Value], Value], Value]:
+    """``sum_k (-1)^k a_k cos(2 pi k n / N)`` (the Hann, Hamming and Blackman family)."""
+    def build(g, number: Callable[[float], Value], phase: Value) -> Value:
+        total = number(coefficients[0])
+        for k, a in enumerate(coefficients[1:], start=1):
+            term = g.op("Mul", number(a), g.op("Cos", g.op("Mul", phase, number(float(k)))))
+            total = g.op("Sub" if k % 2 else "Add", total, term)
+        return total
+    return build
+
+
+def _bartlett(g, number: Callable[[float], Value], phase: Value) -> Value:
+    """``1 - |2n/N - 1|`` (the phase is 2 pi n / N)."""
+    return g.op("Sub", number(1.0), g.op("Abs", g.op(
+        "Sub", g.op("Div", phase, number(math.pi)), number(1.0))))
+
+
+def _window(name: str, build, parameters: Sequence[str] = ()):
+    """``aten::<name>_window(length[, periodic[, *parameters]], dtype, layout, device,
+    pin_memory)``: computed by PyTorch at export time when the length is a constant, else
+    from the phase ``2 pi n / N`` by ``build`` (opset 11, Range)."""
+    op = f"aten::{name}_window"
+
+    def symbolic(g, window_length: Value, *args: Value) -> Value:
+        options, dtype_arg = args[:-4], args[-4]
+        periodic = bool(sh._get_const(options[0], "b", "periodic")) if options else True
+        values = [sh._get_const(v, "f", p) for v, p in zip(options[1:], parameters)]
+        dtype = (JitScalarType(sh._get_const(dtype_arg, "i", "dtype")).dtype()
+                 if not sh._is_none(dtype_arg) else torch.get_default_dtype())
+        length = sh._maybe_get_const(window_length, "i")
+        if not isinstance(length, Value):
+            window = getattr(torch, f"{name}_window")(length, periodic, *values,
+                                                      dtype=dtype)
+            return g.constant(window)
+        if build is None or g.opset < 11:
+            sh._unimplemented(op, "a window length computed at run time" + (
+                "" if build is None else " below opset 11"))
+        return _window_at_run_time(g, build(*values) if parameters else build, length,
+                                   periodic, dtype)
+
+    symbolic.__name__ = f"{name}_window"
+    symbolic.__doc__ = f"The {name} window (a constant for a constant length)."
+    return symbolic
+
+
+def _window_at_run_time(g, build, length: Value, periodic: bool, dtype: torch.dtype
+                        ) -> Value:
+    def number(v: float) -> Value:
+        return g.constant(torch.tensor(v, dtype=dtype))
+    size = sh._cast_to(g, length, dtype)
+    steps = g.op("Range", number(0.0), size, number(1.0))
+    denominator = size if periodic else g.op("Sub", size, number(1.0))
+    phase = g.op("Div", g.op("Mul", steps, number(2 * math.pi)), denominator)
+    window = build(g, number, phase)
+    return g.op("Where", g.op("Equal", size, number(1.0)), number(1.0), window)
+
+
+for _name, _build, _parameters in (
+        ("hann", _cosine_sum(0.5, 0.5), ()),
+        ("hamming", lambda alpha=0.54, beta=0.46: _cosine_sum(alpha, beta), ("alpha", "beta")),
+        ("blackman", _cosine_sum(0.42, 0.5, 0.08), ()),
+        ("bartlett", _bartlett, ()),
+        ("kaiser", None, ("beta",))):
+    pack.symbolic(f"aten::{_name}_window", since=7)(_window(_name, _build, _parameters))
+
+
+# -- Fourier transforms ---------------------------------------------------------------------
+def _dft(g, pairs: Value, axis: int, *, inverse: bool = False, onesided: bool = False
+         ) -> Value:
+    """ONNX DFT along ``axis`` of [batch, ..., 1 or 2] (axis an attribute at 17, an input
+    from 20)."""
+    flags = {"inverse_i": int(inverse), "onesided_i": int(onesided)}
+    if g.opset >= 20:
+        return g.op("DFT", pairs, None, g.constant(torch.tensor(axis)), **flags)
+    return g.op("DFT", pairs, axis_i=axis, **flags)
+
+
+def _as_signal(g, x: Value, complex_input: bool) -> Value:
+    """Complex pairs, or a real tensor with a trailing axis of 1."""
+    return x if complex_input else sh._unsqueeze_helper(g, x, [-1])
+
+
+def _signal_size(g, x: Value, axes: Sequence[int]) -> Value | float:
+    """The number of elements a transform over ``axes`` sums (a float, or a Value)."""
+    sizes = [sh._get_tensor_dim_size(x, a) for a in axes]
+    if all(s is not None for s in sizes):
+        return float(math.prod(sizes))
+    shape = g.op("Shape", x)
+    picked = g.op("Gather", shape, g.constant(torch.tensor(list(axes))), axis_i=0)
+    return sh._reduce_helper(g, "ReduceProd", picked, [0], keepdims_i=0)
+
+
+_NORM_POWER = {None: 0.0, "backward": 0.0, "ortho": 0.5, "forward": 1.0}
+
+
+def _normalized(g, pairs: Value, size: Value | float, power: float, dtype: torch.dtype
+                ) -> Value:
+    """``pairs / size ** power``."""
+    if power == 0:
+        return pairs
+    if isinstance(size, float):
+        return g.op("Mul", pairs, g.constant(torch.tensor(size ** -power, dtype=dtype)))
+    scale = g.op("Pow", sh._cast_to(g, size, dtype), g.constant(torch.tensor(power, dtype=dtype)))
+    return g.op("Div", pairs, scale)
+
+
+@pack.symbolic("aten::fft_fftn", since=17)
+@sh.accepts_complex
+def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
+             norm: Value | None = None) -> Value:
+    """One DFT per axis of a real or complex input; complex pairs out."""
+    op = "aten::fft_fftn"
+    complex_input = is_complex(g, 0)
+    rank = sh._get_tensor_rank(self)
+    if rank is None:
+        sh._unimplemented(op, "an input of unknown rank")
+    rank -= complex_input
+    if s is not None and not sh._is_none(s):
+        sh._unimplemented(op, "signal sizes s= (pad or trim the input before the transform)")
+    axes = (list(range(rank)) if dim is None or sh._is_none(dim)
+            else sh._get_const(dim, "is", "dim"))
+    axes = sorted(a % rank for a in axes)
+    mode = None if norm is None or sh._is_none(norm) else sh._get_const(norm, "s", "norm")
+    if mode not in _NORM_POWER:
+        sh._unimplemented(op, f"norm={mode!r}")
+    dtype = self.type().dtype()
+    if dtype is None or not dtype.is_floating_point:  # integers transform as float32
+        self, dtype = sh._cast_to(g, self, torch.float32), torch.float32
+    pairs = _as_signal(g, self, complex_input)
+    batch_added = 0 in axes  # DFT's first axis is a batch axis: add one
+    if batch_added:
+        pairs = sh._unsqueeze_helper(g, pairs, [0])
+    for axis in axes:
+        pairs = _dft(g, pairs, axis + batch_added)
+    if batch_added:
+        pairs = sh._squeeze_helper(g, pairs, [0])
+    size = _signal_size(g, self, axes)
+    return as_pairs(g, _normalized(g, pairs, size, _NORM_POWER[mode], dtype))
+
+
+@pack.symbolic("aten::stft", since=17)
+def stft(g, self: Value, n_fft: Value, hop_length: Value, win_length: Value, window: Value,
+         normalized: Value, onesided: Value, return_complex: Value,
+         align_to_window: Value | None = None) -> Value:
+    """ONNX STFT over [batch,] signal: frames of ``n_fft`` every ``hop_length`` under the
+    window (zero-padded to ``n_fft`` about its centre), transposed to PyTorch's
+    [batch,] frequency, frame, 2 (complex pairs, or the real form for return_complex=False).
+    ``torch.stft``'s centring pads the signal before this node."""
+    op = "aten::stft"
+    rank = sh._get_tensor_rank(self)
+    if rank not in (1, 2) or is_complex(g, 0):
+        sh._unimplemented(op, "a signal that is not real and 1-D or 2-D [batch, samples]")
+    if align_to_window is not None and not sh._is_none(align_to_window) and \
+            sh._get_const(align_to_window, "b", "align_to_window"):
+        sh._unimplemented(op, "align_to_window=True")
+    n_fft = sh._get_const(n_fft, "i", "n_fft")
+    hop = n_fft // 4 if sh._is_none(hop_length) else sh._get_const(hop_length, "i", "hop_length")
+    length = n_fft if sh._is_none(win_length) else sh._get_const(win_length, "i", "win_length")
+    dtype = self.type().dtype() or torch.float32
+    if sh._is_none(window):
+        window = g.constant(torch.ones(length, dtype=dtype))
+    if length < n_fft:
+        left = (n_fft - length) // 2
+        window = g.op("Concat", g.constant(torch.zeros(left, dtype=dtype)), window,
+                      g.constant(torch.zeros(n_fft - length - left, dtype=dtype)), axis_i=0)
+    one_sided = sh._is_none(onesided) or sh._get_const(onesided, "b", "onesided")
+    signal = self if rank == 2 else sh._unsqueeze_helper(g, self, [0])
+    frames = g.op("STFT", _as_signal(g, signal, False), g.constant(torch.tensor(hop)),
+                  window, g.constant(torch.tensor(n_fft)), onesided_i=int(one_sided))
+    out = g.op("Transpose", frames, perm_i=[0, 2, 1, 3])
+    if rank == 1:
+        out = sh._squeeze_helper(g, out, [0])
+    if sh._get_const(normalized, "b", "normalized"):
+        out = _normalized(g, out, float(n_fft), 0.5, dtype)
+    if not sh._is_none(return_complex) and sh._get_const(return_complex, "b", "return_complex"):
+        return as_pairs(g, out)
+    return out
