@@ -198,7 +198,7 @@ def affine_grid_generator(g, theta, size, align_corners):
 
 
 @pack.symbolic("aten::affine_grid_generator", since=20)
-def affine_grid_generator(g, theta: Value, size: Value, align_corners: Value) -> Value:
+def affine_grid_generator_20(g, theta: Value, size: Value, align_corners: Value) -> Value:
     """``F.affine_grid`` as ONNX AffineGrid (opset 20)."""
     return g.op("AffineGrid", theta, _int64_vector(g, _int_items(size, "aten::affine_grid")),
                 align_corners_i=int(sh._get_const(align_corners, "b", "align_corners")))

@@ -22,9 +22,6 @@ from oxport.errors import UnsupportedOperatorError
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "parity.md"
 OPSETS = range(9, 21)
-#: Issue #16 part B (another engineer): reported as expected failures while they are missing.
-PART_B = {"aten::_pack_padded_sequence", "aten::_pad_packed_sequence", "aten::grid_sampler",
-          "aten::stft", "aten::hann_window"}
 
 
 # -- the registries --------------------------------------------------------------------
@@ -79,7 +76,7 @@ def missing() -> dict[str, list[int]]:
 def test_oxport_serves_every_op_torch_serves(missing):
     gaps = intended_gaps()
     unexplained = {name: opsets for name, opsets in missing.items()
-                   if name not in PART_B and gaps.get(name, ([], ""))[0] != opsets}
+                   if gaps.get(name, ([], ""))[0] != opsets}
     assert not unexplained, (
         "torch.onnx serves these ops (at these opsets) and oxport does not: write their "
         f"symbolics, or add them to docs/parity.md with a test proving why not:\n{unexplained}")
@@ -107,12 +104,6 @@ def test_supported_ops_counts_at_least_torchs():
         served = sum(1 for name in torch_reg.all_functions()
                      if torch_reg.get_function_group(name).get(opset) is not None)
         assert counts[opset] >= served, f"opset {opset}: {counts[opset]} < torch's {served}"
-
-
-@pytest.mark.parametrize("name", sorted(PART_B))
-def test_part_b_ops(name, missing):
-    if name in missing:
-        pytest.xfail(f"{name}: issue #16 part B")
 
 
 # -- exporting with both -----------------------------------------------------------------
