@@ -418,3 +418,45 @@ def _grouped_mm(g, self: Value, mat2: Value, offs: Value | None = None,
 def _finish_grouped(g, out: Value, dtype: torch.dtype, out_dtype: Value | None) -> Value:
     target = _dtype(out_dtype) or dtype
     return (sh._cast_to(g, out, target) if target != dtype else out).setType(Type.tensor(target))
+
+
+# -- triangular solves ----------------------------------------------------------------------
+@pack.symbolic("aten::linalg_solve_triangular", since=9)
+@sh.parse_args("v", "v", "b", "b", "b")
+def linalg_solve_triangular(g, self: Value, other: Value, upper: bool, left: bool = True,
+                            unitriangular: bool = False) -> Value:
+    """``A X = B`` (``X A = B`` for left=False; A is ``self``, B ``other``) for a triangular
+    ``A`` of static size n. With A = D (I - N), N strictly triangular (nilpotent),
+    A^-1 = (I - N)^-1 D^-1 and (I - N)^-1 = (I + N)(I + N^2)(I + N^4)... (ceil(log2 n)
+    factors): two MatMuls a factor applied to ``other``, no loop. The other triangle (and
+    the diagonal when unitriangular) is ignored, as in PyTorch."""
+    op = "aten::linalg_solve_triangular"
+    n = sh._get_tensor_dim_size(self, -1)
+    if n is None:
+        sh._unimplemented(op, "a matrix whose size is unknown at export time")
+    dtype = self.type().dtype() or torch.float32
+    strict = torch.ones(n, n, dtype=torch.bool)
+    strict = strict.triu(1) if upper else strict.tril(-1)
+    zero = g.constant(torch.tensor(0, dtype=dtype))
+    off_diagonal = g.op("Where", g.constant(strict), self, zero)
+    if unitriangular:
+        nilpotent, inverse_diagonal = g.op("Neg", off_diagonal), None
+    else:
+        on_diagonal = g.op("Where", g.constant(torch.eye(n, dtype=torch.bool)), self, zero)
+        diagonal = sh._reducesum_helper(g, on_diagonal, [-1], keepdims_i=1)  # [..., n, 1]
+        inverse_diagonal = g.op("Reciprocal", diagonal)
+        # D^-1 scales the rows of the off-diagonal part: N = -D^-1 L
+        nilpotent = g.op("Neg", g.op("Mul", off_diagonal, inverse_diagonal))
+    x = other
+    if left and inverse_diagonal is not None:
+        x = g.op("Mul", x, inverse_diagonal)
+    power = nilpotent
+    for step in range(max(n - 1, 0).bit_length()):
+        x = g.op("Add", x, _matmul(g, power, x, op) if left else _matmul(g, x, power, op))
+        if step + 1 < max(n - 1, 0).bit_length():
+            power = _matmul(g, power, power, op)
+    if not left and inverse_diagonal is not None:  # X = Y D^-1 scales the columns
+        rank = _rank(self, op)
+        x = g.op("Mul", x, g.op("Transpose", inverse_diagonal,
+                                perm_i=[*range(rank - 2), rank - 1, rank - 2]))
+    return x.setType(Type.tensor(dtype))

@@ -199,7 +199,11 @@ def affine_grid_generator(g, theta, size, align_corners):
 
 @pack.symbolic("aten::affine_grid_generator", since=20)
 def affine_grid_generator_20(g, theta: Value, size: Value, align_corners: Value) -> Value:
-    """``F.affine_grid`` as ONNX AffineGrid (opset 20)."""
+    """``F.affine_grid`` as ONNX AffineGrid (opset 20) for a size computed at run time; a
+    static size keeps the constant grid (ONNX Runtime's AffineGrid puts a spatial size of 1
+    at -1 with align_corners, PyTorch at 0)."""
+    if sh._is_constant(size):
+        return affine_grid_generator(g, theta, size, align_corners)
     return g.op("AffineGrid", theta, _int64_vector(g, _int_items(size, "aten::affine_grid")),
                 align_corners_i=int(sh._get_const(align_corners, "b", "align_corners")))
 

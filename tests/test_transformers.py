@@ -4,8 +4,9 @@ BERT, GPT-2, T5 (encoder-decoder, with ``decoder_input_ids``), a LLaMA decoder
 (grouped-query attention, rotary embeddings, RMSNorm), ViT and Whisper, each exported
 at opsets 13, 17, 20 and 26, Mixtral- and DeepSeek-V3-style mixture-of-experts decoders (expert routing:
 sort, histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: polar,
-view_as_complex, view_as_real) and FNet (Fourier mixing: fft_fftn, real) at opsets 17 and
-20, with a dynamic batch and sequence axis, checked by the full
+view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
+(gated delta-rule linear attention: linalg_solve_triangular) at opsets 17 and 20, and
+MobileViTV2 (fold: col2im) at 18 and 20, with a dynamic batch and sequence axis, checked by the full
 ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
 sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
 inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
@@ -137,6 +138,31 @@ def _fnet() -> torch.nn.Module:
         max_position_embeddings=64, use_tpu_fourier_optimizations=False))
 
 
+def _qwen3_next() -> torch.nn.Module:
+    """One gated delta-rule (linear attention) layer and one full attention layer, over a
+    mixture of 4 experts."""
+    return transformers.Qwen3NextForCausalLM(transformers.Qwen3NextConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, intermediate_size=48, moe_intermediate_size=16,
+        shared_expert_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=8,
+        linear_value_head_dim=8, linear_conv_kernel_dim=4,
+        layer_types=["linear_attention", "full_attention"], vocab_size=VOCAB,
+        max_position_embeddings=64, use_cache=False, bos_token_id=0, eos_token_id=0,
+        pad_token_id=0))
+
+
+def _mobilevitv2() -> torch.nn.Module:
+    """Its initialization leaves the output at zero: the weights are perturbed."""
+    model = transformers.MobileViTV2Model(transformers.MobileViTV2Config(
+        image_size=64, patch_size=2, width_multiplier=0.25, n_attn_blocks=[1, 1, 1],
+        base_attn_unit_dims=[16, 24, 32]))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    return model
+
+
 _DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                  "logits": {0: "batch", 1: "seq"}}
 
@@ -177,6 +203,12 @@ SPECS: dict[str, Spec] = {
     "mixtral": Spec(_mixtral, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "deepseek_v3": Spec(_deepseek, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "deepseek_v2": Spec(_deepseek_v2, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    "qwen3_next": Spec(_qwen3_next, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    # Col2Im (opset 18) folds the patches back at the sizes of the traced image: the batch
+    # is the dynamic axis.
+    "mobilevitv2": Spec(_mobilevitv2, lambda b, s: {"pixel_values": torch.randn(b, 3, 64, 64)},
+                        {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"},
+                         "pooler_output": {0: "batch"}}, opsets=(18, 20)),
     "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
                  {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
                  opsets=(17, 20)),

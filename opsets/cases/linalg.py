@@ -103,3 +103,25 @@ pack.case("aten::_grouped_mm", lambda x, w: torch._grouped_mm(x, w), (3, 5, 8), 
 
 pack.case("aten::linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 2, 0), scalar,
           name="0d")
+
+
+def _triangular(*shape: int):
+    """A triangular system with a dominant diagonal (both triangles filled: the solver
+    must ignore the other one)."""
+    return lambda: torch.randn(*shape) * 0.3 + 2 * torch.eye(shape[-1])
+
+
+for _upper in (False, True):
+    for _left in (True, False):
+        pack.case("aten::linalg_solve_triangular",
+                  lambda a, b, u=_upper, l=_left: torch.linalg.solve_triangular(
+                      a, b, upper=u, left=l), _triangular(2, 5, 5),
+                  (2, 5, 3) if _left else (2, 3, 5), name=f"upper{_upper}_left{_left}",
+                  rtol=1e-4, atol=1e-5)
+pack.case("aten::linalg_solve_triangular",
+          lambda a, b: torch.linalg.solve_triangular(a, b, upper=False, unitriangular=True),
+          _triangular(3, 8, 8), (3, 8, 4), name="unitriangular_broadcast", rtol=1e-4,
+          atol=1e-5)
+pack.case("aten::linalg_solve_triangular",
+          lambda a, b: torch.linalg.solve_triangular(a, b, upper=True), _triangular(1, 1),
+          (1, 2), name="1x1")
