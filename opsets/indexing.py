@@ -116,6 +116,14 @@ def select(g, self: Value, dim: Value, index: Value) -> Value:
     return g.op("Gather", self, position, axis_i=axis)
 
 
+def _scalar_bound(g, bound: int | Value) -> int | Value:
+    """A run-time slice bound as a 0-d int64 (a 1-element tensor index ``x[i:]`` traces as
+    a ``[1]`` tensor, which Slice would get as ``[1, 1]``)."""
+    if isinstance(bound, Value) and bound.type().dim() != 0:
+        return scalar_int(g, bound)
+    return bound
+
+
 @pack.symbolic("aten::slice", since=7)
 def slice(g, self: Value, dim: Value | None = None, start: Value | None = None,  # noqa: A001
           end: Value | None = None, step: Value | None = None) -> Value:
@@ -125,8 +133,8 @@ def slice(g, self: Value, dim: Value | None = None, start: Value | None = None, 
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
     stop = sh._maybe_get_const(end, "i") if end is not None else INT64_MAX
     stride = sh._get_const(step, "i", "step") if step is not None else 1
-    begin = 0 if begin is None else begin
-    stop = INT64_MAX if stop is None else stop
+    begin = 0 if begin is None else _scalar_bound(g, begin)
+    stop = INT64_MAX if stop is None else _scalar_bound(g, stop)
     if isinstance(begin, int) and begin == 0 and isinstance(stop, int) and stop >= INT64_MAX \
             and stride == 1:
         record_view(g, _whole)

@@ -71,6 +71,8 @@ CASES = [
     ("triu", lambda x: x.triu(1), ((3, 4),), ((5, 2),), {"x": [0, 1]}, [11, 14, 20]),
     ("diagonal", lambda x: x.diagonal(-1), ((3, 4),), ((6, 3),), {"x": [0, 1]}, [11, 20]),
     ("chunk", lambda x: x.chunk(2, 1), ((2, 4),), ((3, 6),), {"x": [0, 1]}, [18, 20]),
+    ("slice_tensor_index", lambda x, i: x[i:], ((6,), _long(2)), ((9,), _long(3)), {"x": [0]},
+     [10, 20]),
     # Piece sizes read at run time (the number of pieces is the traced one).
     ("roll_past_size", lambda x: torch.roll(x, 3, 0), ((13,),), ((2,),), {"x": [0]}, [10, 20]),
     ("chunk_first", lambda x: torch.chunk(x, 3, 0)[0], ((13,),), ((7,),), {"x": [0]},
