@@ -247,6 +247,8 @@ def prelu(g, self: Value, weight: Value) -> Value:
         sh._unimplemented("aten::prelu", "an input or weight of unknown rank")
     if rank > 2 and count != [1]:
         weight = sh._unsqueeze_helper(g, weight, list(range(1, rank - 1)))
+    elif rank == 0 and count == [1]:  # a [1] weight would broadcast a 0-d input to [1]
+        weight = sh._squeeze_helper(g, weight, [0])
     return g.op("PRelu", self, weight)
 
 

@@ -76,6 +76,7 @@ pack.case("aten::prelu", torch.nn.PReLU(3, 0.1), (2, 3, 4, 5), name="channels_4d
 pack.case("aten::prelu", torch.nn.PReLU(3, 0.2), (2, 3, 5), name="channels_3d")
 pack.case("aten::prelu", torch.nn.PReLU(4, 0.2), (5, 4), name="channels_2d")
 pack.case("aten::prelu", torch.nn.PReLU(1, 0.3), (6,), name="rank1")
+pack.case("aten::prelu", torch.nn.PReLU(1, 0.3), lambda: torch.tensor(-1.5), name="0d")
 
 
 def _script_gelu_softplus(x: torch.Tensor) -> torch.Tensor:
