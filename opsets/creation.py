@@ -244,11 +244,14 @@ def _range(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> V
 
 def arange(g, *args: Value) -> Value:
     """``arange(end)``, ``arange(start, end)`` or ``arange(start, end, step)``, each followed by
-    ``dtype, layout, device, pin_memory``. Registered at 7 and 11 (Range)."""
-    numbers = [_number(v) for v in args[:-4]]
+    ``dtype, layout, device, pin_memory``; or the ``out=`` forms ``(end)`` and
+    ``(start, end, step)`` (the walker writes ``out``; its dtype is the traced one).
+    Registered at 7 and 11 (Range)."""
+    out_form = len(args) in (1, 3)
+    numbers = [_number(v) for v in (args if out_form else args[:-4])]
     start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (
         (*numbers, 1) if len(numbers) == 2 else numbers)
-    dtype = _result_dtype(g, args[-4], _inferred(start, end, step))
+    dtype = _result_dtype(g, None if out_form else args[-4], _inferred(start, end, step))
     return _range(g, start, end, step, dtype, "aten::arange")
 
 

@@ -86,6 +86,11 @@ pack.case("aten::as_tensor", _as_tensor, (2, 3), script=True)
 pack.case("aten::arange", lambda x: x + torch.arange(3), _X, name="end")
 pack.case("aten::arange", lambda x: torch.arange(1, 7, 2, dtype=torch.float64), _X, name="step")
 pack.case("aten::arange", _arange_dynamic, (4, 3), name="dynamic", script=True, min_opset=9, **_DYN)
+pack.case("aten::arange", lambda x: torch.arange(5, out=torch.empty(5, dtype=torch.long)) + x,
+          lambda: torch.ones(5, dtype=torch.long), name="out")
+pack.case("aten::arange",
+          lambda x: torch.arange(1, 2, 0.25, out=torch.empty(4, dtype=torch.float64)) + x,
+          lambda: torch.ones(4, dtype=torch.float64), name="start_out")
 pack.case("aten::arange", _arange_float, (4, 3), name="dynamic_float", script=True, min_opset=9,
           **_DYN)
 pack.case("aten::arange", lambda x: torch.arange(x.size(0)) * 2, (4, 3), name="traced_dynamic",
