@@ -192,3 +192,55 @@ def test_cli_dynamo_exports_and_verifies(tmp_path, capsys) -> None:
     assert status == 0, out
     assert "input: float32 batchx32" in out
     assert "at input 2x32" in out
+
+
+def test_torch_cond_becomes_an_if_taking_either_branch_at_run_time() -> None:
+    class Branches(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.sum() > 0, lambda x: self.linear(x).relu(),
+                              lambda x: x * 2 - 1, (x,))
+
+    model = Branches().eval()
+    proto = oxport.convert(model, (torch.ones(2, 3),), dynamo=True).model_proto()
+    assert "If" in [n.op_type for n in proto.graph.node]
+    for x in (torch.ones(2, 3), -torch.ones(2, 3)):
+        np.testing.assert_allclose(_run(proto, x)[0], model(x).detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_while_loop_becomes_a_loop_with_a_run_time_trip_count() -> None:
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Doubling(torch.nn.Module):
+        def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+            def cond(i: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                return i < n
+
+            def body(i: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                return i + 1, y * 2 + 1
+
+            return while_loop(cond, body, (torch.zeros((), dtype=torch.int64), x))[1]
+
+    model = Doubling()
+    proto = oxport.convert(model, (torch.ones(2, 3), torch.tensor(3)), dynamo=True).model_proto()
+    assert "Loop" in [n.op_type for n in proto.graph.node]
+    for n in (0, 3, 5):
+        x = torch.randn(2, 3)
+        np.testing.assert_allclose(_run(proto, x, torch.tensor(n))[0],
+                                   model(x, torch.tensor(n)).numpy(), rtol=1e-5)
+
+
+def test_grad_mode_wrappers_are_inlined() -> None:
+    class NoGradPart(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                y = x * 3
+            return y + x
+
+    proto = oxport.convert(NoGradPart(), (torch.randn(4),), dynamo=True).model_proto()
+    x = torch.randn(4)
+    np.testing.assert_allclose(_run(proto, x)[0], (x * 3 + x).numpy(), rtol=1e-6)

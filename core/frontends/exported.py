@@ -58,6 +58,12 @@ _RENAMED = {
 #: Checks torch.export records; ONNX Runtime checks shapes itself.
 _DROPPED = re.compile(r"aten::(_assert_.*|_functional_assert_.*|sym_constrain_range.*|"
                       r"_print)$")
+#: The trip count TorchScript gives a while loop (no limit).
+_WHILE_TRIPS = 2**63 - 1
+#: Higher-order ops that only wrap a subgraph -> the position of that subgraph in their
+#: arguments (its inputs follow it).
+_WRAPPERS = {torch.ops.higher_order.wrap_with_set_grad_enabled: 1,
+             torch.ops.higher_order.wrap_with_autocast: 4}
 _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1,
                    torch.channels_last: 2, torch.channels_last_3d: 3}
 _LAYOUTS = {torch.strided: 0, torch.sparse_coo: 1}
@@ -297,15 +303,82 @@ class _Reader:
         graph._inputs = tensors + param_values
         notes: list[str] = []
         for node in program.graph.nodes:
-            if node.op == "call_function":
-                self.call(graph, node)
-            elif node.op == "output":
+            if node.op == "output":
                 graph.set_outputs(self.outputs(graph, node, notes))
             elif node.op != "placeholder":
-                raise OnnxExporterError(
-                    f"The exported graph has a {node.op} node ({node.name}), which oxport cannot "
-                    "read yet; export with dynamo=False.")
+                self.read_node(graph, node, program.graph_module)
         return graph, examples, names, [(t, tensor) for _, t, tensor in params], notes
+
+    def read_node(self, block: SourceBlock, node: torch.fx.Node, owner: torch.nn.Module
+                  ) -> None:
+        if node.op == "call_function":
+            self.call(block, node)
+        elif node.op == "get_attr":  # a higher-order op's subgraph
+            self.env[node] = getattr(owner, node.target)
+        else:
+            raise OnnxExporterError(
+                f"The exported graph has a {node.op} node ({node.name}), which oxport cannot "
+                "read; export with dynamo=False.")
+
+    def inline(self, block: SourceBlock, module: torch.fx.GraphModule,
+               inputs: Sequence[SourceValue]) -> list[SourceValue]:
+        """``module``'s graph read into ``block``, its placeholders standing for ``inputs``;
+        returns its outputs."""
+        placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(inputs):
+            raise OnnxExporterError(
+                f"Internal error: a subgraph takes {len(placeholders)} inputs, got {len(inputs)}.")
+        self.env.update(zip(placeholders, inputs))
+        outputs: list[SourceValue] = []
+        for node in module.graph.nodes:
+            if node.op == "output":
+                outputs = [self.argument(block, arg, None)
+                           for arg in pytree.tree_leaves(node.args[0])]
+            elif node.op != "placeholder":
+                self.read_node(block, node, module)
+        return outputs
+
+    def higher_order(self, block: SourceBlock, node: torch.fx.Node) -> bool:
+        """torch.cond as TorchScript's ``prim::If``, while_loop as ``prim::Loop``; grad-mode
+        and autocast wrappers inlined. False for another op."""
+        target, args = node.target, node.args
+        if target is torch.ops.higher_order.cond:
+            predicate, true_module, false_module, operands = args
+            condition = self.argument(block, predicate, None)
+            operand_values = [self.argument(block, a, None) for a in operands]
+            branches = []
+            for module in (true_module, false_module):
+                branch = SourceBlock()
+                branch.set_outputs(self.inline(branch, self.env[module], operand_values))
+                branches.append(branch)
+            self.emit(block, node, "prim::If", "(no schema)", [condition], None,
+                      blocks=branches)
+            return True
+        if target is torch.ops.higher_order.while_loop:
+            cond_module, body_module, carried, extra = (self.env[args[0]], self.env[args[1]],
+                                                        args[2], args[3])
+            initial = [self.argument(block, a, None) for a in carried]
+            outer = [self.argument(block, a, None) for a in extra]
+            condition = self.inline(block, cond_module, [*initial, *outer])[0]
+            iteration = SourceValue("iteration", Type("IntType", torch.int64, ()))
+            body_inputs = [SourceValue(f"{p.name}.carried", self.type_of(p.meta.get("val")))
+                           for p in body_module.graph.nodes if p.op == "placeholder"
+                           ][:len(initial)]
+            body = SourceBlock([iteration, *body_inputs])
+            updated = self.inline(body, body_module, [*body_inputs, *outer])
+            again = self.inline(body, cond_module, [*updated, *outer])[0]
+            body.set_outputs([again, *updated])
+            trips = constant(block, _WHILE_TRIPS, Type("IntType", torch.int64, ()))
+            self.emit(block, node, "prim::Loop", "(no schema)", [trips, condition, *initial],
+                      None, blocks=[body])
+            return True
+        wrapped = _WRAPPERS.get(target)
+        if wrapped is not None:
+            module, operands = self.env[args[wrapped]], args[wrapped + 1:]
+            self.env[node] = self.inline(block, module,
+                                         [self.argument(block, a, None) for a in operands])
+            return True
+        return False
 
     def outputs(self, graph: SourceGraph, node: torch.fx.Node, notes: list[str]
                 ) -> list[SourceValue]:
@@ -319,10 +392,12 @@ class _Reader:
             results.append(self.argument(graph, arg, None))
         return results
 
-    def call(self, graph: SourceGraph, node: torch.fx.Node) -> None:
+    def call(self, graph: SourceBlock, node: torch.fx.Node) -> None:
         target = node.target
         if target is operator.getitem:
             self.env[node] = self.env[node.args[0]][node.args[1]]
+            return
+        if isinstance(target, torch._ops.HigherOrderOperator) and self.higher_order(graph, node):
             return
         if isinstance(target, torch._ops.OpOverload):
             name = target._schema.name
@@ -399,14 +474,16 @@ class _Reader:
         python = _python_value(value)
         return constant(graph, python, _constant_type(python, schema_type))
 
-    def emit(self, graph: SourceGraph, node: torch.fx.Node, kind: str, schema: str,
-             inputs: list[SourceValue], returns: Sequence[Any] | None) -> None:
+    def emit(self, graph: SourceBlock, node: torch.fx.Node, kind: str, schema: str,
+             inputs: list[SourceValue], returns: Sequence[Any] | None,
+             blocks: Sequence[SourceBlock] = ()) -> None:
         example = node.meta.get("val")
         source = _stack(node.meta.get("stack_trace"))
         scope = _scope(node.meta.get("nn_module_stack"), self._prefix)
         is_list = returns is not None and len(returns) == 1 and \
             returns[0].type.kind() == "ListType"
-        multiple = returns is not None and len(returns) > 1
+        multiple = (returns is not None and len(returns) > 1) or (
+            blocks and isinstance(example, (list, tuple)))
         if multiple:
             examples = list(example) if isinstance(example, (list, tuple)) else [example]
             types = [self.type_of(e) for e in examples]
@@ -415,7 +492,7 @@ class _Reader:
         else:
             types = [self.type_of(example)]
         made = graph.append(SourceNode(kind, schema, inputs, types, names=[node.name],
-                                       source=source, scope=scope))
+                                       source=source, scope=scope, blocks=blocks))
         if is_list and isinstance(example, (list, tuple)):
             unpack = graph.append(SourceNode(
                 "prim::ListUnpack", "(no schema)", [made.output()],

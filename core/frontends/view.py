@@ -28,7 +28,7 @@ that read another graph kind (torch.export's FX graphs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from oxport.ir import Type
@@ -129,8 +129,8 @@ class SourceNode:
     def outputsSize(self) -> int:  # noqa: N802
         return len(self._outputs)
 
-    def blocks(self) -> list[SourceBlock]:
-        return list(self._blocks)
+    def blocks(self) -> Iterator[SourceBlock]:
+        return iter(self._blocks)
 
     def attributeNames(self) -> list[str]:  # noqa: N802
         return list(self._attributes)
