@@ -6,7 +6,9 @@ figure is the median of ``--repeat`` runs. Per model it reports:
 
 * seconds of the export call, and the *floor*: ``torch.jit.trace`` of the model
   (``check_trace=False``) plus writing its unique weight bytes once, raw, to a file,
-  both measured in their own fresh subprocess;
+  both measured in their own fresh subprocess; for oxport's torch.export front end
+  (``oxport-export``, ``dynamo=True``) the floor is ``torch.export.export`` of the model
+  (the same dynamic axes) plus the same write;
 * extra memory: peak RSS during the export (``VmHWM``, reset just before the call)
   minus RSS before it, divided by the unique weight bytes (one eager forward runs
   before, for every exporter and the floor: first-call initialisation of torch's
@@ -50,8 +52,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-EXPORTERS = ("floor", "oxport", "ts", "dynamo")
-LABELS = {"oxport": "oxport", "ts": "TorchScript", "dynamo": "dynamo", "floor": "floor"}
+EXPORTERS = ("floor", "oxport", "ts", "dynamo", "oxport-export")
+LABELS = {"oxport": "oxport", "ts": "TorchScript", "dynamo": "dynamo", "floor": "floor",
+          "oxport-export": "oxport (torch.export)", "floor-export": "export floor"}
 OPSET = 20
 RTOL, ATOL = 1e-3, 1e-5
 MARKER = "@@bench@@"
@@ -88,26 +91,43 @@ def _export(exporter: str, model: Any, inputs: tuple[Any, ...], spec: Any, path:
     if exporter == "ts":
         torch.onnx.export(model, inputs, path, dynamo=False, **common)
         return {}
+    if exporter == "oxport-export":
+        import oxport
+        result = oxport.export(model, inputs, path, dynamo=True, **common)
+        return {"phases": result.timings}
     if exporter == "dynamo":
-        # Its dynamic_axes conversion fails on *args forwards: the same axes as Dim.DYNAMIC.
-        dims = tuple({axis: torch.export.Dim.DYNAMIC for axis in spec.dynamic_axes.get(name, {})}
-                     for name in spec.input_names)
-        varargs = any(p.kind == p.VAR_POSITIONAL
-                      for p in inspect.signature(model.forward).parameters.values())
         del common["dynamic_axes"]
         torch.onnx.export(model, inputs, path, dynamo=True,
-                          dynamic_shapes=(dims,) if varargs else dims, **common)
+                          dynamic_shapes=_dynamic_shapes(model, spec), **common)
         return {}
     raise ValueError(exporter)
 
 
-def _floor(model: Any, inputs: tuple[Any, ...], path: str) -> dict[str, Any]:
-    """``torch.jit.trace`` alone, then the unique weight bytes written once, raw."""
+def _dynamic_shapes(model: Any, spec: Any) -> Any:
+    """The model's dynamic axes as torch.export's Dim.DYNAMIC (torch.onnx's dynamic_axes
+    conversion fails on *args forwards)."""
+    import torch
+
+    dims = tuple({axis: torch.export.Dim.DYNAMIC for axis in spec.dynamic_axes.get(name, {})}
+                 for name in spec.input_names)
+    varargs = any(p.kind == p.VAR_POSITIONAL
+                  for p in inspect.signature(model.forward).parameters.values())
+    return (dims,) if varargs else dims
+
+
+def _floor(model: Any, inputs: tuple[Any, ...], path: str, spec: Any = None
+           ) -> dict[str, Any]:
+    """``torch.jit.trace`` (with ``spec``: ``torch.export.export`` with its dynamic axes)
+    alone, then the unique weight bytes written once, raw."""
     import torch
 
     start = time.perf_counter()
-    with torch.no_grad():
-        torch.jit.trace(model, inputs, check_trace=False)
+    if spec is not None:
+        torch.export.export(model, inputs, dynamic_shapes=_dynamic_shapes(model, spec),
+                            strict=False)
+    else:
+        with torch.no_grad():
+            torch.jit.trace(model, inputs, check_trace=False)
     traced = time.perf_counter() - start
     seen: set[tuple[int, int, tuple[int, ...]]] = set()
     with open(path, "wb") as handle:
@@ -205,21 +225,23 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[st
     inputs = spec.inputs()
     with torch.no_grad():  # first-call initialisation of torch's kernels is no export's cost
         model(*inputs)
-    if exporter == "oxport":
+    if exporter.startswith("oxport"):
         import oxport  # noqa: F401 - imports are not part of the export time
     elif exporter in ("ts", "dynamo"):
         import torch.onnx  # noqa: F401
     if exporter == "dynamo":
         import onnxscript  # noqa: F401
         import torch.onnx._internal.exporter._core  # noqa: F401
-    path = os.path.join(out_dir, "model.onnx" if exporter != "floor" else "weights.bin")
+    floors = ("floor", "floor-export")
+    path = os.path.join(out_dir, "model.onnx" if exporter not in floors else "weights.bin")
     result: dict[str, Any] = {"weight_bytes": unique_weight_bytes(model)}
     before = _status()["VmRSS"]
     result["peak_exact"] = _reset_peak()
     start = time.perf_counter()
     try:
-        if exporter == "floor":
-            result.update(_floor(model, inputs, path))
+        if exporter in floors:
+            result.update(_floor(model, inputs, path,
+                                 spec if exporter == "floor-export" else None))
         else:
             result.update(_export(exporter, model, inputs, spec, path))
     except Exception as exc:  # noqa: BLE001 - an exporter failing is a result
@@ -233,7 +255,7 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[st
     result["file_bytes"] = sum(os.path.getsize(os.path.join(out_dir, f))
                                for f in os.listdir(out_dir))
     result["files"] = len(os.listdir(out_dir))
-    if verify and exporter != "floor":
+    if verify and exporter not in floors:
         result.update(_verify(path, model, spec))
     return result
 
@@ -288,16 +310,17 @@ def summarize(model: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, An
                         "dyn_error"):
                 if key in first:
                     entry[key] = first[key]
-        if exporter == "oxport" and ok:
+        if exporter in ("oxport", "oxport-export") and ok:
             phases = [r["phases"] for r in ok if "phases" in r]
             entry["phases"] = {k: statistics.median(p.get(k, 0.0) for p in phases)
                                for k in phases[0]} if phases else {}
         if ok:
             summary["weight_bytes"] = ok[0]["weight_bytes"]
         summary[exporter] = entry
-    floor = summary.get("floor", {})
-    if floor.get("trace_s") is not None:
-        floor["seconds"] = floor["trace_s"] + floor["write_s"]
+    for name in ("floor", "floor-export"):
+        floor = summary.get(name, {})
+        if floor.get("trace_s") is not None:
+            floor["seconds"] = floor["trace_s"] + floor["write_s"]
     summary["load"] = statistics.mean(r.get("load", 0.0) for rs in runs.values() for r in rs)
     return summary
 
@@ -361,13 +384,36 @@ def tables(summaries: list[dict[str, Any]]) -> str:
             True: "", "fp32": " (fp32)"}.get(ox.get("ort_ok"), " **(over)**")
         dyn = " / ".join(_check(e, "dyn_ok") for e in trio)
         other_rows.append(f"| {s['model']} | {mem} | {size} | {nodes} | {err_text} | {dyn} |")
-    return "\n".join(time_rows) + "\n\n" + "\n".join(other_rows) + "\n"
+    text = "\n".join(time_rows) + "\n\n" + "\n".join(other_rows) + "\n"
+    if any("oxport-export" in s for s in summaries):
+        text += "\n" + _export_front_end_table(summaries)
+    return text
+
+
+def _export_front_end_table(summaries: list[dict[str, Any]]) -> str:
+    """oxport's torch.export front end against its floor (torch.export.export + the
+    weights written once), torch's dynamo exporter and oxport's TorchScript front end."""
+    rows = ["| model | export floor s (export + write) | oxport (torch.export) s | ÷ floor | "
+            "dynamo ÷ it | TorchScript front end ÷ it | extra mem ÷ weights | nodes (it / dy) "
+            "| matches eager, 2nd shape |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for s in summaries:
+        w = s.get("weight_bytes", 0)
+        ex, fl, dy, ox = (s.get(k, {}) for k in ("oxport-export", "floor-export", "dynamo",
+                                                 "oxport"))
+        floor_text = (f"{fl['seconds']:.2f} ({fl['trace_s']:.2f} + {fl['write_s']:.2f})"
+                      if fl.get("seconds") else "–")
+        rows.append(
+            f"| {s['model']} | {floor_text} | {_secs(ex)} | "
+            f"{_ratio(ex.get('seconds'), fl.get('seconds'))} | {_peer(dy, ex)} | "
+            f"{_peer(ox, ex)} | {_per_weight(ex, 'extra_bytes', w)} | "
+            f"{ex.get('nodes', '–')} / {dy.get('nodes', '–')} | {_check(ex, 'dyn_ok')} |")
+    return "\n".join(rows) + "\n"
 
 
 def failures(summaries: list[dict[str, Any]]) -> str:
     lines = []
     for s in summaries:
-        for exporter in ("oxport", "ts", "dynamo"):
+        for exporter in ("oxport", "ts", "dynamo", "oxport-export"):
             entry = s.get(exporter, {})
             for key in ("error", "ort_error", "dyn_error"):
                 if entry.get(key):
@@ -456,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         specs = [s for s in MODELS if args.full or not s.full_only]
     repeat = args.repeat or (1 if args.quick else 3)
-    exporters = ["floor", *args.exporters]
+    exporters = ["floor", *(["floor-export"] if "oxport-export" in args.exporters else []),
+                 *args.exporters]
     mode = "quick" if args.quick else "full" if args.full else "default"
 
     env = _child_env()
