@@ -182,6 +182,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "oxport.cli_export:add_export_command"),
     "doctor": ("pre-flight check: unconvertible ops and tracing pitfalls, no file",
                "oxport.cli_doctor:add_doctor_command"),
+    "new-pack": ("create a pip-installable op pack that passes its own tests",
+                 "oxport.cli_new_pack:add_new_pack_command"),
 }
 
 

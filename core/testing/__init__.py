@@ -11,6 +11,9 @@ A third-party pack gets the same runner with one line in its tests::
     from oxport.testing import op_tests
     test_my_pack = op_tests("my-pack")
 
+and, through oxport's pytest plugin (:mod:`oxport.testing.pytest_plugin`, a ``pytest11``
+entry point), the fixture ``oxport_roundtrip``.
+
 Each case runs through the TorchScript front end. With ``OXPORT_TEST_FRONT_ENDS=trace,export``
 (or ``front_ends=``) it also runs through the torch.export front end (``dynamo=True``) at
 its lowest and highest opset, unless it is scripted or declares ``not_exportable``; there
@@ -181,8 +184,6 @@ def _script(model: Any) -> Any:
 
 def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager."""
-    import onnxruntime as ort
-
     import oxport
 
     case, entry, opset = case_run.case, case_run.entry, case_run.opset
@@ -206,14 +207,37 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
         f"{case_run.id}: the symbolic under test ({entry!r}) converted nothing; it used "
         f"{sorted({repr(e) for e in result.used})}. Does the case trace to {entry.name}?")
     assert not result.fallback_uses, f"{case_run.id}: fallbacks stood in: {result.fallback_uses}"
-    model_proto = result.model_proto()
+    check_in_runtime(result.model_proto(), inputs, case.kwargs, expected, rtol=case.rtol,
+                     atol=case.atol, where=case_run.id, check=case.check)
+
+
+def check_in_runtime(model_proto: onnx.ModelProto, inputs: tuple[Any, ...],
+                     kwargs: dict[str, Any], expected: Any, *, rtol: float, atol: float,
+                     where: str = "", check: str = "values") -> list[Any]:
+    """Full ONNX check, then ONNX Runtime on ``inputs`` compared with ``expected`` (eager
+    PyTorch's outputs); returns ONNX Runtime's outputs."""
+    import onnxruntime as ort
+
     onnx.checker.check_model(model_proto, full_check=True)
     session = ort.InferenceSession(model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    feeds = _feeds(session, inputs, case.kwargs)
-    actual = session.run(None, feeds)
-    compare(expected, actual, rtol=case.rtol, atol=case.atol, where=case_run.id,
-            check=case.check)
+    actual = session.run(None, _feeds(session, inputs, kwargs))
+    compare(expected, actual, rtol=rtol, atol=atol, where=where, check=check)
+    return actual
+
+
+def roundtrip(model: Any, args: tuple[Any, ...], *, rtol: float = 1e-4, atol: float = 1e-5,
+              **export_kwargs: Any) -> list[Any]:
+    """Export ``model(*args)`` in memory, check it, run it in ONNX Runtime and compare with
+    eager PyTorch; returns ONNX Runtime's outputs (the pytest fixture ``oxport_roundtrip``)."""
+    import oxport
+
+    model = as_module(model)
+    with torch.no_grad():
+        expected = model(*_cloned(args))
+    result = oxport.convert(model, _cloned(args), **export_kwargs)
+    return check_in_runtime(result.model_proto(), args, {}, expected, rtol=rtol, atol=atol,
+                            where=type(model).__name__)
 
 
 def _cloned(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -276,6 +300,13 @@ def op_tests(*plugin_names: str, distribution: str | None = None,
 
     registry = registry_view()
     entries = entries_of(registry, plugin_names or None, distribution)
+    if not entries:  # an empty parametrization would only skip: say why instead
+        loaded = sorted({e.provenance.plugin for e in registry.entries()})
+        raise LookupError(
+            f"op_tests({', '.join(map(repr, plugin_names))}"
+            f"{f', distribution={distribution!r}' if distribution else ''}): no loaded plugin "
+            f"of that name registers a symbolic (loaded: {', '.join(loaded) or 'none'}). Is "
+            "the pack pip-installed (pip install -e .) and its entry point named so?")
     providers = {e.provenance for e in entries}
     runs = expand(entries, [c for c in registry.cases if c.provenance in providers],
                   front_ends or front_ends_from_environment())
