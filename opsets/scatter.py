@@ -10,6 +10,8 @@ broadcasting.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from oxport import OpPack
@@ -234,16 +236,48 @@ pack.alias(scatter_add, "aten::scatter_add_", since=16)
 @pack.symbolic("aten::scatter_reduce", since=16)
 def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce: Value,
                    include_self: Value | None = None) -> Value:
-    """sum/prod (amax/amin from 18) including ``self``'s values."""
+    """ScatterElements with sum/prod (amax/amin from 18) reductions; ``mean`` divides the
+    sums by the counts (floored for integers). With include_self=False the positions that
+    ``index`` reaches first take the reduction's identity, so only ``src`` counts there."""
     op = "aten::scatter_reduce"
     mode = sh._get_const(reduce, "s", "reduce")
-    if include_self is not None and not sh._get_const(include_self, "b", "include_self"):
-        sh._unimplemented(op, "include_self=False (ScatterElements always includes the data)")
-    if mode not in _REDUCTIONS or mode in ("add", "multiply"):
+    include = include_self is None or sh._get_const(include_self, "b", "include_self")
+    if (mode not in _REDUCTIONS and mode != "mean") or mode in ("add", "multiply"):
         sh._unimplemented(op, f"reduce={mode!r}")
     if mode in ("amax", "amin") and g.opset < 18:
         sh._onnx_opset_unsupported_detailed(op, g.opset, 18, f"reduce={mode!r}")
-    return _scatter(g, op, "ScatterElements", self, dim, index, src, _REDUCTIONS[mode])
+    dtype = self.type().dtype()
+    if not include:
+        identity = g.op("Expand", g.constant(torch.tensor(_identity(mode, dtype), dtype=dtype)),
+                        shape_of(g, index))
+        self = g.op("ScatterElements", self, index, identity,
+                    axis_i=_axis(op, self, dim)).setType(self.type())
+    if mode != "mean":
+        return _scatter(g, op, "ScatterElements", self, dim, index, src, _REDUCTIONS[mode])
+    sums = _scatter(g, op, "ScatterElements", self, dim, index, src, "add")
+    ones = g.op("ConstantOfShape", shape_of(g, index), value_t=torch.ones(1, dtype=dtype))
+    start = g.op("ConstantOfShape", shape_of(g, self),
+                 value_t=torch.full((1,), int(include), dtype=dtype))
+    start.setType(self.type())
+    counts = g.op("Max", _scatter(g, op, "ScatterElements", start, dim, index, ones, "add"),
+                  g.constant(torch.tensor(1, dtype=dtype)))  # unreached: self / 1
+    if dtype.is_floating_point:
+        return g.op("Div", sums, counts)
+    quotient = g.op("Div", sh._cast_to(g, sums, torch.float64),
+                    sh._cast_to(g, counts, torch.float64))
+    return sh._cast_to(g, g.op("Floor", quotient), dtype)
+
+
+def _identity(mode: str, dtype: torch.dtype) -> float | int:
+    """The value a reduction leaves unchanged (what include_self=False starts from)."""
+    if mode in ("sum", "mean"):
+        return 0
+    if mode == "prod":
+        return 1
+    if dtype.is_floating_point:
+        return -math.inf if mode == "amax" else math.inf
+    info = torch.iinfo(dtype)
+    return info.min if mode == "amax" else info.max
 
 
 pack.alias(scatter_reduce, "aten::scatter_reduce_", since=16)

@@ -1,12 +1,13 @@
 """Real ``transformers`` model code, from small configs with random weights (no downloads).
 
 BERT, GPT-2, T5 (encoder-decoder, with ``decoder_input_ids``), a LLaMA decoder
-(grouped-query attention, rotary embeddings, RMSNorm), ViT and Whisper, each exported
-at opsets 13, 17, 20 and 26, Mixtral- and DeepSeek-V3-style mixture-of-experts decoders (expert routing:
-sort, histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: polar,
+(grouped-query attention, rotary embeddings, RMSNorm), ViT and Whisper at opsets 13, 17, 20
+and 26; Mixtral- and DeepSeek-V3-style mixture-of-experts decoders (expert routing: sort,
+histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: polar,
 view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
-(gated delta-rule linear attention: linalg_solve_triangular) at opsets 17 and 20, and
-MobileViTV2 (fold: col2im) at 18 and 20, with a dynamic batch and sequence axis, checked by the full
+(gated delta-rule linear attention: linalg_solve_triangular) at 17 and 20; TAPAS question
+answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
+at 18 and 20. Each is exported with a dynamic batch and sequence axis, checked by the full
 ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
 sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
 inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
@@ -163,6 +164,23 @@ def _mobilevitv2() -> torch.nn.Module:
     return model
 
 
+def _tapas() -> torch.nn.Module:
+    return transformers.TapasForQuestionAnswering(transformers.TapasConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        vocab_size=VOCAB, max_position_embeddings=64))
+
+
+def _table_inputs(batch: int, seq: int) -> dict[str, torch.Tensor]:
+    """A question of 3 tokens, then a table of 2 columns, a cell a token, row by row."""
+    types = torch.zeros(batch, seq, 7, dtype=torch.long)
+    cells = torch.arange(seq - 3)
+    types[:, 3:, 0] = 1  # segment: table
+    types[:, 3:, 1] = cells % 2 + 1  # column
+    types[:, 3:, 2] = cells // 2 + 1  # row
+    return {"input_ids": _tokens(batch, seq), "attention_mask": _mask(batch, seq),
+            "token_type_ids": types}
+
+
 _DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                  "logits": {0: "batch", 1: "seq"}}
 
@@ -209,6 +227,9 @@ SPECS: dict[str, Spec] = {
     "mobilevitv2": Spec(_mobilevitv2, lambda b, s: {"pixel_values": torch.randn(b, 3, 64, 64)},
                         {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"},
                          "pooler_output": {0: "batch"}}, opsets=(18, 20)),
+    "tapas": Spec(_tapas, _table_inputs, {"input_ids": _BS, "attention_mask": _BS,
+                                          "token_type_ids": _BS, "logits": _BS},
+                  opsets=(18, 20)),  # its segment min and max: ScatterElements min/max (18)
     "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
                  {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
                  opsets=(17, 20)),
@@ -235,7 +256,7 @@ def _fixture(name: str) -> _Fixture:
     for size, kwargs in inputs.items():
         with torch.no_grad():
             outputs = model(**kwargs, **_CALL, **_EXTRA.get(name, {}))
-        expected[size] = [y.numpy() for y in outputs]
+        expected[size] = [y.numpy() for y in outputs if y is not None]  # no loss
     return _Fixture(model, inputs, expected)
 
 

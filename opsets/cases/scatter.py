@@ -121,6 +121,16 @@ pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(1, i, s, "ama
           _long([0, 0], [2, 1]), (2, 2), name="amax", min_opset=18)
 pack.case("aten::scatter_reduce_", lambda x, i, s: x.scatter_reduce_(0, i, s, "prod"),
           (3,), _long(0, 0, 2), (3,))
+for _mode in ("sum", "prod", "mean", "amax", "amin"):
+    pack.case("aten::scatter_reduce",
+              lambda x, i, s, m=_mode: x.scatter_reduce(1, i, s, m, include_self=False),
+              (2, 4), _long([0, 0, 2], [3, 1, 3]), (2, 3), name=f"{_mode}_without_self",
+              min_opset=18 if _mode in ("amax", "amin") else None)
+pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "mean"), (4,),
+          _long(0, 0, 2, 0), (4,), name="mean")
+pack.case("aten::scatter_reduce",
+          lambda x, i, s: x.scatter_reduce(0, i, s, "mean", include_self=False),
+          _long(5, -7, 3), _long(0, 0, 1, 1), _long(-4, 1, 2, 4), name="mean_int_floors")
 pack.case("aten::masked_fill", lambda x, m: x.masked_fill(m, -1), (3, 4), _mask(4),
           input_names=["x", "m"], dynamic_axes={"x": [0], })
 pack.case("aten::masked_fill", lambda x, m: x.masked_fill(m, torch.tensor(True)),
