@@ -311,22 +311,24 @@ def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
 def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     """Squeeze the given dims that have size 1 (all such dims without ``dim``).
 
-    Which dims are 1 comes from the traced sizes, as in the traced graph; a dim of
+    ``squeeze()`` is a Squeeze without axes: every dim of size 1 at run time goes, as in
+    eager at any size (typed with the traced rank). For given dims, which are 1 comes from
+    the traced sizes, as in the traced graph (a warning names a dynamic one); a dim of
     unknown size is squeezed.
     """
     sizes = self.type().varyingSizes()
     if dim is None:
-        if sizes is None:
-            return g.op("Squeeze", self)
-        axes = [i for i, s in enumerate(sizes) if s == 1]
-        for axis, traced in enumerate(sizes):
-            g.uses_traced_size(self, axis, f"whether squeeze() removes dim {axis} ({traced})")
-    else:
-        rank = rank_of("aten::squeeze", self)
-        if rank == 0:
-            return self
-        dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
-        axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
+        if sizes is None or 1 not in sizes:
+            return g.op("Squeeze", self) if sizes is None else self
+        return g.op("Squeeze", self).setType(
+            self.type().with_sizes([s for s in self.type().symbolic_sizes() if s != 1]))
+    rank = rank_of("aten::squeeze", self)
+    if rank == 0:
+        return self
+    dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
+    for axis in dims:
+        g.uses_traced_size(self, axis, f"whether squeeze({axis}) removes its dim")
+    axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
     return sh._squeeze_helper(g, self, axes) if axes else self
 
 

@@ -71,6 +71,9 @@ CASES = [
     ("triu", lambda x: x.triu(1), ((3, 4),), ((5, 2),), {"x": [0, 1]}, [11, 14, 20]),
     ("diagonal", lambda x: x.diagonal(-1), ((3, 4),), ((6, 3),), {"x": [0, 1]}, [11, 20]),
     ("chunk", lambda x: x.chunk(2, 1), ((2, 4),), ((3, 6),), {"x": [0, 1]}, [18, 20]),
+    ("squeeze_all", lambda x: x.squeeze() * 2, ((1, 3, 1),), ((1, 1, 1),), {"x": [1]}, [11, 13, 20]),
+    ("squeeze_all_data_dependent", lambda x: x[x > 0][None].squeeze(),
+     (torch.tensor([1.0, -1.0, -2.0]),), (torch.tensor([1.0, 2.0, -1.0]),), {}, [11, 20]),
     ("slice_tensor_index", lambda x, i: x[i:], ((6,), _long(2)), ((9,), _long(3)), {"x": [0]},
      [10, 20]),
     # Piece sizes read at run time (the number of pieces is the traced one).
@@ -139,10 +142,11 @@ def test_indexed_assignment_below_opset_11_names_the_opset():
     (lambda x: torch.split(x, 6, 1)[-1], (2, 13), {"x": [0]}, False),
     (lambda x: torch.chunk(x, 3, 0)[0], (13,), None, False),
     (lambda x: x.unbind(0)[0], (3, 2), {"x": [0]}, True),
-    (lambda x: x.squeeze(), (1, 3), {"x": [1]}, True),
+    (lambda x: x.squeeze(1), (1, 3), {"x": [1]}, True),
+    (lambda x: x.squeeze(), (1, 3), {"x": [1]}, False),  # Squeeze without axes: any size
     (lambda x: (lambda y: (y.unbind(1)[0], y))(x * 2), (3, 4), {"x": [1]}, True),
-], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "unbind", "squeeze",
-        "unbind_of_an_output"])
+], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "unbind", "squeeze_dim",
+        "squeeze_all", "unbind_of_an_output"])
 def test_warns_when_a_dynamic_axis_fixes_a_traced_count(model, size, axes, warns):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
