@@ -24,8 +24,6 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import onnx
-
 from oxport.errors import RegistryError
 from oxport.hookspecs import hookimpl
 from oxport.opset_versions import MAX_OPSET, MIN_OPSET
@@ -35,6 +33,8 @@ _QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w.\-]*::[A-Za-z_]\w*(\.\w+)?$")
 
 def newest_known_opset() -> int:
     """The newest ai.onnx opset the installed ``onnx`` package knows."""
+    import onnx  # here, not at the top: listing plugins imports this module, not onnx
+
     return onnx.defs.onnx_opset_version()
 
 

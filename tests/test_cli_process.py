@@ -123,3 +123,15 @@ def test_warnings_name_the_model_line_and_advice_names_flags(tmp_path):
     assert named.returncode == 2
     assert "--dynamic-axis names 'image'" in named.stderr
     assert "name them with --input-names and --output-names first" in named.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plugins"], ["plugins", "--json"]])
+def test_help_and_listing_plugins_do_not_import_torch(tmp_path, args):
+    """What keeps them fast (benchmarks/cli_startup.py times them against their bars)."""
+    code = ("import sys\nfrom oxport.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n"
+            "    pass\nprint(sorted(m for m in ('torch', 'onnx', 'numpy') if m in sys.modules))"
+            % (args,))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=tmp_path, env=env(), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
