@@ -100,6 +100,18 @@ class Type:
     def symbolic_sizes(self) -> list[int | str | None] | None:
         return None if self._shape is None else list(self._shape)
 
+    def isSubtypeOf(self, other: Any) -> bool:  # noqa: N802 - torch._C.Type's surface
+        """Whether this type is ``other`` (a ``torch._C`` type or a Type) or narrower, by kind
+        and element kind: what torch.onnx's helpers ask (``_is_tensor``, ``_is_list``)."""
+        kind = other.kind()
+        if kind == "AnyType":
+            return True
+        if kind != self._kind:
+            return False
+        if kind in ("ListType", "OptionalType") and self._elem is not None:
+            return self._elem.isSubtypeOf(other.getElementType())
+        return True
+
     def isCompleteTensor(self) -> bool:  # noqa: N802
         return (self._kind == "TensorType" and self._dtype is not None
                 and self._shape is not None and all(isinstance(d, int) for d in self._shape))

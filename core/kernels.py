@@ -4,13 +4,16 @@ Symbolics emit the op PyTorch computes in the dtype it computes in (``Sub`` of i
 ``Where`` of int16, ``Elu`` of float64). Where the ONNX schema at the export's opset does
 not allow that dtype, or ONNX Runtime's CPU kernels lack it (``RUNTIME_GAPS``), this pass
 computes the node in the nearest dtype that works and casts the result back, so the file
-both validates and runs. Dtypes come from the values' types, else from the schemas of the
-producing nodes (no shape inference).
+both validates and runs. A constant whose dtype differs from the computed inputs sharing
+its type parameter takes theirs (a torch.onnx symbolic filling a float tensor with a bool
+0). Dtypes come from the values' types, else from the schemas of the producing nodes (no
+shape inference).
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import onnx
 import torch
@@ -109,12 +112,7 @@ def legalize_dtypes(graph: Graph, opset: int) -> int:
         if schema is None:
             nodes.append(node)
             continue
-        bound: dict[str, torch.dtype] = {}
-        for index, value in enumerate(node._inputs):
-            param = _param(schema.inputs, index)
-            dtype = dtype_of(value) if value is not None else None
-            if param is not None and dtype is not None:
-                bound.setdefault(param, dtype)
+        bound = _bind_constants_to_tensors(graph, node, schema, dtype_of, nodes)
         wider = {}
         for param, dtype in bound.items():
             if not supported(node.op_type, opset, param, dtype):
@@ -139,6 +137,28 @@ def legalize_dtypes(graph: Graph, opset: int) -> int:
                 known[id(out)] = torch_dtype(node.attrs["to"][1])
     graph.nodes = nodes
     return changed
+
+
+def _bind_constants_to_tensors(graph: Graph, node: Node, schema: onnx.defs.OpSchema,
+                               dtype_of: Any, nodes: list[Node]) -> dict[str, torch.dtype]:
+    """Each type parameter's dtype, from the node's computed (non-constant) inputs first. A
+    constant of another dtype where the parameter asks for one dtype takes the computed
+    inputs' (as a Python scalar takes the tensor's in PyTorch: ``masked_fill`` by a bool 0
+    in a torch.onnx symbolic); its Cast is appended to ``nodes`` and folded later."""
+    bound: dict[str, torch.dtype] = {}
+    params = [_param(schema.inputs, i) for i in range(len(node._inputs))]
+    for constants_too in (False, True):
+        for value, param in zip(node._inputs, params):
+            dtype = dtype_of(value) if value is not None else None
+            if param is not None and dtype is not None and (constants_too or not value.is_const):
+                bound.setdefault(param, dtype)
+    for index, (value, param) in enumerate(zip(node._inputs, params)):
+        if value is not None and value.is_const and param in bound and \
+                not param.startswith("tensor(") and dtype_of(value) not in (None, bound[param]):
+            cast = _cast(graph, node, value, bound[param])
+            node._inputs[index] = cast._outputs[0]
+            nodes.append(cast)
+    return bound
 
 
 def _cast(graph: Graph, template: Node, value: Value, dtype: torch.dtype,

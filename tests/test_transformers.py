@@ -7,7 +7,8 @@ histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: pol
 view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
 (gated delta-rule linear attention: linalg_solve_triangular) at 17 and 20; TAPAS question
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
-at 18 and 20. Each is exported with a dynamic batch and sequence axis, checked by the full
+at 18 and 20; SEW-D (an autograd Function whose static symbolic calls torch.onnx's own
+symbolics) at 13 and 17 with a dynamic batch. Each is exported with a dynamic batch and sequence axis, checked by the full
 ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
 sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
 inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
@@ -164,6 +165,16 @@ def _mobilevitv2() -> torch.nn.Module:
     return model
 
 
+def _sew_d() -> torch.nn.Module:
+    """Its attention softmax is an autograd Function whose static symbolic calls torch.onnx's
+    own masked_fill and softmax (prim::PythonOp)."""
+    return transformers.SEWDModel(transformers.SEWDConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2, squeeze_factor=2, position_buckets=8,
+        max_position_embeddings=64))
+
+
 def _tapas() -> torch.nn.Module:
     return transformers.TapasForQuestionAnswering(transformers.TapasConfig(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
@@ -222,6 +233,10 @@ SPECS: dict[str, Spec] = {
     "deepseek_v3": Spec(_deepseek, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "deepseek_v2": Spec(_deepseek_v2, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "qwen3_next": Spec(_qwen3_next, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    # Dynamic batch only: the conv feature extractor's output length is traced as a constant.
+    "sew_d": Spec(_sew_d, lambda b, s: {"input_values": torch.randn(b, 400)},
+                  {"input_values": {0: "batch"}, "last_hidden_state": {0: "batch"}},
+                  opsets=(13, 17)),
     # Col2Im (opset 18) folds the patches back at the sizes of the traced image: the batch
     # is the dynamic axis.
     "mobilevitv2": Spec(_mobilevitv2, lambda b, s: {"pixel_values": torch.randn(b, 3, 64, 64)},
