@@ -130,6 +130,24 @@ class ExportResult:
         table = node_origins(self)
         return table if node_name is None else table[node_name]
 
+    def input_leaves(self) -> list[int] | None:
+        """For each ONNX graph input (user inputs, in order), the index of the leaf of
+        the flattened ``args`` it comes from (``pytree.tree_leaves`` of the (positional,
+        named) arguments, as :func:`oxport.trace.normalize_args` splits them); None when
+        the front end did not say (then the inputs are the args' tensors, in order)."""
+        return _input_leaves(self.graph)
+
+    def feeds(self, args: Any) -> dict[str, Any]:
+        """ONNX Runtime feeds (name -> numpy array) for ``args`` given in export's form."""
+        from torch.utils import _pytree as pytree
+
+        leaves = pytree.tree_leaves(trace.normalize_args(args))
+        slots = self.input_leaves()
+        if slots is None:
+            slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        names = [i.name for i in self.serialized.model.graph.input]
+        return {name: trace.feed_array(leaves[leaf]) for name, leaf in zip(names, slots)}
+
     def plugins_used(self) -> dict[str, int]:
         """How many TorchScript nodes each plugin converted."""
         counts: dict[str, int] = {}
@@ -295,6 +313,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                     across_modules=not as_functions,
                     constants_as_initializers=not keep_initializers_as_inputs)
             passes.eliminate_dead_code(graph)
+            input_names, dynamic_axes = _drop_unused_inputs(graph, input_names, dynamic_axes)
             for domain in list(graph.opset_imports):
                 if domain:
                     graph.opset_imports[domain] = conversion.domain_version(domain)
@@ -303,7 +322,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
 
         with progress.phase("serialize", timings):
             serialized = serialize.serialize(
-                graph, input_names=input_names, output_names=output_names,
+                graph, input_names=input_names,
+                output_names=_output_names(output_names, front, graph, input_names),
                 dynamic_axes=dynamic_axes,
                 export_params=export_params,
                 keep_initializers_as_inputs=keep_initializers_as_inputs,
@@ -758,6 +778,46 @@ def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
         elif key not in (output_names or ()):
             return None
     return result
+
+
+def _input_leaves(graph: Graph) -> list[int] | None:
+    leaves = [(value.meta or {}).get("arg_leaf") for value in graph.inputs]
+    return None if None in leaves else leaves  # type: ignore[return-value]
+
+
+def _drop_unused_inputs(graph: Graph, input_names: Sequence[str] | None,
+                        dynamic_axes: Mapping[str, Any] | None
+                        ) -> tuple[Sequence[str] | None, Mapping[str, Any] | None]:
+    """Drop the user inputs nothing reads, as torch.onnx does; ``input_names`` named them
+    before the drop (as in torch.onnx), so their names and dynamic axes go with them."""
+    if _input_leaves(graph) is None:
+        return input_names, dynamic_axes  # which argument feeds which input is unknown: keep all
+    names = list(input_names or [])
+    before = [names[i] if i < len(names) else serialize._clean(value.name)
+              for i, value in enumerate(graph.inputs)]
+    dropped = set(passes.drop_unused_inputs(graph))
+    if not dropped:
+        return input_names, dynamic_axes
+    graph.dropped_inputs = [before[i] for i in sorted(dropped)]
+    names = [name for i, name in enumerate(names) if i not in dropped]
+    if isinstance(dynamic_axes, Mapping):
+        dynamic_axes = {key: axes for key, axes in dynamic_axes.items()
+                        if key not in graph.dropped_inputs}
+    return names, dynamic_axes
+
+
+def _output_names(given: Sequence[str] | None, front: trace.FrontEnd, graph: Graph,
+                  input_names: Sequence[str] | None) -> Sequence[str] | None:
+    """``output_names``, completed with the dict keys and namedtuple fields the model
+    returned its outputs under, when each remaining output has one and none is taken."""
+    names = list(given or [])
+    keyed = front.output_names[len(names):]
+    taken = {*names, *(input_names or ()), *graph.initializers,
+             *(serialize._clean(v.name) for v in graph.inputs)}
+    if len(front.output_names) != len(graph.outputs) or not keyed or not all(keyed) \
+            or len(set(keyed)) != len(keyed) or taken & set(keyed):
+        return given
+    return [*names, *keyed]  # type: ignore[list-item]
 
 
 def _is_training(model: Any, mode: TrainingMode) -> bool:

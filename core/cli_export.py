@@ -28,7 +28,7 @@ from oxport.cli_common import (
     opset_arg,
     shape_arg,
 )
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.errors import DynamicAxesWarning, InvalidExportArgumentError, OnnxExporterError
 from oxport.types import DEFAULT_OPSET
 
 EXIT_CODES = f"""exit status:
@@ -134,7 +134,7 @@ def run_export(args: argparse.Namespace) -> int:
             summary = _export(args)
         except UsageError as exc:
             return _fail(args, EXIT_USAGE, str(exc), caught)
-        except InvalidExportArgumentError as exc:
+        except (InvalidExportArgumentError, DynamicAxesWarning) as exc:
             return _fail(args, EXIT_USAGE, str(exc), caught)
         except VerificationFailed as exc:
             return _fail(args, EXIT_MISMATCH, str(exc), caught)
@@ -210,6 +210,8 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         if args.script:
             model = _script(model)
         path = args.output or f"{args.example or args.target.rpartition(':')[2]}.onnx"
+        # A --dynamic-axis naming no input or output is a usage error here, not a warning.
+        warnings.simplefilter("error", DynamicAxesWarning)
         result = oxport.export(
             model, inputs, path, input_names=input_names or None,
             output_names=output_names or None, opset_version=args.opset,

@@ -112,3 +112,9 @@ def how_to_set(param: str, value: Any = None) -> str:
     if value is None:
         return f"{param}="
     return f"{param}={[value]!r}" if param in _LIST_PARAMS else f"{param}={value!r}"
+
+
+class DynamicAxesWarning(UserWarning):
+    """``dynamic_axes`` names something that is neither an input nor an output: the entry is
+    ignored, as torch.onnx does (``warnings.simplefilter("error", DynamicAxesWarning)``
+    makes it an error)."""

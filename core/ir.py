@@ -406,6 +406,8 @@ class Graph:
             self.functions: list[Any] = []
             self._counter = itertools.count()
             self.metadata: dict[str, str] = {}
+            #: Names of the user inputs dropped because nothing reads them.
+            self.dropped_inputs: list[str] = []
 
     @property
     def root(self) -> Graph:

@@ -55,6 +55,16 @@ def eliminate_dead_code(graph: Graph) -> int:
     return removed
 
 
+def drop_unused_inputs(graph: Graph) -> list[int]:
+    """Remove the user inputs nothing reads, as torch.onnx does (an input the outputs do
+    not depend on, or whose value the trace baked in); returns their former positions."""
+    used: set[int] = {id(v) for v in graph.outputs}
+    _mark_subgraph_uses(graph, used)
+    dropped = [i for i, v in enumerate(graph.inputs) if id(v) not in used]
+    graph.inputs = [v for v in graph.inputs if id(v) in used]
+    return dropped
+
+
 def _mark_subgraph_uses(graph: Graph, used: set[int]) -> None:
     for node in graph.walk():
         used.update(id(v) for v in node._inputs if v is not None)

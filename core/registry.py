@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from oxport import torch_onnx_compat
 from oxport.errors import RegistryError
 from oxport.hookspecs import hookimpl
 from oxport.opset_versions import MAX_OPSET, MIN_OPSET
@@ -141,11 +142,16 @@ def validate_since(since: Any, name: str) -> int:
 
 
 def validate_symbolic(fn: Any, name: str, where: object) -> None:
-    """Check that a symbolic is callable."""
+    """Check that a symbolic is callable and not written against torch.onnx's modules."""
     if not callable(fn):
         raise RegistryError(
             f"{name}: the symbolic from {where} is {fn!r}, which is not callable: register "
             "a function fn(g, *inputs, **attributes) that returns the output Value(s).")
+    advice = torch_onnx_compat.torch_onnx_advice(fn)
+    if advice:
+        raise RegistryError(
+            f"{name}: the symbolic {getattr(fn, '__qualname__', fn)!r} from {where} cannot "
+            f"run in oxport. {advice}")
 
 
 class ShadowingWarning(UserWarning):

@@ -191,14 +191,18 @@ def source_pitfalls(model: Any) -> list[Pitfall]:
 
 
 def graph_pitfalls(graph: Graph, input_names: Sequence[str]) -> list[Pitfall]:
-    """Inputs the exported graph never reads: their values were baked in (``Tensor.data``,
-    ``.numpy()``, ``.item()``) or the model ignores them."""
+    """Inputs the exported graph never reads (dropped from it, as torch.onnx drops them):
+    their values were baked in (``Tensor.data``, ``.numpy()``, ``.item()``) or the model
+    ignores them."""
     used = {id(v) for node in graph.walk() for v in node._inputs if v is not None}
     used |= {id(v) for v in graph.outputs}
-    return [Pitfall("unused-input", "", "", f"the graph never reads input {name!r}: if the "
-                    "model uses it, its value was baked in as a constant (Tensor.data, "
-                    ".numpy(), .item()), so the model only works for the example value.")
-            for value, name in zip(graph.inputs, input_names) if id(value) not in used]
+    unread = [*graph.dropped_inputs,
+              *(name for value, name in zip(graph.inputs, input_names) if id(value) not in used)]
+    return [Pitfall("unused-input", "", "", f"the graph never reads input {name!r}, so it was "
+                    "dropped: if the model uses it, its value was baked in as a constant "
+                    "(Tensor.data, .numpy(), .item()), so the model only works for the example "
+                    "value.")
+            for name in unread]
 
 
 def merge_pitfalls(*groups: Iterable[Pitfall]) -> list[Pitfall]:

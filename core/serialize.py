@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
@@ -30,6 +31,7 @@ from onnx import TensorProto, helper
 from oxport import infer
 from oxport.errors import (
     CheckerError,
+    DynamicAxesWarning,
     InvalidExportArgumentError,
     OnnxExporterError,
     how_to_set,
@@ -391,11 +393,12 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
     result: dict[str, dict[int, str]] = {}
     for key, spec in dynamic_axes.items():
         if key not in inputs and key not in outputs:
-            raise InvalidExportArgumentError(
-                f"{how_to_set('dynamic_axes').rstrip('=')} names {key!r}, which is neither an "
-                "input nor an output. "
-                f"Inputs are {inputs}, outputs are {outputs}; name them with "
-                f"{how_to_set('input_names')} and {how_to_set('output_names')} first.")
+            warnings.warn(
+                f"oxport: {how_to_set('dynamic_axes').rstrip('=')} names {key!r}, which is "
+                f"neither an input nor an output (inputs {inputs}, outputs {outputs}); it is "
+                f"ignored, as torch.onnx does. Name them with {how_to_set('input_names')} and "
+                f"{how_to_set('output_names')}.", DynamicAxesWarning, stacklevel=2)
+            continue
         if isinstance(spec, Mapping):
             pairs = list(spec.items())
         elif isinstance(spec, (list, tuple)):

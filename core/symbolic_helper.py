@@ -463,3 +463,4 @@ def _run_symbolic(g: Any, name: str, *args: Any, type_: Type | None = None) -> V
     if type_ is not None and result.type().dtype() is None:
         result.setType(type_)
     return result
+

@@ -51,15 +51,21 @@ class FrontEnd:
     #: What happened to the outputs (dicts flattened, strings dropped).
     output_notes: list[str] = dataclasses.field(default_factory=list)
     scripted: bool = False
+    #: A name for each output from the dict keys and namedtuple fields the model returned
+    #: it under (None where there are none).
+    output_names: list[str | None] = dataclasses.field(default_factory=list)
+    #: For each user input, the index of the leaf of the flattened args it was made from
+    #: (``pytree.tree_leaves(normalize_args(args))``).
+    input_leaves: list[int] = dataclasses.field(default_factory=list)
 
 
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The seed's args forms -> (positional, keyword) arguments.
 
     A single tensor (or number) is a 1-tuple; a trailing dict holds named arguments
-    (so ``(x, {"a": 1}, {})`` passes the dict positionally). Tensors anywhere in the
-    (nested) arguments become graph inputs; every other value (int, float, bool,
-    None, str...) is hard-coded into the graph as the constant it is here.
+    (so ``(x, {"a": 1}, {})`` passes the dict positionally). Tensors and Python ints,
+    floats and bools anywhere in the (nested) arguments become graph inputs (see
+    :func:`as_input`); other values (None, str...) are hard-coded into the graph.
     """
     if isinstance(args, (torch.Tensor, int, float, bool)):
         return (args,), {}
@@ -75,8 +81,31 @@ def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return args, {}
 
 
+def as_input(leaf: Any) -> Any:
+    """An args leaf as the model sees it while tracing, as torch.onnx does: a Python
+    bool, int or float becomes a 0-d bool, int64 or float64 tensor (a graph input the
+    model may read); anything else is unchanged."""
+    if isinstance(leaf, bool):
+        return torch.tensor(leaf, dtype=torch.bool)
+    if isinstance(leaf, int):
+        return torch.tensor(leaf, dtype=torch.int64)
+    if isinstance(leaf, float):
+        return torch.tensor(leaf, dtype=torch.float64)
+    return leaf
+
+
+def feed_array(leaf: Any) -> Any:
+    """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes."""
+    tensor = as_input(leaf).detach().cpu()
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' has the same bits
+        import ml_dtypes
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
 class _Flattened(torch.nn.Module):
-    """Calls the model with rebuilt structured args and returns a flat tuple of tensors."""
+    """Calls the model with rebuilt structured args and returns a flat tuple of tensors
+    (their names, from dict keys and namedtuple fields, go to ``output_names``)."""
 
     def __init__(self, model: torch.nn.Module, spec: Any, leaves: list[Any],
                  tensor_slots: list[int], notes: list[str]) -> None:
@@ -86,30 +115,40 @@ class _Flattened(torch.nn.Module):
         self._leaves = leaves
         self._tensor_slots = tensor_slots
         self._notes = notes
+        self.output_names: list[str | None] = []
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         leaves = list(self._leaves)
         for slot, tensor in zip(self._tensor_slots, tensors):
             leaves[slot] = tensor
         args, kwargs = pytree.tree_unflatten(leaves, self._spec)
-        return flatten_outputs(self.model(*args, **kwargs), self._notes)
+        self.output_names.clear()
+        return flatten_outputs(self.model(*args, **kwargs), self._notes, self.output_names)
 
 
-def flatten_outputs(out: Any, notes: list[str]) -> tuple[torch.Tensor, ...]:
-    """Outputs as a flat tuple of tensors; dicts lose their keys, strings are dropped."""
+def flatten_outputs(out: Any, notes: list[str],
+                    names: list[str | None] | None = None) -> tuple[torch.Tensor, ...]:
+    """Outputs as a flat tuple of tensors; strings are dropped. ``names`` receives a name
+    for each: the dict keys and namedtuple fields on its path (``"logits"``,
+    ``"pair.0"``), or None when there are none."""
     flat: list[torch.Tensor] = []
 
-    def visit(obj: Any, where: str) -> None:
+    def visit(obj: Any, where: str, label: str | None) -> None:
         if isinstance(obj, torch.Tensor):
             flat.append(obj)
+            if names is not None:
+                names.append(label)
         elif isinstance(obj, dict):
             _note(notes, f"the dict output{' ' + where if where else ''} was replaced by its "
-                         f"values, keys {list(obj)} dropped (ONNX has no dict outputs)")
+                         f"values, named after its keys {list(obj)} (ONNX has no dict outputs)")
             for key, item in obj.items():
-                visit(item, f"{where}[{key!r}]")
+                visit(item, f"{where}[{key!r}]", _join(label, key))
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+            for field, item in zip(obj._fields, obj):
+                visit(item, f"{where}.{field}", _join(label, field))
         elif isinstance(obj, (list, tuple)):
             for i, item in enumerate(obj):
-                visit(item, f"{where}[{i}]")
+                visit(item, f"{where}[{i}]", None if label is None else _join(label, i))
         elif isinstance(obj, str):
             _note(notes, f"the str output{' ' + where if where else ''} ({obj!r}) was dropped "
                          "(ONNX has no string outputs)")
@@ -117,16 +156,22 @@ def flatten_outputs(out: Any, notes: list[str]) -> tuple[torch.Tensor, ...]:
             return
         elif isinstance(obj, (bool, int, float)):
             flat.append(torch.tensor(obj))
+            if names is not None:
+                names.append(label)
         elif hasattr(obj, "to_tuple"):  # ModelOutput-like containers
-            visit(obj.to_tuple(), where)
+            visit(obj.to_tuple(), where, label)
         else:
             raise OnnxExporterError(
                 f"The model returned {type(obj).__name__} at output{where}; only tensors, "
                 "numbers, and tuples, lists and dicts of them can be exported."
             )
 
-    visit(out, "")
+    visit(out, "", None)
     return tuple(flat)
+
+
+def _join(label: str | None, key: Any) -> str:
+    return f"{label}.{key}" if label is not None else str(key)
 
 
 def _note(notes: list[str], text: str) -> None:
@@ -165,6 +210,7 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
     positional, kwargs = normalize_args(args)
     _check_signature(model.forward, positional, kwargs)
     leaves, spec = pytree.tree_flatten((positional, kwargs))
+    leaves = [as_input(leaf) for leaf in leaves]
     names = _leaf_paths(positional, kwargs, model.forward)
     tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = tuple(leaves[i] for i in tensor_slots)
@@ -199,7 +245,8 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
         _objects_as_constants(graph, holder)
     _general_passes(graph)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
-                    list(caught), notes)
+                    list(caught), notes, input_leaves=tensor_slots,
+                    output_names=wrapper.output_names)
 
 
 def _check_data(inputs: list[tuple[str, Any]], state: list[tuple[str, torch.Tensor]]) -> None:
@@ -405,13 +452,29 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         except Exception as exc:  # noqa: BLE001 - the user's model failed: say so, chained
             raise OnnxExporterError(
                 f"Running the scripted model on args failed: {type(exc).__name__}: {exc}") from exc
-        outputs = flatten_outputs(example, notes)
+        output_names: list[str | None] = []
+        outputs = flatten_outputs(example, notes, output_names)
     graph_outputs = list(graph.outputs())
     if len(graph_outputs) == len(outputs):
         for value, example in zip(graph_outputs, outputs):
             example_type = torch._C.TensorType.create_from_tensor(example)
             value.setType(example_type.with_sizes([None] * example.dim()))
-    return FrontEnd(graph, examples, names, params, [], notes, scripted=True)
+    return FrontEnd(graph, examples, names, params, [], notes, scripted=True,
+                    input_leaves=_script_input_leaves(positional, kwargs, bound, examples),
+                    output_names=output_names)
+
+
+def _script_input_leaves(positional: tuple[Any, ...], kwargs: dict[str, Any],
+                         bound: tuple[Any, ...], examples: list[Any]) -> list[int]:
+    """The args leaf of each scripted input when args give every argument positionally as
+    tensors or tuples of tensors; [] (unknown) otherwise (named or default arguments, lists
+    of tensors)."""
+    leaves = pytree.tree_leaves((positional, kwargs))
+    slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    if kwargs or len(bound) != len(positional) or len(slots) != len(examples) \
+            or any(_is_tensor_list(example) for example in examples):
+        return []
+    return slots
 
 
 def _input_examples(arg: Any) -> list[Any]:

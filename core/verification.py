@@ -302,7 +302,11 @@ class _Checker:
         self.session = ort_session(result.model_proto())
         positional, kwargs = trace.normalize_args(args)
         self.leaves, self.spec = pytree.tree_flatten((positional, kwargs))
-        self.slots = [i for i, leaf in enumerate(self.leaves) if isinstance(leaf, torch.Tensor)]
+        self.leaves = [trace.as_input(leaf) for leaf in self.leaves]
+        self.slots = result.input_leaves()
+        if self.slots is None:  # the front end did not say: the tensors, in order
+            self.slots = [i for i, leaf in enumerate(self.leaves)
+                          if isinstance(leaf, torch.Tensor)]
         self.generator = torch.Generator().manual_seed(options.seed)
 
     def run(self, dynamic_axes: dict[str, Any]) -> None:

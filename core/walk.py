@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import torch
 
+from oxport import torch_onnx_compat
 from oxport.context import GraphContext, SymbolicContext
 from oxport.errors import (
     FallbackWarning,
@@ -164,8 +165,12 @@ class Conversion:
         graph.use_domain("", self.opset)
         ts_inputs = list(front.graph.inputs())
         user_count = len(ts_inputs) - len(front.params)
-        for ts_value, name in zip(ts_inputs[:user_count], front.input_names):
-            self.env[ts_value.unique()] = graph.add_input(name, Type.of(ts_value.type()))
+        for index, (ts_value, name) in enumerate(zip(ts_inputs[:user_count],
+                                                      front.input_names)):
+            value = graph.add_input(name, Type.of(ts_value.type()))
+            if index < len(front.input_leaves):
+                value.meta = {"arg_leaf": front.input_leaves[index]}
+            self.env[ts_value.unique()] = value
         for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
             # The trace's type keeps requires_grad, which symbolics may ask about.
             type_ = Type.of(ts_value.type())
@@ -274,16 +279,19 @@ class Conversion:
                 if self.collect_only:
                     reason = str(exc)
                 else:
+                    advice = torch_onnx_compat.torch_onnx_advice(entry.fn, exc)
                     raise type(exc)(f"{exc} (converting {kind} at {g.source or 'unknown'}, "
-                                    f"symbolic from {entry.provenance})") from exc
+                                    f"symbolic from {entry.provenance})"
+                                    + (f" {advice}" if advice else "")) from exc
             except Exception as exc:
                 if self.collect_only:
                     reason = f"{type(exc).__name__}: {exc}"
                 else:
                     raise SymbolicError(
                         f"The symbolic for {kind} from {entry.provenance} raised "
-                        f"{type(exc).__name__}: {exc} (at {g.source or 'unknown'}). This is a bug "
-                        "in that plugin; report it to its authors."
+                        f"{type(exc).__name__}: {exc} (at {g.source or 'unknown'}). "
+                        + (torch_onnx_compat.torch_onnx_advice(entry.fn, exc) or
+                           "This is a bug in that plugin; report it to its authors.")
                     ) from exc
             else:
                 producer = (f"The symbolic for {kind} from {entry.provenance} (at "

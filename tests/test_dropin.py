@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import onnx
 import pytest
 import torch
@@ -94,3 +95,140 @@ def test_verify_failure_writes_nothing(tmp_path):
     finally:
         oxport.unregister_custom_op_symbolic("aten::elu", 9)
     assert not target.exists()
+
+
+# -- the graph signature of torch.onnx's TorchScript path --------------------------------
+class Scale(torch.nn.Module):
+    def forward(self, x, n):
+        return x * n
+
+
+class IgnoresY(torch.nn.Module):
+    def forward(self, x, y):
+        return x + 1
+
+
+class ZerosOfRows(torch.nn.Module):
+    def forward(self, x):
+        return torch.zeros(x.size(0))
+
+
+class FillInPlace(torch.nn.Module):
+    def forward(self, x):
+        return x.fill_(2.0)
+
+
+def _signature(proto: onnx.ModelProto) -> tuple[list, list]:
+    from tests.differential import signature
+    return signature(proto)
+
+
+def _torch_onnx(model, args, **options) -> onnx.ModelProto:
+    import warnings
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, buffer, dynamo=False, **options)
+    return _proto(buffer)
+
+
+@pytest.mark.parametrize("model, args, inputs", [
+    (Scale(), (torch.randn(2, 3), 3), [("FLOAT", 2), ("INT64", 0)]),
+    (Scale(), (torch.randn(2, 3), 2.5), [("FLOAT", 2), ("DOUBLE", 0)]),
+    (Scale(), (torch.randn(2, 3), True), [("FLOAT", 2), ("BOOL", 0)]),
+    (IgnoresY(), (torch.randn(2, 3), torch.randn(2, 3)), [("FLOAT", 2)]),
+    (ZerosOfRows(), (torch.randn(2, 3),), []),
+    (FillInPlace(), (torch.randn(2, 3),), []),
+], ids=["int", "float", "bool", "unused", "folded", "fill_"])
+def test_graph_signature_is_torch_onnx_s(model, args, inputs):
+    """The issue's examples: torch.onnx's inputs and outputs, and eager's results."""
+    result = oxport.convert(model, args, opset_version=17)
+    ours = _signature(result.model_proto())
+    assert ours == _signature(_torch_onnx(model, args, opset_version=17))
+    assert ours[0] == inputs
+    import onnxruntime as ort
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    got = session.run(None, result.feeds(args))
+    want = model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    np.testing.assert_allclose(got[0], want.numpy(), rtol=1e-6)
+
+
+def test_input_names_name_inputs_before_unused_ones_are_dropped():
+    """torch.onnx names the inputs first, then drops the unused: 'b' stays with y."""
+    class UsesY(torch.nn.Module):
+        def forward(self, x, y):
+            return y + 1
+
+    x = torch.randn(2, 3)
+    with pytest.warns(oxport.errors.DynamicAxesWarning, match="'zz'"):
+        result = oxport.convert(UsesY(), (x, x), input_names=["a", "b"],
+                                dynamic_axes={"a": {0: "n"}, "b": {0: "batch"}, "zz": [0]})
+    proto = result.model_proto()
+    assert [i.name for i in proto.graph.input] == ["b"]
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert result.graph.dropped_inputs == ["a"]
+    assert result.input_leaves() == [1]
+
+
+def test_dict_and_namedtuple_outputs_are_named_after_keys_and_fields():
+    import collections
+    Pair = collections.namedtuple("Pair", "low high")
+
+    class Keyed(torch.nn.Module):
+        def forward(self, x):
+            return {"logits": x * 2, "pair": Pair(x - 1, x + 1)}
+
+    x = torch.randn(2, 3)
+    with pytest.warns(UserWarning, match="named after its keys"):
+        proto = oxport.convert(Keyed(), (x,)).model_proto()
+    assert [o.name for o in proto.graph.output] == ["logits", "pair.low", "pair.high"]
+    with pytest.warns(UserWarning):
+        named = oxport.convert(Keyed(), (x,), output_names=["scores"]).model_proto()
+    assert [o.name for o in named.graph.output] == ["scores", "pair.low", "pair.high"]
+
+
+# -- symbolics written for torch.onnx -----------------------------------------------------
+def test_torch_onnx_symbolics_are_refused_naming_the_import():
+    from torch.onnx import symbolic_helper as torch_helper
+
+    @torch_helper.parse_args("v", "f")
+    def elu(g, x, alpha):
+        return g.op("Elu", x, alpha_f=alpha)
+
+    with pytest.raises(oxport.errors.RegistryError,
+                       match=r"uses torch.onnx.symbolic_helper.*`from oxport import "
+                             r"symbolic_helper`"):
+        oxport.register_custom_op_symbolic("aten::elu", elu, 9)
+    pack = oxport.OpPack("torch-style")
+    with pytest.raises(oxport.errors.RegistryError, match="torch.onnx.symbolic_opset9"):
+        pack.symbolic("aten::elu", since=9)(_calls_opset9)
+
+
+def _calls_opset9(g, x, alpha, *rest):
+    import torch.onnx.symbolic_opset9 as opset9
+    return opset9.elu(g, x, alpha, 1.0, 1.0)
+
+
+def test_torch_onnx_helper_failing_at_call_time_is_not_blamed_on_the_plugin():
+    """A helper the registration check cannot see (looked up at run time) that fails inside
+    torch.onnx gets the import advice, not 'a bug in that plugin'."""
+    import sys
+
+    class Cat(torch.nn.Module):
+        def forward(self, x):
+            return torch.cat([x, x])
+
+    def cat(g, tensors, dim):
+        helpers = getattr(sys.modules["torch.onnx"], "symbolic_" + "helper")
+        helpers._get_tensor_sizes(tensors)
+        return g.op("Concat", tensors, axis_i=0)
+
+    oxport.register_custom_op_symbolic("aten::cat", cat, 9)
+    try:
+        with pytest.raises(oxport.errors.SymbolicError) as info:
+            oxport.convert(Cat(), (torch.randn(2, 3),))
+    finally:
+        oxport.unregister_custom_op_symbolic("aten::cat", 9)
+    assert "torch.onnx.symbolic_helper" in str(info.value)
+    assert "from oxport import symbolic_helper" in str(info.value)
+    assert "bug in that plugin" not in str(info.value)

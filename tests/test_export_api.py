@@ -135,17 +135,20 @@ def test_args_nested_tuples_are_flattened(tmp_path):
         np.testing.assert_allclose(got, want.numpy(), **TOL)
 
 
-def test_primitive_args_are_hard_coded_as_constants(tmp_path):
-    """Non-tensor arguments are baked into the graph (the seed's rule): not inputs."""
+def test_primitive_args_are_0d_inputs_unless_their_value_is_baked_in(tmp_path):
+    """As in torch.onnx: a Python number becomes a 0-d input of torch's dtype (float64 for a
+    float); one the trace uses as a Python value (a loop count) is baked in, and the input
+    nothing reads is dropped. None stays hard-coded."""
     x = torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(Pair(), (x, None, 2.5, 3), f)
     model = _load(f)
-    assert [i.name for i in model.graph.input] == ["x"]
-    np.testing.assert_allclose(_run(f, x)[0], Pair()(x, None, 2.5, 3).numpy(), **TOL)
-    # The constants are those of the export, whatever the run-time input.
+    assert [i.name for i in model.graph.input] == ["x", "scale"]
+    assert model.graph.input[1].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+    np.testing.assert_allclose(_run(f, x, torch.tensor(2.5, dtype=torch.float64))[0], Pair()(x, None, 2.5, 3).numpy(), **TOL)
+    # scale is read at run time; the loop count is that of the export.
     x2 = torch.randn(2, 3)
-    np.testing.assert_allclose(_run(f, x2)[0], (x2 * 2.5 + 3 * x2).numpy(), **TOL)
+    np.testing.assert_allclose(_run(f, x2, torch.tensor(0.5, dtype=torch.float64))[0], (x2 * 0.5 + 3 * x2).numpy(), **TOL)
 
 
 # -- f -----------------------------------------------------------------------------------

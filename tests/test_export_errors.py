@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import onnx
 import pytest
 import torch
 from torch import nn
@@ -49,17 +50,18 @@ def test_opset_outside_7_to_26(tmp_path, opset):
            opset_version=opset)
 
 
-def test_dynamic_axes_naming_an_unknown_value(tmp_path):
-    error = _fails(tmp_path, InvalidExportArgumentError, "neither an input nor an output",
-                   input_names=["x"], output_names=["y"], dynamic_axes={"z": [0]})
-    assert "Inputs are ['x'], outputs are ['y']" in str(error)
-    assert "input_names=" in str(error)
-
-
-def test_dynamic_axes_need_the_given_names(tmp_path):
-    """A key that matches no name is refused even if it names a position's default."""
-    _fails(tmp_path, InvalidExportArgumentError, "'input'", input_names=["x"],
-           dynamic_axes={"input": [0]})
+def test_dynamic_axes_naming_an_unknown_value_warns_and_is_ignored(tmp_path):
+    """As torch.onnx: a key that names no input or output (even a position's default
+    name, once input_names renamed it) warns and is ignored."""
+    for names, axes, known in ((["x"], {"z": [0], "x": {0: "batch"}}, "inputs ['x']"),
+                               (["x"], {"input": [0]}, "inputs ['x']")):
+        with pytest.warns(UserWarning, match="neither an input nor an output") as record:
+            oxport.export(Net(), (X,), str(tmp_path / "m.onnx"), input_names=names,
+                          output_names=["y"], dynamic_axes=axes)
+        message = str(record[0].message)
+        assert known in message and "ignored, as torch.onnx does" in message
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == X.shape[0]
 
 
 @pytest.mark.parametrize("axes, where", [({"x": [2]}, "'x' has rank 2"),

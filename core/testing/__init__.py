@@ -37,6 +37,7 @@ import torch
 
 from oxport import plugins
 from oxport.registry import OpCase, RegistryView, SymbolicEntry
+from oxport.trace import feed_array as to_numpy
 from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 
@@ -207,21 +208,24 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
         f"{case_run.id}: the symbolic under test ({entry!r}) converted nothing; it used "
         f"{sorted({repr(e) for e in result.used})}. Does the case trace to {entry.name}?")
     assert not result.fallback_uses, f"{case_run.id}: fallbacks stood in: {result.fallback_uses}"
-    check_in_runtime(result.model_proto(), inputs, case.kwargs, expected, rtol=case.rtol,
+    check_in_runtime(result, inputs, case.kwargs, expected, rtol=case.rtol,
                      atol=case.atol, where=case_run.id, check=case.check)
 
 
-def check_in_runtime(model_proto: onnx.ModelProto, inputs: tuple[Any, ...],
-                     kwargs: dict[str, Any], expected: Any, *, rtol: float, atol: float,
-                     where: str = "", check: str = "values") -> list[Any]:
-    """Full ONNX check, then ONNX Runtime on ``inputs`` compared with ``expected`` (eager
+def check_in_runtime(result: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
+                     expected: Any, *, rtol: float, atol: float, where: str = "",
+                     check: str = "values") -> list[Any]:
+    """Full ONNX check of an export's model (an :class:`oxport.ExportResult`), then ONNX
+    Runtime on ``inputs`` (fed as ``result.feeds`` says) compared with ``expected`` (eager
     PyTorch's outputs); returns ONNX Runtime's outputs."""
     import onnxruntime as ort
 
+    model_proto = result.model_proto()
     onnx.checker.check_model(model_proto, full_check=True)
     session = ort.InferenceSession(model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    actual = session.run(None, _feeds(session, inputs, kwargs))
+    # The originals: the trace ran on copies, which in-place ops may have changed.
+    actual = session.run(None, result.feeds((*inputs, kwargs) if kwargs else inputs))
     compare(expected, actual, rtol=rtol, atol=atol, where=where, check=check)
     return actual
 
@@ -236,30 +240,13 @@ def roundtrip(model: Any, args: tuple[Any, ...], *, rtol: float = 1e-4, atol: fl
     with torch.no_grad():
         expected = model(*_cloned(args))
     result = oxport.convert(model, _cloned(args), **export_kwargs)
-    return check_in_runtime(result.model_proto(), args, {}, expected, rtol=rtol, atol=atol,
+    return check_in_runtime(result, args, {}, expected, rtol=rtol, atol=atol,
                             where=type(model).__name__)
 
 
 def _cloned(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     """Fresh copies, so a model that mutates its inputs in place cannot change the feeds."""
     return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-
-
-def _feeds(session: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    from torch.utils import _pytree as pytree
-
-    leaves = [x for x in pytree.tree_leaves((inputs, kwargs)) if isinstance(x, torch.Tensor)]
-    names = [i.name for i in session.get_inputs()]
-    if len(names) != len(leaves):
-        raise AssertionError(f"The model has inputs {names} but the case gives {len(leaves)}.")
-    return {name: to_numpy(tensor) for name, tensor in zip(names, leaves)}
-
-
-def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return tensor.detach().cpu().numpy()
 
 
 def flatten_expected(expected: Any) -> list[torch.Tensor]:

@@ -1,0 +1,420 @@
+"""The differential test against torch.onnx's TorchScript exporter (the oracle).
+
+For every model the suite exports (the op packs' declared cases, the ``torch.nn`` layer
+table of ``tests/test_nn_modules.py``, the model fixtures of ``tests/models``) at each
+opset of :data:`OPSETS` that oxport serves: where ``torch.onnx.export(dynamo=False)``
+succeeds, oxport's file must have the same number, order, dtypes and ranks of inputs and
+outputs, and both files must give matching results in ONNX Runtime on the same feeds.
+A difference is a bug unless a row of the intended-differences table in
+``docs/differences.md`` covers it.
+
+``tests/test_differential.py`` runs this in the suite (CI); ``python -m tests.differential
+--write`` runs the same corpus plus the large models and rewrites the summary in
+``docs/differences.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import io
+import pathlib
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+
+import oxport
+from oxport import testing
+
+OPSETS = (9, 13, 17, 20)
+DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "differences.md"
+#: Export options both exporters take (an op case with any other option is oxport's alone).
+_SHARED_OPTIONS = {"operator_export_type", "do_constant_folding", "keep_initializers_as_inputs",
+                   "custom_opsets", "export_params", "output_names"}
+
+
+@dataclasses.dataclass
+class Subject:
+    """One model and its args, exported by both exporters."""
+
+    id: str
+    build: Callable[[], tuple[Any, tuple[Any, ...]]]
+    opsets: tuple[int, ...]
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    rtol: float = 1e-3
+    atol: float = 1e-5
+    check: str = "values"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What comparing one subject at one opset found. ``status`` is ``same``, one of the
+    differences (``oxport-fails``, ``signature``, ``values``, ``oxport-runtime-fails``), or
+    a case the oracle cannot judge (``torch-fails``, ``torch-runtime-fails``)."""
+
+    id: str
+    opset: int
+    status: str
+    detail: str = ""
+    #: For a ``values`` difference: whether oxport's outputs match eager PyTorch and
+    #: whether torch.onnx's do.
+    oxport_matches_eager: bool | None = None
+    torch_matches_eager: bool | None = None
+
+    @property
+    def is_difference(self) -> bool:
+        return self.status not in ("same", "torch-fails", "torch-runtime-fails")
+
+
+# -- the corpus -----------------------------------------------------------------------------
+def op_case_subjects() -> list[Subject]:
+    """Every declared op case, at the opsets of OPSETS its op's symbolic serves."""
+    registry = testing.registry_view()
+    subjects, seen = [], {}
+    for case in registry.cases:
+        if set(case.export_kwargs) - _SHARED_OPTIONS:
+            continue  # oxport-only options: nothing to compare with
+        low, high = case.min_opset or 0, case.max_opset or 99
+        opsets = tuple(o for o in OPSETS
+                       if low <= o <= high and registry.lookup(case.op, o) is not None)
+        if not opsets:
+            continue
+        name = str(case)
+        seen[name] = seen.get(name, 0) + 1
+        options = dict(case.export_kwargs)
+        if case.dynamic_axes:
+            options["dynamic_axes"] = case.dynamic_axes
+        if case.input_names:
+            options["input_names"] = case.input_names
+        if case.training:
+            options["training"] = oxport.TrainingMode.TRAINING
+        subjects.append(Subject(
+            f"{name}#{seen[name]}" if seen[name] > 1 else name,
+            _case_builder(case), opsets, options, case.rtol, case.atol, case.check))
+    return subjects
+
+
+def _case_builder(case: Any) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        model = case.model
+        if isinstance(model, type) and issubclass(model, torch.nn.Module):
+            model = model()
+        if case.script and not isinstance(model, (torch.jit.ScriptModule,
+                                                  torch.jit.ScriptFunction)):
+            model = testing._script(model)
+        inputs = testing.make_inputs(case)
+        return testing.as_module(model), (*inputs, case.kwargs) if case.kwargs else inputs
+    return build
+
+
+def layer_subjects() -> list[Subject]:
+    """The ``torch.nn`` layer table of tests/test_nn_modules.py (the supported layers)."""
+    from tests import test_nn_modules as layers
+
+    subjects = []
+    for name, spec in layers.CASES.items():
+        if name in layers.EXPECTED_UNSUPPORTED:
+            continue
+        opsets = tuple(o for o in OPSETS if o >= spec.min_opset)
+
+        def build(spec: Any = spec) -> tuple[Any, tuple[Any, ...]]:
+            return layers._model(spec), layers._inputs(spec)
+        subjects.append(Subject(f"nn.{name}", build, opsets, rtol=spec.rtol, atol=spec.atol))
+    return subjects
+
+
+def model_subjects(large: bool = False) -> list[Subject]:
+    """The model fixtures of tests/models at small inputs; ``large`` adds the ImageNet
+    models at 224x224 (minutes each: only in the full run)."""
+    from tests.models import (
+        alexnet,
+        dcgan,
+        densenet,
+        inception,
+        mlp,
+        resnet,
+        super_resolution,
+        vgg,
+        word_language_model,
+    )
+
+    def seeded(make: Callable[[], torch.nn.Module], *shapes: Any
+               ) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
+        def build() -> tuple[Any, tuple[Any, ...]]:
+            torch.manual_seed(0)
+            model = make().eval()
+            return model, tuple(s() if callable(s) else torch.randn(*s) for s in shapes)
+        return build
+
+    tokens = lambda: torch.randint(0, 50, (5, 2))  # noqa: E731 - (seq, batch) ids
+
+    def lm(kind: str) -> Callable[[], torch.nn.Module]:
+        return lambda: _LanguageModel(word_language_model.RNNModel(kind, 50, 16, 16, 2))
+
+    subjects = [
+        Subject("model.mlp", seeded(lambda: mlp.mlp_stack(4), (2, 16)), OPSETS),
+        Subject("model.dcgan.generator", seeded(dcgan.Generator, (2, 100, 1, 1)), OPSETS),
+        Subject("model.dcgan.discriminator", seeded(dcgan.Discriminator, (2, 3, 64, 64)),
+                OPSETS),
+        Subject("model.super_resolution",
+                seeded(lambda: super_resolution.SuperResolutionNet(3), (1, 1, 32, 32)), OPSETS),
+        Subject("model.resnet18.narrow",
+                seeded(lambda: resnet.resnet18(num_classes=10, width=8), (1, 3, 64, 64)),
+                OPSETS),
+        *(Subject(f"model.word_language_model.{kind}", seeded(lm(kind), tokens), OPSETS,
+                  atol=1e-4) for kind in ("LSTM", "GRU", "RNN_TANH")),
+    ]
+    if large:
+        subjects += [
+            Subject("model.alexnet", seeded(alexnet.alexnet, (1, 3, 224, 224)), OPSETS,
+                    atol=1e-4),
+            Subject("model.vgg16", seeded(vgg.vgg16, (1, 3, 224, 224)), OPSETS, atol=1e-4),
+            Subject("model.resnet50", seeded(resnet.resnet50, (1, 3, 224, 224)), OPSETS,
+                    atol=1e-4),
+            Subject("model.densenet121", seeded(densenet.densenet121, (1, 3, 224, 224)),
+                    OPSETS, atol=1e-4),
+            Subject("model.inception_v3", seeded(inception.inception_v3, (1, 3, 299, 299)),
+                    OPSETS, atol=1e-4),
+        ]
+    return subjects
+
+
+class _LanguageModel(torch.nn.Module):
+    """The word language model with a zero initial state (the forward tests export)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> Any:
+        return self.model(tokens, self.model.init_hidden(tokens.shape[1]))
+
+
+def corpus(large: bool = False) -> list[Subject]:
+    return [*op_case_subjects(), *layer_subjects(), *model_subjects(large)]
+
+
+# -- one comparison -------------------------------------------------------------------------
+def _cloned(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    from torch.utils import _pytree as pytree
+    return pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, args)
+
+
+def signature(proto: onnx.ModelProto) -> tuple[list[tuple[str, int | None]], ...]:
+    """(inputs, outputs) of a model, each a list of (dtype name, rank or None)."""
+    def describe(values: Any) -> list[tuple[str, int | None]]:
+        result = []
+        for value in values:
+            tensor = value.type.tensor_type
+            rank = len(tensor.shape.dim) if tensor.HasField("shape") else None
+            result.append((onnx.TensorProto.DataType.Name(tensor.elem_type), rank))
+        return result
+    return describe(proto.graph.input), describe(proto.graph.output)
+
+
+def _same_signature(ours: list[Any], theirs: list[Any]) -> bool:
+    return len(ours) == len(theirs) and all(
+        a[0] == b[0] and (a[1] == b[1] or None in (a[1], b[1])) for a, b in zip(ours, theirs))
+
+
+def _run(proto: bytes, names: list[str], values: list[np.ndarray]) -> list[np.ndarray]:
+    session = oxport.verification.ort_session(onnx.load_from_string(proto))
+    return session.run(None, dict(zip(names, values)))
+
+
+def _close(want: list[Any], got: list[Any], subject: Subject) -> bool:
+    if len(want) != len(got):
+        return False
+    for a, b in zip(want, got):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if subject.check == "values" and not np.allclose(
+                a.astype(np.float64) if a.dtype.kind == "f" else a,
+                b.astype(np.float64) if b.dtype.kind == "f" else b,
+                rtol=subject.rtol, atol=subject.atol, equal_nan=True):
+            return False
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+
+
+def compare(subject: Subject, opset: int) -> Outcome:
+    """Export ``subject`` with both exporters at ``opset`` and compare the files."""
+    torch.manual_seed(0)
+    model, args = subject.build()
+    options = {"opset_version": opset, **subject.options}
+    outcome = _outcome_maker(subject, opset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        buffer = io.BytesIO()
+        try:
+            torch.onnx.export(model, _cloned(args), buffer, dynamo=False, **options)
+        except Exception as exc:  # noqa: BLE001 - the oracle cannot export it: nothing to judge
+            return outcome("torch-fails", _first_line(exc))
+        theirs = buffer.getvalue()
+        try:
+            result = oxport.convert(model, _cloned(args), check=False, **options)
+        except Exception as exc:  # noqa: BLE001 - a difference, reported with its message
+            return outcome("oxport-fails", _first_line(exc))
+        ours = result.to_bytes()
+        our_sig = signature(onnx.load_from_string(ours))
+        their_sig = signature(onnx.load_from_string(theirs))
+        if not (_same_signature(our_sig[0], their_sig[0])
+                and _same_signature(our_sig[1], their_sig[1])):
+            return outcome("signature", f"oxport {our_sig}, torch.onnx {their_sig}")
+        feeds = result.feeds(args)
+        values = list(feeds.values())
+        their_names = [i.name for i in onnx.load_from_string(theirs).graph.input][:len(values)]
+        try:
+            expected_theirs = _run(theirs, their_names, values)
+        except Exception as exc:  # noqa: BLE001 - torch.onnx's file does not run
+            return outcome("torch-runtime-fails", _first_line(exc))
+        try:
+            got = _run(ours, list(feeds), values)
+        except Exception as exc:  # noqa: BLE001
+            return outcome("oxport-runtime-fails", _first_line(exc))
+        if _close(expected_theirs, got, subject):
+            return outcome("same")
+        training = options.get("training", oxport.TrainingMode.EVAL)
+        with oxport.select_model_mode_for_export(model, training), torch.no_grad():
+            eager = [testing.to_numpy(t) for t in testing.flatten_expected(model(
+                *_positional(args), **_named(args)))]
+    return outcome("values", "outputs differ", _close(eager, got, subject),
+                   _close(eager, expected_theirs, subject))
+
+
+def _outcome_maker(subject: Subject, opset: int) -> Callable[..., Outcome]:
+    def make(status: str, detail: str = "", ours: bool | None = None,
+             theirs: bool | None = None) -> Outcome:
+        return Outcome(subject.id, opset, status, detail, ours, theirs)
+    return make
+
+
+def _positional(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return oxport.trace.normalize_args(_cloned(args))[0]
+
+
+def _named(args: tuple[Any, ...]) -> dict[str, Any]:
+    return oxport.trace.normalize_args(_cloned(args))[1]
+
+
+# -- the intended differences ---------------------------------------------------------------
+@dataclasses.dataclass
+class Intended:
+    """A row of the intended-differences table."""
+
+    status: str
+    cases: str
+    opsets: str
+    reason: str
+
+    def covers(self, outcome: Outcome) -> bool:
+        if self.status == "values (torch.onnx wrong)":
+            status_ok = (outcome.status == "values" and outcome.oxport_matches_eager is True
+                         and outcome.torch_matches_eager is False)
+        else:
+            status_ok = outcome.status == self.status
+        opsets_ok = self.opsets == "all" or str(outcome.opset) in re.split(r"[, ]+", self.opsets)
+        return status_ok and opsets_ok and any(
+            fnmatch.fnmatchcase(outcome.id, p.strip().strip("`")) for p in self.cases.split(","))
+
+
+def intended_differences(text: str | None = None) -> list[Intended]:
+    """The rows of the table under '## Intended differences' in docs/differences.md."""
+    text = DOC.read_text() if text is None else text
+    section = text.split("## Intended differences", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and line.startswith("|") and cells[0] not in ("difference", "---"):
+            rows.append(Intended(cells[0].strip("`"), cells[1], cells[2], cells[3]))
+    return rows
+
+
+def unexplained(outcome: Outcome, table: list[Intended]) -> bool:
+    return outcome.is_difference and not any(row.covers(outcome) for row in table)
+
+
+# -- the full run and its summary -----------------------------------------------------------
+def run_all(subjects: list[Subject]) -> Iterator[Outcome]:
+    for subject in subjects:
+        for opset in subject.opsets:
+            yield compare(subject, opset)
+
+
+def summary(outcomes: list[Outcome], table: list[Intended], seconds: float) -> str:
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    compared = sum(1 for o in outcomes if o.status not in ("torch-fails", "torch-runtime-fails"))
+    lines = [
+        f"Run with `python -m tests.differential --write` (torch {torch.__version__}, "
+        f"onnxruntime {_ort_version()}, {seconds:.0f} s): "
+        f"{len(outcomes)} exports of {len({o.id for o in outcomes})} models at opsets "
+        f"{', '.join(map(str, OPSETS))}.",
+        "",
+        "| outcome | count |",
+        "| --- | --- |",
+        *(f"| {status} | {count} |" for status, count in sorted(counts.items())),
+        f"| compared (torch.onnx exported and ran) | {compared} |",
+        "",
+    ]
+    differences = [o for o in outcomes if o.is_difference]
+    if differences:
+        lines += ["Each difference, with the row of the table that explains it:", "",
+                  "| model | opset | difference | explained by |", "| --- | --- | --- | --- |"]
+        for o in differences:
+            row = next((r for r in table if r.covers(o)), None)
+            detail = o.detail.replace("|", "/")[:160]
+            lines.append(f"| `{o.id}` | {o.opset} | {o.status}: {detail} | "
+                         f"{row.reason[:80] + '…' if row else '**unexplained**'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _ort_version() -> str:
+    import onnxruntime
+    return onnxruntime.__version__
+
+
+def write_summary(text: str) -> None:
+    doc = DOC.read_text()
+    head, rest = doc.split("## Summary of the last full run", 1)
+    tail = rest.split("\n## ", 1)[1] if "\n## " in rest else ""
+    DOC.write_text(f"{head}## Summary of the last full run\n\n{text}"
+                   + (f"\n## {tail}" if tail else ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite the summary in docs/differences.md")
+    parser.add_argument("--no-large", action="store_true",
+                        help="leave out the 224x224 ImageNet models")
+    parser.add_argument("-k", default="", help="only models whose id contains this")
+    options = parser.parse_args()
+    subjects = [s for s in corpus(large=not options.no_large) if options.k in s.id]
+    started = time.perf_counter()
+    outcomes = []
+    for outcome in run_all(subjects):
+        outcomes.append(outcome)
+        if outcome.is_difference:
+            print(f"{outcome.id} opset {outcome.opset}: {outcome.status} {outcome.detail}")
+    text = summary(outcomes, intended_differences(), time.perf_counter() - started)
+    print(text)
+    if options.write:
+        write_summary(text)
+
+
+if __name__ == "__main__":
+    main()
