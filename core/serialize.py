@@ -395,9 +395,9 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
         if key not in inputs and key not in outputs:
             warnings.warn(
                 f"oxport: {how_to_set('dynamic_axes').rstrip('=')} names {key!r}, which is "
-                f"neither an input nor an output (inputs {inputs}, outputs {outputs}); it is "
-                f"ignored, as torch.onnx does. Name them with {how_to_set('input_names')} and "
-                f"{how_to_set('output_names')}.", DynamicAxesWarning, stacklevel=2)
+                f"neither an input nor an output (inputs {inputs}, outputs {outputs}): name "
+                f"them with {how_to_set('input_names')} and {how_to_set('output_names')} first. "
+                "The entry is ignored, as torch.onnx does.", DynamicAxesWarning, stacklevel=2)
             continue
         if isinstance(spec, Mapping):
             pairs = list(spec.items())
