@@ -212,15 +212,19 @@ def _calls_opset9(g, x, alpha, *rest):
 def test_torch_onnx_helper_failing_at_call_time_is_not_blamed_on_the_plugin():
     """A helper the registration check cannot see (looked up at run time) that fails inside
     torch.onnx gets the import advice, not 'a bug in that plugin'."""
+    import importlib
     import sys
 
     class Cat(torch.nn.Module):
         def forward(self, x):
             return torch.cat([x, x])
 
+    importlib.import_module("torch.onnx.symbolic_helper")  # so that sys.modules has it
+
     def cat(g, tensors, dim):
         helpers = getattr(sys.modules["torch.onnx"], "symbolic_" + "helper")
-        helpers._get_tensor_sizes(tensors)
+        first = oxport.symbolic_helper._unpack_list(tensors)[0]
+        helpers._node_get(first.node(), "value")  # asserts it has torch's own graph node
         return g.op("Concat", tensors, axis_i=0)
 
     oxport.register_custom_op_symbolic("aten::cat", cat, 9)
