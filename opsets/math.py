@@ -104,7 +104,11 @@ def atan2(g, self: Value, other: Value) -> Value:
 
 
 def _is_zero(g, x: Value, zero: Value) -> Value:
-    return g.op("Not", g.op("Or", g.op("Less", x, zero), g.op("Greater", x, zero)))
+    """``x == 0`` (false for NaN): Equal of floats from opset 11, else neither < nor > nor NaN."""
+    if g.opset >= 11:
+        return g.op("Equal", x, zero)
+    unequal = g.op("Or", g.op("Less", x, zero), g.op("Greater", x, zero))
+    return g.op("Not", g.op("Or", unequal, g.op("IsNaN", x)))
 
 
 @pack.symbolic("aten::isnan", since=9)

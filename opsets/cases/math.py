@@ -43,6 +43,8 @@ pack.case("aten::log2", torch.log2, _ints(1, 9), name="int")
 pack.case("aten::atan2", torch.atan2, _X, _X)
 pack.case("aten::atan2", torch.atan2, lambda: torch.tensor([0.0, 1.0, -1.0, 0.0, -2.0]),
           lambda: torch.tensor([0.0, -1.0, -1.0, -3.0, 0.0]), name="quadrants")
+pack.case("aten::atan2", torch.atan2, lambda: torch.tensor([0.0, 1.0, float("nan"), 0.0]),
+          lambda: torch.tensor([float("nan"), 0.0, 0.0, 0.0]), name="nan")
 pack.case("aten::isnan", torch.isnan, _specials())
 pack.case("aten::isnan", torch.isnan, _ints(), name="int")
 pack.case("aten::isinf", torch.isinf, _specials())
