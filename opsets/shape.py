@@ -329,7 +329,18 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     for axis in dims:
         g.uses_traced_size(self, axis, f"whether squeeze({axis}) removes its dim")
     axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
+    traced_rank = _traced_rank(g)
+    if axes and traced_rank is not None and rank - len(axes) != traced_rank:
+        # a dim of unknown (data-dependent) size that was not 1 when traced
+        axes = [d for d in axes if sizes is not None and sizes[d] == 1]
     return sh._squeeze_helper(g, self, axes) if axes else self
+
+
+def _traced_rank(g) -> int | None:
+    """The rank TorchScript recorded for the converted node's output, if known."""
+    node = g.original_node
+    out_type = node.output().type() if node is not None else None
+    return out_type.dim() if out_type is not None and out_type.kind() == "TensorType" else None
 
 
 @pack.symbolic("aten::unsqueeze", since=7)
@@ -473,8 +484,13 @@ def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
     if not dims:
         sizes = self.type().varyingSizes()
         numel = None if sizes is None or None in sizes else int(torch.tensor(sizes).prod())
-        flat = sh._reshape_helper(g, self, [-1]).setType(Type.tensor(self.type().dtype(), [numel]))
-        return g.op("Reshape", roll(g, flat, shifts, [0]), shape_of(g, self))
+        # From opset 14 by exact shapes (allowzero): an empty tensor reshapes too.
+        zeros = {"allowzero_i": 1} if g.opset >= 14 else {}
+        count = g.op("ReduceProd", shape_of(g, self), keepdims_i=1) if zeros else \
+            g.constant(torch.tensor([-1]))
+        flat = g.op("Reshape", self, count, **zeros).setType(
+            Type.tensor(self.type().dtype(), [numel]))
+        return g.op("Reshape", roll(g, flat, shifts, [0]), shape_of(g, self), **zeros)
     rank = rank_of("aten::roll", self)
     sizes = self.type().varyingSizes() or [None] * rank
     out = self

@@ -74,6 +74,8 @@ CASES = [
     ("squeeze_all", lambda x: x.squeeze() * 2, ((1, 3, 1),), ((1, 1, 1),), {"x": [1]}, [11, 13, 20]),
     ("squeeze_all_data_dependent", lambda x: x[x > 0][None].squeeze(),
      (torch.tensor([1.0, -1.0, -2.0]),), (torch.tensor([1.0, 2.0, -1.0]),), {}, [11, 20]),
+    ("squeeze_dim_data_dependent", lambda x: torch.where(x > 0)[0].squeeze(-1),
+     (torch.tensor([-1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
     ("slice_tensor_index", lambda x, i: x[i:], ((6,), _long(2)), ((9,), _long(3)), {"x": [0]},
      [10, 20]),
     # Piece sizes read at run time (the number of pieces is the traced one).
