@@ -18,14 +18,16 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
 from oxport.opsets.indexing import (
+    _slice_writer,
     index_entries,
     index_rows,
     indexed_first,
     is_mask,
     linear_index,
+    normalize_index,
     scatter_along,
 )
-from oxport.opsets.shape import ints, rank_of, shape_of, shape_slice, shape_with
+from oxport.opsets.shape import ints, rank_of, scalar_int, shape_of, shape_slice, shape_with
 
 pack = OpPack("oxport.scatter", cases="oxport.opsets.cases.scatter")
 
@@ -58,6 +60,32 @@ def _one_element(value: Value) -> bool:
 def copy_(g, self: Value, src: Value, non_blocking: Value | None = None) -> Value:
     """``self.copy_(src)``: ``src`` cast and broadcast to ``self``."""
     return g.op("Expand", _like(g, src, self), shape_of(g, self)).setType(self.type())
+
+
+pack.alias(copy_, "aten::copy", since=8)  # torch.export's functional form of copy_
+
+
+# -- functional writes into a view (torch.export's graphs) ---------------------------------
+@pack.symbolic("aten::slice_scatter", since=9)
+def slice_scatter(g, self: Value, src: Value, dim: Value | None = None,
+                  start: Value | None = None, end: Value | None = None,
+                  step: Value | None = None) -> Value:
+    """``self`` with ``self[start:end:step]`` along ``dim`` replaced by ``src``."""
+    axis = (sh._maybe_get_const(dim, "i") if dim is not None else 0) % max(
+        rank_of("aten::slice_scatter", self), 1)
+    begin = sh._maybe_get_const(start, "i") if start is not None else 0
+    stride = sh._get_const(step, "i", "step") if step is not None else 1
+    write = _slice_writer(axis, 0 if begin is None else begin, stride)
+    return write(g, self, _like(g, src, self)).setType(self.type())
+
+
+@pack.symbolic("aten::select_scatter", since=9)
+def select_scatter(g, self: Value, src: Value, dim: Value, index: Value) -> Value:
+    """``self`` with ``self.select(dim, index)`` replaced by ``src``."""
+    axis = sh._get_const(dim, "i", "dim") % rank_of("aten::select_scatter", self)
+    position = normalize_index(g, scalar_int(g, sh._maybe_get_const(index, "i")), self, axis)
+    new = sh._unsqueeze_helper(g, _like(g, src, self), [axis])
+    return scatter_along(g, self, axis, sh._reshape_helper(g, position, [1]), new)
 
 
 # -- index_put -----------------------------------------------------------------------------

@@ -145,3 +145,12 @@ pack.case("aten::index_add", lambda x, i, s: x.index_add(1, i, s), (3, 4), _long
           (3, 3), input_names=["x", "i", "s"], dynamic_axes={"x": [0], "s": [0]})
 pack.case("aten::index_add", lambda x, i, s: x.index_add(0, i, s, alpha=-2), (3, 4),
           _long(1, 1), (2, 4), name="alpha")
+
+
+# torch.export's functional forms of writes into views.
+pack.case("aten::copy", lambda x, y: torch.ops.aten.copy(x, y), (2, 3), (3,))
+pack.case("aten::slice_scatter", lambda x, y: torch.slice_scatter(x, y, 1, 1, 5, 2), (2, 6),
+          (2, 2))
+pack.case("aten::slice_scatter", lambda x, y: torch.slice_scatter(x, y), (4, 3), (4, 3),
+          name="whole")
+pack.case("aten::select_scatter", lambda x, y: torch.select_scatter(x, y, 0, -1), (3, 4), (4,))
