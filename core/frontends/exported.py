@@ -54,6 +54,8 @@ _RENAMED = {
     "aten::sym_size.int": "aten::size.int(Tensor self, int dim) -> int",
     "aten::sym_numel": "aten::numel(Tensor self) -> int",
     "aten::_local_scalar_dense": "aten::item(Tensor self) -> Scalar",
+    "aten::lift_fresh_copy": "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) "
+                             "-> Tensor",
 }
 #: Checks torch.export records; ONNX Runtime checks shapes itself.
 _DROPPED = re.compile(r"aten::(_assert_.*|_functional_assert_.*|sym_constrain_range.*|"
@@ -198,7 +200,13 @@ def served_ops(registry: Any, opset: int) -> set[str]:
 
 def decompose(program: torch.export.ExportedProgram, served: set[str]
               ) -> torch.export.ExportedProgram:
-    """Decompose with torch's default table, keeping whole every op a pack serves."""
+    """Decompose with torch's default table, keeping whole every op a pack serves.
+
+    A graph whose ops are all served is read as captured, in-place ops and views
+    included (the walker writes them through as it does TorchScript's): decomposing it
+    would retrace the whole model for nothing."""
+    if not _unserved(program, served):
+        return program
     table = torch.export.default_decompositions()
     for op in list(table.keys()):
         name = op._schema.name
@@ -208,6 +216,22 @@ def decompose(program: torch.export.ExportedProgram, served: set[str]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return program.run_decompositions(table)
+
+
+def _unserved(program: torch.export.ExportedProgram, served: set[str]) -> bool:
+    """Whether some ATen op of the graph (or of a subgraph) has no symbolic."""
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+                continue
+            schema = node.target._schema
+            name, overload = schema.name, f"{schema.name}.{schema.overload_name}"
+            if not (_DROPPED.match(name) or overload in _RENAMED or name in _RENAMED
+                    or name in served or overload in served):
+                return True
+    return False
 
 
 class _Reader:
