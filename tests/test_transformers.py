@@ -7,11 +7,13 @@ histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: pol
 view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
 (gated delta-rule linear attention: linalg_solve_triangular) at 17 and 20; TAPAS question
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
-at 18 and 20; SEW-D (an autograd Function whose static symbolic calls torch.onnx's own
-symbolics) at 13 and 17 with a dynamic batch. Each is exported with a dynamic batch and sequence axis, checked by the full
-ONNX checker and run in ONNX Runtime at the traced sizes and at a second batch and
-sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention masks are
-inputs, with padding in the first row; ``return_dict=False`` is passed as a keyword.
+at 18 and 20; Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and
+20; SEW-D (an autograd Function whose static symbolic calls torch.onnx's own symbolics) at
+13 and 17 with a dynamic batch. Each is exported with a dynamic batch and sequence axis,
+checked by the full ONNX checker and run in ONNX Runtime at the traced sizes and at a
+second batch and sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention
+masks are inputs, with padding in the first row; ``return_dict=False`` is passed as a
+keyword.
 """
 
 from __future__ import annotations
@@ -192,6 +194,20 @@ def _table_inputs(batch: int, seq: int) -> dict[str, torch.Tensor]:
             "token_type_ids": types}
 
 
+def _deformable_detr() -> torch.nn.Module:
+    """A 3-stage ResNet backbone (no timm, no download) under one encoder and two decoder
+    layers."""
+    backbone = transformers.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32, 64, 64], depths=[1, 1, 1, 1],
+        out_features=["stage2", "stage3", "stage4"])
+    return transformers.DeformableDetrForObjectDetection(transformers.DeformableDetrConfig(
+        use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
+        d_model=32, encoder_ffn_dim=37, decoder_ffn_dim=37, encoder_layers=1,
+        decoder_layers=2, num_queries=10, num_labels=3, encoder_attention_heads=2,
+        decoder_attention_heads=2, num_feature_levels=3, encoder_n_points=2,
+        decoder_n_points=2))
+
+
 _DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                  "logits": {0: "batch", 1: "seq"}}
 
@@ -245,6 +261,16 @@ SPECS: dict[str, Spec] = {
     "tapas": Spec(_tapas, _table_inputs, {"input_ids": _BS, "attention_mask": _BS,
                                           "token_type_ids": _BS, "logits": _BS},
                   opsets=(18, 20)),  # its segment min and max: ScatterElements min/max (18)
+    # The feature maps' sizes are Python ints in its code (traced as constants, by
+    # torch.onnx too): the images keep their size, the batch is the dynamic axis.
+    "deformable_detr": Spec(
+        _deformable_detr, lambda b, s: {"pixel_values": torch.randn(b, 3, 64, 64),
+                                        "pixel_mask": torch.ones(b, 64, 64, dtype=torch.long)},
+        {name: {0: "batch"} for name in (
+            "pixel_values", "pixel_mask", "logits", "pred_boxes", "last_hidden_state",
+            "encoder_last_hidden_state", "init_reference_points",
+            "intermediate_hidden_states", "intermediate_reference_points")},
+        opsets=(16, 20)),
     "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
                  {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
                  opsets=(17, 20)),
