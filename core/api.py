@@ -736,7 +736,7 @@ def _front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
         return model
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return trace.script_front_end(model, args, input_names, dynamic_axes)
-    return trace.trace_module(model, args)
+    return trace.trace_module(model, args, input_names, dynamic_axes)
 
 
 def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,

@@ -276,40 +276,164 @@ def tuple_lowering_problem(graph: torch._C.Graph) -> str:
     return "a tuple that cannot be flattened into separate values"
 
 
+# -- tensor attributes assigned in forward ---------------------------------------------------
+def attribute_writes_as_copies(graph: torch._C.Graph) -> None:
+    """``self.state = value`` on a tensor attribute (``prim::SetAttr``, kept by freezing)
+    becomes an in-place copy into the attribute's tensor: later reads see the new value,
+    and inside loops and branches the copy is threaded like any in-place write. (The
+    value must keep the attribute's shape, as a buffer updated in forward does.)"""
+    for node in graph.findAllNodes("prim::SetAttr"):
+        value = node.inputsAt(1)
+        if value.type().kind() != "TensorType":
+            continue
+        read = graph.create("prim::GetAttr", [node.inputsAt(0)], 1)
+        read.s_("name", node.s("name"))
+        read.output().setType(torch._C.TensorType.get())
+        read.insertBefore(node)
+        with graph.insert_point_guard(node):
+            blocking = graph.insertConstant(False)
+        copy = graph.create("aten::copy_", [read.output(), value, blocking], 1)
+        copy.output().setType(torch._C.TensorType.get())
+        copy.insertBefore(node)
+        copy.copyMetadata(node)
+        node.destroy()
+
+
 # -- sizes the input types know ------------------------------------------------------------
-def fold_static_sizes(graph: torch._C.Graph) -> None:
-    """``x.size(d)``, ``x.size()`` and ``x.dim()`` of a value whose type knows them (graph
-    inputs and weights, at the dims ``dynamic_axes`` leaves static) become constants, and
-    the numbers computed from them fold (``float(n) / 2``, ``n - 1``): as in torch.onnx,
-    the counts and coefficients symbolics need as constants (``chunk``'s chunks,
-    ``baddbmm``'s beta, ``nll_loss``'s ignore_index) are constants then."""
+def fold_static_sizes(graph: torch._C.Graph, dynamic: dict[int, set[int]] | None = None, *,
+                      traced: bool = False) -> None:
+    """``x.size(d)``, ``x.size()`` and ``x.dim()`` become constants where ``x``'s type knows
+    them, and the numbers computed from them fold (``float(n) / 2``, ``n - 1``): as in
+    torch.onnx, the counts and coefficients symbolics need as constants (``chunk``'s
+    chunks, ``baddbmm``'s beta, ``nll_loss``'s ignore_index) are constants then.
+
+    With ``dynamic`` (graph input index -> the axes ``dynamic_axes`` names), only the
+    sizes of graph inputs at their other axes fold: a trace types every value with the
+    sizes of that one run, and what a model computes from its own tensors' sizes is the
+    packs' to convert. Without it every type is trusted (a scripted graph's inputs
+    leave their dynamic axes unknown, and nothing else has sizes). A scripted graph then
+    propagates the constants through numbers, branches and lists (TorchScript's pass); a
+    ``traced`` one only runs the arithmetic the tracer recorded on sizes (its other ops on
+    constants are left for the packs to convert).
+    """
+    inputs = {value.unique(): index for index, value in enumerate(graph.inputs())}
     folded = False
     for node in graph.findAllNodes("aten::size") + graph.findAllNodes("aten::dim"):
-        known = _static_size(node)
+        source = node.inputsAt(0)
+        if dynamic is None or node.kind() == "aten::dim":
+            known = _static_size(node, set())
+        elif source.unique() in inputs:
+            known = _static_size(node, dynamic.get(inputs[source.unique()], set()))
+        else:
+            known = None
         if known is not None:
             with graph.insert_point_guard(node):
                 node.output().replaceAllUsesWith(graph.insertConstant(known))
             node.destroy()
             folded = True
     if folded:
-        torch._C._jit_pass_constant_propagation_immutable_types(graph)
+        if not traced:
+            torch._C._jit_pass_constant_propagation_immutable_types(graph)
+        _fold_size_arithmetic(graph)
 
 
-def _static_size(node: torch._C.Node) -> int | list[int] | None:
-    """What a ``size``/``dim`` node returns, when its input's type knows it."""
+#: Ops on numbers (or the 0-d tensors a trace makes of them) that fold on constants.
+_ARITHMETIC = frozenset(f"aten::{name}" for name in (
+    "add", "sub", "mul", "div", "floor_divide", "floordiv", "remainder", "neg", "floor",
+    "ceil", "Int", "Float", "Bool", "ScalarImplicit")) | {"prim::NumToTensor"}
+
+
+def _fold_size_arithmetic(graph: torch._C.Graph) -> None:
+    """Arithmetic on constants producing a number or a 0-d tensor runs now: a trace records
+    ``x.size(0) // 2`` as tensor ops on the size (``prim::NumToTensor``, ``floor_divide``,
+    ``aten::Int``), which TorchScript's constant propagation of numbers leaves."""
+    for node in list(graph.nodes()):
+        if node.kind() not in _ARITHMETIC or node.outputsSize() != 1 \
+                or any(v.node().kind() != "prim::Constant" for v in node.inputs()):
+            continue
+        out = node.output().type()
+        if out.kind() == "TensorType" and out.dim() != 0:
+            continue
+        operation = torch._C._jit_get_operation(node.kind())
+        operation = operation[0] if isinstance(operation, tuple) else operation
+        try:
+            result = operation(*(v.toIValue() for v in node.inputs()))
+        except RuntimeError:  # e.g. a division by zero: left for the export to run
+            continue
+        with graph.insert_point_guard(node):
+            node.output().replaceAllUsesWith(graph.insertConstant(result))
+        node.destroy()
+
+
+def _static_size(node: torch._C.Node, dynamic: set[int]) -> int | list[int] | None:
+    """What a ``size``/``dim`` node returns, when its input's type knows it (sizes at the
+    ``dynamic`` axes are unknown)."""
     t = node.inputsAt(0).type()
     if t.kind() != "TensorType" or t.dim() is None:
         return None
     if node.kind() == "aten::dim":
         return t.dim()
-    sizes = t.varyingSizes()
+    rank = t.dim()
+    sizes = [None if axis in dynamic or axis - rank in dynamic else size
+             for axis, size in enumerate(t.varyingSizes())]
     if node.inputsSize() == 1:
         return None if None in sizes else list(sizes)
-    index = node.inputsAt(1).toIValue() if node.inputsAt(1).node().kind() == "prim::Constant" \
-        else None
-    if not isinstance(index, int) or not -len(sizes) <= index < len(sizes):
+    index = _constant(node.inputsAt(1))
+    if not isinstance(index, int) or not -rank <= index < rank:
         return None
     return sizes[index]
+
+
+# -- loops that only compute numbers -----------------------------------------------------
+#: Loops over numbers run at most this many times are unrolled (F.interpolate's sizes).
+UNROLL_MAX_TRIPS = 16
+_NUMBER_KINDS = ("IntType", "FloatType", "BoolType")
+
+
+def unroll_number_loops(graph: torch._C.Graph) -> None:
+    """Unroll loops with a constant trip count that compute only numbers and lists of
+    numbers (``[scale for _ in range(dim)]`` in F.interpolate): the lists are then known
+    item by item, so ops that take them as constants (sizes, scale factors) see them."""
+    for loop in graph.findAllNodes("prim::Loop"):
+        trips = _constant(loop.inputsAt(0))
+        if not isinstance(trips, int) or not 0 <= trips <= UNROLL_MAX_TRIPS \
+                or _constant(loop.inputsAt(1)) is not True or not _numbers_only(loop):
+            continue
+        body = next(loop.blocks())
+        if _constant(list(body.outputs())[0]) is not True:
+            continue
+        carried = list(loop.inputs())[2:]
+        for index in range(trips):
+            with graph.insert_point_guard(loop):
+                counter = graph.insertConstant(index)
+            mapping = {body_input.unique(): value for body_input, value
+                       in zip(body.inputs(), [counter, *carried])}
+            for inner in body.nodes():
+                clone = graph.createClone(inner, lambda v: mapping.get(v.unique(), v))
+                clone.insertBefore(loop)
+                for old, new in zip(inner.outputs(), clone.outputs()):
+                    new.setType(old.type())
+                    mapping[old.unique()] = new
+            carried = [mapping.get(v.unique(), v) for v in list(body.outputs())[1:]]
+        for output, value in zip(loop.outputs(), carried):
+            output.replaceAllUsesWith(value)
+        loop.destroy()
+
+
+def _constant(value: torch._C.Value) -> object:
+    return value.toIValue() if value.node().kind() == "prim::Constant" else None
+
+
+def _numbers_only(loop: torch._C.Node) -> bool:
+    """Whether a loop carries and computes only numbers, lists of numbers and bools."""
+    def number(t: torch._C.Type) -> bool:
+        if t.kind() == "ListType":
+            t = t.getElementType()
+        return t.kind() in _NUMBER_KINDS
+
+    return all(number(v.type()) for v in list(loop.inputs())[2:]) and all(
+        number(out.type()) or out.type().kind() == "NoneType"
+        for inner in _nested_nodes(loop) for out in inner.outputs())
 
 
 # -- None checks that the hard-coded arguments decide ------------------------------------

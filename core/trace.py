@@ -199,13 +199,15 @@ def _leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[
     return names
 
 
-def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
+def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] | None = None,
+                 dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
     """Trace an ``nn.Module`` into a flat graph of user inputs and parameters.
 
     The tracer records one run of ``model`` on ``args``; the model's ``state_dict``
     tensors are passed in as extra graph inputs, so every use of a parameter or buffer
     becomes a use of that input (no ScriptModule is built, which keeps tracing linear and
-    cheap in the number of submodules). Node scopes name the submodule path.
+    cheap in the number of submodules). Node scopes name the submodule path. Sizes of
+    inputs fold to constants except at the axes ``dynamic_axes`` names.
     """
     positional, kwargs = normalize_args(args)
     _check_signature(model.forward, positional, kwargs)
@@ -243,6 +245,10 @@ def trace_module(model: torch.nn.Module, args: Any) -> FrontEnd:
     torch._C._jit_pass_inline(graph)  # calls into scripted submodules
     if holder is not None:
         _objects_as_constants(graph, holder)
+    graph_names = [input_names[i] if input_names and i < len(input_names) else names[slot]
+                   for i, slot in enumerate(tensor_slots)]
+    dynamic = {i: _axes((dynamic_axes or {}).get(name)) for i, name in enumerate(graph_names)}
+    script_passes.fold_static_sizes(graph, dynamic, traced=True)
     _general_passes(graph)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
                     list(caught), notes, input_leaves=tensor_slots,
@@ -421,6 +427,7 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
             graph = frozen._get_method(method).graph.copy()
             torch._C._jit_pass_inline(graph)
             _inline_attributes(graph, model)
+            script_passes.attribute_writes_as_copies(graph)
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
@@ -445,6 +452,7 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
                 else names[index]
             value.setType(_example_type(example, _axes((dynamic_axes or {}).get(name))))
         script_passes.fold_static_sizes(graph)  # before loops carry what their bodies mutate
+        script_passes.unroll_number_loops(graph)
         _functional_passes(graph)
         notes: list[str] = []
         try:

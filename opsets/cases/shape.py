@@ -10,7 +10,8 @@ from oxport.opsets.shape import pack
 DYN = {"x": [0, 1]}
 pack.case("aten::size", lambda x: x.view(x.size(0), -1), (2, 3, 4), input_names=["x"],
           dynamic_axes={"x": [0]})
-pack.case("aten::size", lambda x: x.view(x.size()[::-1]), (2, 3), name="whole")
+pack.case("aten::size", lambda x: x.view(x.size()[::-1]), (2, 3), name="whole",
+          input_names=["x"], dynamic_axes=DYN)
 pack.case("aten::numel", lambda x: x.view(x.numel() // 4, 4), (2, 3, 4), input_names=["x"],
           dynamic_axes={"x": [0, 1]})
 pack.case("aten::numel", torch.nn.EmbeddingBag(10, 3), lambda: torch.randint(0, 10, (2, 4)),
