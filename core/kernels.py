@@ -77,12 +77,18 @@ def _schema(op_type: str, opset: int) -> onnx.defs.OpSchema | None:
 
 def _param(params: list[onnx.defs.OpSchema.FormalParameter], index: int) -> str | None:
     """The type string (``T`` or ``tensor(int64)``) of the formal parameter at ``index``
-    (the last one repeats for variadic parameters)."""
+    (the last one repeats for variadic parameters); None for a heterogeneous variadic
+    parameter, whose values each have their own type (Loop's carried values)."""
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
     if index < len(params):
-        return params[index].type_str
-    if params and params[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
-        return params[-1].type_str
-    return None
+        param = params[index]
+    elif params and params[-1].option == variadic:
+        param = params[-1]
+    else:
+        return None
+    if param.option == variadic and not param.is_homogeneous:
+        return None
+    return param.type_str
 
 
 def supported(op_type: str, opset: int, type_param: str, dtype: torch.dtype) -> bool:
