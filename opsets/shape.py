@@ -154,15 +154,19 @@ def _transpose(g, x: Value, perm: list[int]) -> Value:
 
 # -- size, view, reshape, flatten ---------------------------------------------------
 @pack.symbolic("aten::size", since=7)
+@sh.accepts_complex
 def size(g, self: Value, dim: Value | None = None) -> Value:
-    """``x.size()`` as a Shape; ``x.size(d)`` as a 0-d int64 (a constant when static)."""
+    """``x.size()`` as a Shape; ``x.size(d)`` as a 0-d int64 (a constant when static); a
+    complex tensor's shape leaves out its real pairs' axis."""
+    shape = shape_slice(g, self, 0, -1) if is_complex(g, 0, "aten::size") else None
     if dim is None:
-        return shape_of(g, self)
+        return shape or shape_of(g, self)
+    shape = shape or g.op("Shape", self)
     index = sh._maybe_get_const(dim, "i")
     if not isinstance(index, Value):
         return sh._squeeze_helper(g, sh._slice_helper(
-            g, g.op("Shape", self), [0], [index], [index + 1 if index != -1 else 2**62]), [0])
-    return g.op("Gather", g.op("Shape", self), index, axis_i=0)
+            g, shape, [0], [index], [index + 1 if index != -1 else 2**62]), [0])
+    return g.op("Gather", shape, index, axis_i=0)
 
 
 @pack.symbolic("aten::numel", since=7)

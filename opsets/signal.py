@@ -232,38 +232,109 @@ def _normalized(g, pairs: Value, size: Value | float, power: float, dtype: torch
     return g.op("Div", pairs, scale)
 
 
+def _norm_mode(norm: Value | None, op: str) -> str | None:
+    mode = None if norm is None or sh._is_none(norm) else sh._get_const(norm, "s", "norm")
+    if mode not in _NORM_POWER:
+        sh._unimplemented(op, f"norm={mode!r}")
+    return mode
+
+
+def _fourier(g, x: Value, complex_input: bool, axes: Sequence[int], mode: str | None, *,
+             inverse: bool = False, onesided: bool = False) -> Value:
+    """DFTs of ``x`` (complex pairs, or real) along ``axes`` (non-negative, of the complex
+    view) scaled as ``norm=mode`` asks; complex pairs out. ONNX's inverse DFT divides by n
+    already, PyTorch's by n ** (1 - power)."""
+    dtype = x.type().dtype()
+    if dtype is None or not dtype.is_floating_point:  # integers transform as float32
+        x, dtype = sh._cast_to(g, x, torch.float32), torch.float32
+    pairs = _as_signal(g, x, complex_input)
+    batch_added = 0 in axes  # DFT's first axis is a batch axis: add one
+    if batch_added:
+        pairs = sh._unsqueeze_helper(g, pairs, [0])
+    for axis in axes:
+        pairs = _dft(g, pairs, axis + batch_added, inverse=inverse, onesided=onesided)
+    if batch_added:
+        pairs = sh._squeeze_helper(g, pairs, [0])
+    power = _NORM_POWER[mode]
+    return _normalized(g, pairs, _signal_size(g, x, axes), -power if inverse else power,
+                       dtype)
+
+
+def _no_signal_size(s: Value | None, op: str) -> None:
+    if s is not None and not sh._is_none(s):
+        sh._unimplemented(op, "signal sizes n=/s= (pad or trim the input before the "
+                              "transform)")
+
+
+def _complex_rank(g, x: Value, op: str) -> int:
+    rank = sh._get_tensor_rank(x)
+    if rank is None:
+        sh._unimplemented(op, "an input of unknown rank")
+    return rank - is_complex(g, 0)
+
+
 @pack.symbolic("aten::fft_fftn", since=17)
 @sh.accepts_complex
 def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
              norm: Value | None = None) -> Value:
     """One DFT per axis of a real or complex input; complex pairs out."""
     op = "aten::fft_fftn"
-    complex_input = is_complex(g, 0)
-    rank = sh._get_tensor_rank(self)
-    if rank is None:
-        sh._unimplemented(op, "an input of unknown rank")
-    rank -= complex_input
-    if s is not None and not sh._is_none(s):
-        sh._unimplemented(op, "signal sizes s= (pad or trim the input before the transform)")
+    rank = _complex_rank(g, self, op)
+    _no_signal_size(s, op)
     axes = (list(range(rank)) if dim is None or sh._is_none(dim)
             else sh._get_const(dim, "is", "dim"))
-    axes = sorted(a % rank for a in axes)
-    mode = None if norm is None or sh._is_none(norm) else sh._get_const(norm, "s", "norm")
-    if mode not in _NORM_POWER:
-        sh._unimplemented(op, f"norm={mode!r}")
-    dtype = self.type().dtype()
-    if dtype is None or not dtype.is_floating_point:  # integers transform as float32
-        self, dtype = sh._cast_to(g, self, torch.float32), torch.float32
-    pairs = _as_signal(g, self, complex_input)
-    batch_added = 0 in axes  # DFT's first axis is a batch axis: add one
-    if batch_added:
-        pairs = sh._unsqueeze_helper(g, pairs, [0])
-    for axis in axes:
-        pairs = _dft(g, pairs, axis + batch_added)
-    if batch_added:
-        pairs = sh._squeeze_helper(g, pairs, [0])
-    size = _signal_size(g, self, axes)
-    return as_pairs(g, _normalized(g, pairs, size, _NORM_POWER[mode], dtype))
+    return as_pairs(g, _fourier(g, self, is_complex(g, 0), sorted(a % rank for a in axes),
+                                _norm_mode(norm, op)))
+
+
+def _one_dim_fft(name: str, inverse: bool, onesided: bool):
+    op = f"aten::{name}"
+
+    @sh.accepts_complex
+    def symbolic(g, self: Value, n: Value | None = None, dim: Value | None = None,
+                 norm: Value | None = None) -> Value:
+        _no_signal_size(n, op)
+        complex_input = is_complex(g, 0)
+        if onesided and complex_input:
+            sh._unimplemented(op, "a complex input (rfft takes real signals)")
+        axis = sh._get_const(dim, "i", "dim") % _complex_rank(g, self, op)
+        return as_pairs(g, _fourier(g, self, complex_input, [axis], _norm_mode(norm, op),
+                                    inverse=inverse, onesided=onesided))
+    symbolic.__name__ = name
+    symbolic.__doc__ = (f"ONNX DFT ({'inverse, ' if inverse else ''}"
+                        f"{'one-sided, ' if onesided else ''}one axis); complex pairs out.")
+    return symbolic
+
+
+for _name, _inverse, _onesided in (("fft_fft", False, False), ("fft_ifft", True, False),
+                                   ("fft_rfft", False, True)):
+    pack.symbolic(f"aten::{_name}", since=17)(_one_dim_fft(_name, _inverse, _onesided))
+
+
+@pack.symbolic("aten::fft_irfft", since=17)
+@sh.accepts_complex
+def fft_irfft(g, self: Value, n: Value | None = None, dim: Value | None = None,
+              norm: Value | None = None) -> Value:
+    """The real signal of a one-sided spectrum: the missing bins are the conjugates of the
+    mirrored ones (a Gather of static indices), then an inverse DFT, then its real part."""
+    op = "aten::fft_irfft"
+    if not is_complex(g, 0):
+        sh._unimplemented(op, "a real input (irfft takes a complex spectrum)")
+    axis = sh._get_const(dim, "i", "dim") % _complex_rank(g, self, op)
+    bins = sh._get_tensor_dim_size(self, axis)
+    length = 2 * (bins - 1) if bins is not None and (n is None or sh._is_none(n)) else \
+        sh._get_const(n, "i", "n") if n is not None and not sh._is_none(n) else None
+    if bins is None or length is None or length // 2 + 1 > bins:
+        sh._unimplemented(op, "a spectrum of unknown length along dim, or an n that pads it")
+    kept = length // 2 + 1
+    spectrum = sh._slice_helper(g, self, [axis], [0], [kept]) if kept < bins else self
+    mirrored = g.op("Gather", spectrum, g.constant(torch.arange(length - kept, 0, -1)),
+                    axis_i=axis)
+    conjugate = g.op("Mul", mirrored, g.constant(torch.tensor(
+        [1.0, -1.0], dtype=self.type().dtype() or torch.float32)))
+    full = g.op("Concat", spectrum, conjugate, axis_i=axis)
+    pairs = _fourier(g, full, True, [axis], _norm_mode(norm, op), inverse=True)
+    return _part(g, pairs, 0)
 
 
 @pack.symbolic("aten::stft", since=17)

@@ -7,7 +7,8 @@ histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: pol
 view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
 (gated delta-rule linear attention: linalg_solve_triangular) at 17 and 20; TAPAS question
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
-at 18 and 20; Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and
+at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) at 18 and 20;
+Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and
 20; SEW-D (an autograd Function whose static symbolic calls torch.onnx's own symbolics) at
 13 and 17 with a dynamic batch. Each is exported with a dynamic batch and sequence axis,
 checked by the full ONNX checker and run in ONNX Runtime at the traced sizes and at a
@@ -208,6 +209,13 @@ def _deformable_detr() -> torch.nn.Module:
         decoder_n_points=2))
 
 
+def _wavtokenizer() -> torch.nn.Module:
+    return transformers.WavTokenizerModel(transformers.WavTokenizerConfig(
+        num_filters=4, upsampling_ratios=[2, 2], hidden_size=16, codebook_dim=16,
+        codebook_size=32, decoder_hidden_size=32, decoder_intermediate_size=37,
+        decoder_num_layers=1, decoder_attention_num_groups=4, num_lstm_layers=1))
+
+
 _DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                  "logits": {0: "batch", 1: "seq"}}
 
@@ -271,6 +279,11 @@ SPECS: dict[str, Spec] = {
             "encoder_last_hidden_state", "init_reference_points",
             "intermediate_hidden_states", "intermediate_reference_points")},
         opsets=(16, 20)),
+    # Audio of 400 and 560 samples (the sequence axis scaled by 40): 100 and 140 codes.
+    "wavtokenizer": Spec(
+        _wavtokenizer, lambda b, s: {"input_values": torch.randn(b, 1, 40 * (s + 3))},
+        {"input_values": {0: "batch", 2: "samples"}, "audio_values": {0: "batch", 2: "samples"},
+         "audio_codes": {0: "batch", 2: "frames"}}, opsets=(18, 20)),
     "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
                  {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
                  opsets=(17, 20)),

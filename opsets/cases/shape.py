@@ -25,7 +25,7 @@ pack.case("aten::flatten", lambda x: torch.flatten(x, 1), (2, 3, 4, 5), name="ta
 pack.case("aten::flatten", lambda x: torch.flatten(x, 1, 2), (2, 3, 4, 5), name="middle")
 pack.case("aten::flatten", lambda x: torch.flatten(x), (2, 3), name="all")
 pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
-          input_names=["x"], dynamic_axes={"x": [0, 1]})
+          input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)
 pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
 pack.case("aten::cat", lambda x, y: torch.cat([x, y.int()], -1), (2, 3), (2, 4), name="neg")
 pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
@@ -146,3 +146,6 @@ pack.case("aten::unsqueeze",
           (2, 3, 2), name="complex")
 pack.case("aten::to", lambda x: torch.view_as_real(
     torch.view_as_complex(x).to("cpu").to(torch.complex128)), (3, 4, 2), name="complex")
+pack.case("aten::size", lambda x: torch.view_as_complex(x).size(-1) + torch.view_as_complex(
+    x).shape[0] * torch.ones(torch.view_as_complex(x).shape), (3, 4, 2), name="complex",
+    input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)

@@ -53,3 +53,24 @@ pack.case("aten::stft", lambda x: torch.stft(x, 16, hop_length=4, window=torch.h
 pack.case("aten::stft", lambda x: torch.view_as_real(torch.stft(
     x, 8, win_length=6, center=False, normalized=True, onesided=False, return_complex=True)),
     (40,), name="short_window_two_sided", rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_fft", lambda x: torch.view_as_real(torch.fft.fft(x, dim=0)), (6, 3),
+          rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_fft", lambda x: torch.fft.fft(torch.view_as_complex(x), norm="ortho").abs(),
+          (2, 5, 2), name="complex_ortho", rtol=1e-4, atol=1e-5)
+pack.case("aten::fft_ifft", lambda x: (torch.fft.ifft(x).real, torch.fft.ifft(x).imag), (3, 8),
+          rtol=1e-4, atol=1e-5)  # PyTorch's ifft of a real tensor is a conjugated view
+pack.case("aten::fft_ifft",
+          lambda x: torch.view_as_real(torch.fft.ifft(torch.view_as_complex(x), dim=1,
+                                                      norm="forward")),
+          (2, 4, 3, 2), name="complex_forward", rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_rfft", lambda x: torch.view_as_real(torch.fft.rfft(x)), (3, 10),
+          rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_rfft", lambda x: torch.fft.rfft(x, dim=0, norm="forward").abs(), (7, 2),
+          name="odd_forward", rtol=1e-4, atol=1e-5)
+pack.case("aten::fft_irfft", lambda x: torch.fft.irfft(torch.view_as_complex(x)), (3, 5, 2),
+          rtol=1e-4, atol=1e-5)
+pack.case("aten::fft_irfft",
+          lambda m, p: torch.fft.irfft(torch.polar(m, p), 8, dim=1, norm="ortho"), (2, 6, 3),
+          (2, 6, 3), name="polar_trimmed_ortho", rtol=1e-4, atol=1e-5)
+pack.case("aten::fft_irfft", lambda x: torch.fft.irfft(torch.view_as_complex(x), 7), (4, 2),
+          name="odd_length", rtol=1e-4, atol=1e-5)
