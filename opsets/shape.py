@@ -831,7 +831,8 @@ def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
     chunks = sh._get_const(chunks, "i", "chunks")
     step = -(-size // chunks) if size else 1
     count = max(-(-size // step), 1)
-    g.uses_traced_size(self, axis, f"aten::chunk's number of pieces ({count})")
+    if count != chunks:  # as many pieces as asked for holds at (nearly) any size: no warning
+        g.uses_traced_size(self, axis, f"aten::chunk's number of pieces ({count})")
     traced = _pieces(g, size, step, count)
     if count == chunks and g.opset >= 18:
         return tensor_list(g, _split(g, self, axis, traced, count))

@@ -143,11 +143,14 @@ def test_indexed_assignment_below_opset_11_names_the_opset():
     (lambda x: torch.split(x, 6, 0)[-1], (13,), {"x": [0]}, True),
     (lambda x: torch.split(x, 6, 1)[-1], (2, 13), {"x": [0]}, False),
     (lambda x: torch.chunk(x, 3, 0)[0], (13,), None, False),
+    (lambda x: torch.chunk(x, 3, 0)[0], (4,), {"x": [0]}, True),  # 2 pieces, not 3
+    (lambda x: torch.chunk(x, 3, 0)[0], (13,), {"x": [0]}, False),  # the 3 asked for
     (lambda x: x.unbind(0)[0], (3, 2), {"x": [0]}, True),
     (lambda x: x.squeeze(1), (1, 3), {"x": [1]}, True),
     (lambda x: x.squeeze(), (1, 3), {"x": [1]}, False),  # Squeeze without axes: any size
     (lambda x: (lambda y: (y.unbind(1)[0], y))(x * 2), (3, 4), {"x": [1]}, True),
-], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "unbind", "squeeze_dim",
+], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "chunk_fewer_pieces",
+        "chunk_as_many_pieces", "unbind", "squeeze_dim",
         "squeeze_all", "unbind_of_an_output"])
 def test_warns_when_a_dynamic_axis_fixes_a_traced_count(model, size, axes, warns):
     with warnings.catch_warnings(record=True) as caught:

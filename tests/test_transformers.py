@@ -9,8 +9,9 @@ view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
 at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) at 18 and 20;
 Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and
-20; SEW-D (an autograd Function whose static symbolic calls torch.onnx's own symbolics) at
-13 and 17 with a dynamic batch. Each is exported with a dynamic batch and sequence axis,
+20; ProphetNet (n-gram streams chunked along a dynamic axis) and SEW-D (an autograd
+Function whose static symbolic calls torch.onnx's own symbolics; dynamic batch only) at 13
+and 17. Each is exported with a dynamic batch and sequence axis,
 checked by the full ONNX checker and run in ONNX Runtime at the traced sizes and at a
 second batch and sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention
 masks are inputs, with padding in the first row; ``return_dict=False`` is passed as a
@@ -178,6 +179,15 @@ def _sew_d() -> torch.nn.Module:
         max_position_embeddings=64))
 
 
+def _prophetnet() -> torch.nn.Module:
+    """Its decoder chunks the n-gram streams (aten::chunk over a dynamic axis)."""
+    return transformers.ProphetNetModel(transformers.ProphetNetConfig(
+        vocab_size=VOCAB, hidden_size=32, encoder_ffn_dim=37, decoder_ffn_dim=37,
+        num_encoder_layers=2, num_decoder_layers=2, num_encoder_attention_heads=2,
+        num_decoder_attention_heads=2, max_position_embeddings=64, ngram=2, num_buckets=8,
+        relative_max_distance=16))
+
+
 def _tapas() -> torch.nn.Module:
     return transformers.TapasForQuestionAnswering(transformers.TapasConfig(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
@@ -257,6 +267,12 @@ SPECS: dict[str, Spec] = {
     "deepseek_v3": Spec(_deepseek, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "deepseek_v2": Spec(_deepseek_v2, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "qwen3_next": Spec(_qwen3_next, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    "prophetnet": Spec(_prophetnet, lambda b, s: {
+        "input_ids": _tokens(b, s), "decoder_input_ids": _tokens(b, s - 2)},
+        {"input_ids": _BS, "decoder_input_ids": {0: "batch", 1: "target"},
+         "last_hidden_state": {0: "batch", 1: "target"},
+         "last_hidden_state_ngram": {0: "batch", 1: "ngram_target"},
+         "encoder_last_hidden_state": _BS}, opsets=(13, 17)),
     # Dynamic batch only: the conv feature extractor's output length is traced as a constant.
     "sew_d": Spec(_sew_d, lambda b, s: {"input_values": torch.randn(b, 400)},
                   {"input_values": {0: "batch"}, "last_hidden_state": {0: "batch"}},
@@ -291,7 +307,7 @@ SPECS: dict[str, Spec] = {
 
 #: keyword arguments every call gets (constants in the graph)
 _CALL = {"return_dict": False}
-_EXTRA = {"vit": {"interpolate_pos_encoding": True}}
+_EXTRA = {"vit": {"interpolate_pos_encoding": True}, "prophetnet": {"use_cache": False}}
 
 
 @dataclasses.dataclass
