@@ -829,8 +829,8 @@ def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
     when there are ``chunks`` pieces."""
     axis, size = _split_dim("aten::chunk", self, dim if dim is not None else g.python_constant(0))
     chunks = sh._get_const(chunks, "i", "chunks")
-    step = -(-size // chunks) if size else 1
-    count = max(-(-size // step), 1)
+    step = -(-size // chunks)
+    count = -(-size // step) if size else chunks  # an empty axis gives `chunks` empty pieces
     if count != chunks:  # as many pieces as asked for holds at (nearly) any size: no warning
         g.uses_traced_size(self, axis, f"aten::chunk's number of pieces ({count})")
     traced = _pieces(g, size, step, count)

@@ -49,6 +49,7 @@ pack.case("aten::unsafe_split_with_sizes",
 pack.case("aten::chunk", lambda x: x.chunk(2, -1), (3, 4), input_names=["x"],
           dynamic_axes={"x": [0, 1]})
 pack.case("aten::chunk", lambda x: x.chunk(3, 0), (5, 2), name="uneven")
+pack.case("aten::chunk", lambda x: x.chunk(2, 0)[-1] + 1, lambda: torch.zeros(0, 3), name="empty")
 pack.case("aten::unsafe_chunk", lambda x: torch.ops.aten.unsafe_chunk(x, 2), (4, 2))
 pack.case("aten::tensor_split", lambda x: x.tensor_split(3, 1), (2, 7))
 pack.case("aten::tensor_split", lambda x: x.tensor_split([1, -1], 0), (4, 2), name="indices")
