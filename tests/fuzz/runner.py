@@ -19,6 +19,7 @@ Outcomes (``Outcome.kind``):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import warnings
@@ -84,7 +85,9 @@ def _run(model_bytes: bytes, case: FuzzCase, inputs: tuple[torch.Tensor, ...],
     """(kind, detail) when ONNX Runtime rejects the file or differs from eager, else None."""
     try:
         session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
-        actual = session.run(None, {n: t.numpy() for n, t in zip(case.input_names, inputs)})
+        used = {i.name for i in session.get_inputs()}  # the trace drops unused inputs
+        actual = session.run(None, {n: t.numpy() for n, t in zip(case.input_names, inputs)
+                                    if n in used})
     except Exception as exc:  # noqa: BLE001 - any runtime failure is the finding
         return "invalid", f"ONNX Runtime: {str(exc).splitlines()[0][:300]}"
     problem = mismatch(expected, actual)
@@ -101,7 +104,7 @@ def _torch_onnx(case: FuzzCase, opset: int) -> bytes | None:
     of ``dynamic_axes``: torch.onnx rewrites the dict it is given)."""
     buffer = io.BytesIO()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             torch.onnx.export(case.build(), case.inputs, buffer, opset_version=opset,
                               input_names=case.input_names, dynamo=False,
