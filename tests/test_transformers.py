@@ -7,15 +7,15 @@ histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: pol
 view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
 (gated delta-rule linear attention: linalg_solve_triangular) at 17 and 20; TAPAS question
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
-at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) at 18 and 20;
-Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and
-20; ProphetNet (n-gram streams chunked along a dynamic axis) and SEW-D (an autograd
-Function whose static symbolic calls torch.onnx's own symbolics; dynamic batch only) at 13
-and 17. Each is exported with a dynamic batch and sequence axis,
-checked by the full ONNX checker and run in ONNX Runtime at the traced sizes and at a
-second batch and sequence length, against eager PyTorch (rtol 1e-3, atol 1e-4). Attention
-masks are inputs, with padding in the first row; ``return_dict=False`` is passed as a
-keyword.
+at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) and VideoPrism
+(position embeddings resized with antialias: _upsample_bilinear2d_aa) at 18 and 20;
+Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and 20; ProphetNet
+(n-gram streams chunked along a dynamic axis) and SEW-D (an autograd Function whose static
+symbolic calls torch.onnx's own symbolics; dynamic batch only) at 13 and 17. Each is
+exported with a dynamic batch and sequence axis, checked by the full ONNX checker and run in
+ONNX Runtime at the traced sizes and at a second batch and sequence length, against eager
+PyTorch (rtol 1e-3, atol 1e-4). Attention masks are inputs, with padding in the first row;
+``return_dict=False`` is passed as a keyword.
 """
 
 from __future__ import annotations
@@ -226,6 +226,13 @@ def _wavtokenizer() -> torch.nn.Module:
         decoder_num_layers=1, decoder_attention_num_groups=4, num_lstm_layers=1))
 
 
+def _videoprism() -> torch.nn.Module:
+    return transformers.VideoPrismVisionModel(transformers.VideoPrismVisionConfig(
+        image_size=32, num_frames=2, tubelet_size=[1, 8, 8], hidden_size=32,
+        num_attention_heads=2, intermediate_size=37, num_spatial_layers=1,
+        num_temporal_layers=1, num_auxiliary_layers=1))
+
+
 _DECODER_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                  "logits": {0: "batch", 1: "seq"}}
 
@@ -300,6 +307,14 @@ SPECS: dict[str, Spec] = {
         _wavtokenizer, lambda b, s: {"input_values": torch.randn(b, 1, 40 * (s + 3))},
         {"input_values": {0: "batch", 2: "samples"}, "audio_values": {0: "batch", 2: "samples"},
          "audio_codes": {0: "batch", 2: "frames"}}, opsets=(18, 20)),
+    # Two frames of 32x32 and 48x48 pixels (16 and 36 patches each).
+    "videoprism": Spec(
+        _videoprism, lambda b, s: {"pixel_values_videos": torch.randn(
+            b, 2, 3, 32 + 16 * (s > 7), 32 + 16 * (s > 7))},
+        {"pixel_values_videos": {0: "batch", 3: "height", 4: "width"},
+         "last_hidden_state": {0: "batch", 1: "tokens"},
+         "spatial_hidden_state": {0: "batch_x_patches"},
+         "temporal_hidden_state": {0: "batch_x_frames", 1: "patches"}}, opsets=(18, 20)),
     "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
                  {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
                  opsets=(17, 20)),
@@ -307,7 +322,8 @@ SPECS: dict[str, Spec] = {
 
 #: keyword arguments every call gets (constants in the graph)
 _CALL = {"return_dict": False}
-_EXTRA = {"vit": {"interpolate_pos_encoding": True}, "prophetnet": {"use_cache": False}}
+_EXTRA = {"vit": {"interpolate_pos_encoding": True}, "prophetnet": {"use_cache": False},
+          "videoprism": {"interpolate_pos_encoding": True}}
 
 
 @dataclasses.dataclass
