@@ -9,8 +9,6 @@ view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
 at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) and VideoPrism
 (position embeddings resized with antialias: _upsample_bilinear2d_aa) at 18 and 20;
-at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) and VideoPrism
-(position embeddings resized with antialias: _upsample_bilinear2d_aa) at 18 and 20;
 Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and 20; ProphetNet
 (n-gram streams chunked along a dynamic axis) and SEW-D (an autograd Function whose static
 symbolic calls torch.onnx's own symbolics; dynamic batch only) at 13 and 17. Each is
