@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import pty
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +144,22 @@ def test_help_and_listing_plugins_do_not_import_torch(tmp_path, args):
                             cwd=tmp_path, env=env(), timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_layout_trap_is_explained(tmp_path):
+    """From the folder above a clone named ``oxport``, Python finds the clone folder before
+    the installed package; ``python -m oxport`` says so (the clone's root __main__.py)."""
+    root = Path(__file__).resolve().parent.parent
+    clone = tmp_path / "oxport"
+    clone.mkdir()
+    shutil.copy(root / "__main__.py", clone / "__main__.py")
+    result = subprocess.run([*OXPORT, "--version"], capture_output=True, text=True,
+                            cwd=tmp_path, env=env(), timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"oxport: error: Python imported the folder {clone} (a "
+                                    "clone of oxport's repository) as an empty namespace package")
+    assert "run Python from any other folder, or rename the clone" in result.stderr
+    # Anywhere else the installed package answers.
+    inside = subprocess.run([*OXPORT, "--version"], capture_output=True, text=True, cwd=clone,
+                            env=env(), timeout=60)
+    assert inside.stdout == f"oxport {oxport.__version__}\n"
