@@ -44,26 +44,26 @@ def _plugins(args: argparse.Namespace) -> int:
     from oxport import plugin_manager
 
     if not args.check:
-        infos = plugin_manager.discover()
-        rows = [[i.name, _dist(i), i.layer.name.lower(),
-                 "enabled" if i.enabled else "disabled", i.value] for i in infos]
+        installed = plugin_manager.discover()
         if args.json:
-            print(json.dumps([i.to_json() for i in infos], indent=2))
+            print(json.dumps([i.to_json() for i in installed], indent=2))
         else:
-            _print_table(rows)
+            _print_table([[i.name, _dist(i), i.layer.name.lower(),
+                           "enabled" if i.enabled else "disabled", i.value] for i in installed])
         return 0
     infos = plugin_manager.load().plugins
     if args.json:
         print(json.dumps([info.to_json() for info in infos], indent=2))
-        return 0 if all(i.ok for i in infos) else 1
-    rows = []
-    for info in infos:
-        what = ", ".join(_count(n, kind) for kind, n in info.registered.items()) or "nothing"
-        status = "ok" if info.ok else f"BROKEN: {info.error}"
-        rows.append([info.name, _dist(info), info.layer.name.lower(),
-                     f"{status}; registers {what}"])
-    _print_table(rows)
+    else:
+        _print_table([[info.name, _dist(info), info.layer.name.lower(),
+                       f"{'ok' if info.ok else f'BROKEN: {info.error}'}; registers "
+                       f"{_registered(info.registered)}"] for info in infos])
     return 0 if all(i.ok for i in infos) else 1
+
+
+def _registered(counts: dict[str, int]) -> str:
+    """``{"symbolics": 2, "passes": 1}`` -> ``2 symbolics, 1 pass``."""
+    return ", ".join(_count(n, kind) for kind, n in counts.items()) or "nothing"
 
 
 def _dist(info: Any) -> str:
