@@ -244,3 +244,27 @@ def test_grad_mode_wrappers_are_inlined() -> None:
     proto = oxport.convert(NoGradPart(), (torch.randn(4),), dynamo=True).model_proto()
     x = torch.randn(4)
     np.testing.assert_allclose(_run(proto, x)[0], (x * 3 + x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "t5", "llama"])
+def test_transformers_decoders_match_eager_at_a_second_batch_and_length(name: str) -> None:
+    """T5 is one torch's own torch.export path fails to decompose."""
+    pytest.importorskip("transformers")
+    from tests.test_transformers import SIZES, SPECS
+
+    spec = SPECS[name]
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    inputs = spec.inputs(*SIZES[0])
+    result = oxport.convert(model, (dict(inputs, return_dict=False),), dynamo=True,
+                            opset_version=17, input_names=list(inputs),
+                            dynamic_axes={k: a for k, a in spec.axes.items() if k in inputs})
+    proto = result.model_proto()
+    assert _dims(proto.graph.input[0]) == ["batch", "seq"]
+    for size in SIZES:
+        feeds = spec.inputs(*size)
+        with torch.no_grad():
+            expected = model(**feeds, return_dict=False)
+        actual = _run(proto, *feeds.values())
+        for got, want in zip(actual, [e for e in expected if isinstance(e, torch.Tensor)]):
+            np.testing.assert_allclose(got, want.numpy(), rtol=spec.rtol, atol=spec.atol)
