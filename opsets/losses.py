@@ -121,16 +121,18 @@ def binary_cross_entropy(g, self, target, weight=None, reduction=1):
 @sh.parse_args("v", "v", "v", "v", "i")
 def binary_cross_entropy_with_logits(g, self, target, weight=None, pos_weight=None,
                                      reduction=1):
-    """``(1 - t) x - w_pos log sigmoid(x)`` with ``w_pos = 1 + (pos_weight - 1) t``."""
+    """``(1 - t) x - w_pos log sigmoid(x)`` with ``w_pos = 1 + (pos_weight - 1) t``; targets
+    and weights of another dtype (integers) are computed in the input's."""
     dtype, target = _dtype(self), _as(g, target, self)
     one = scalar(g, 1, dtype)
     minus_log_sigmoid = _softplus_neg(g, self)
     if not sh._is_none(pos_weight):
+        pos_weight = _as(g, pos_weight, self)
         log_weight = g.op("Add", g.op("Mul", g.op("Sub", pos_weight, one), target), one)
         minus_log_sigmoid = g.op("Mul", log_weight, minus_log_sigmoid)
     loss = g.op("Add", g.op("Mul", g.op("Sub", one, target), self), minus_log_sigmoid)
     if not sh._is_none(weight):
-        loss = g.op("Mul", loss, weight)
+        loss = g.op("Mul", loss, _as(g, weight, self))
     return _reduce(g, loss, reduction)
 
 

@@ -76,6 +76,10 @@ CASES = [
      (torch.tensor([1.0, -1.0, -2.0]),), (torch.tensor([1.0, 2.0, -1.0]),), {}, [11, 20]),
     ("squeeze_dim_data_dependent", lambda x: torch.where(x > 0)[0].squeeze(-1),
      (torch.tensor([-1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
+    ("expand_as", lambda x, y: x.expand_as(y) + y, ((1, 4), (3, 4)), ((1, 6), (5, 6)),
+     {"x": [1], "y": [0, 1]}, [8, 20]),
+    ("pixel_unshuffle", lambda x: torch.nn.functional.pixel_unshuffle(x, 2), ((1, 2, 4, 4),),
+     ((2, 2, 6, 8),), {"x": [0, 2, 3]}, [11, 20]),
     ("slice_tensor_index", lambda x, i: x[i:], ((6,), _long(2)), ((9,), _long(3)), {"x": [0]},
      [10, 20]),
     # Piece sizes read at run time (the number of pieces is the traced one).

@@ -37,6 +37,10 @@ pack.case("aten::binary_cross_entropy_with_logits",
           lambda x, t, w, p: F.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=p,
                                                                 reduction="sum"),
           (3, 4), _unit(3, 4), (4,), lambda: torch.rand(4) + 0.5, name="weights")
+pack.case("aten::binary_cross_entropy_with_logits",
+          lambda x, t, p: F.binary_cross_entropy_with_logits(x, t.float(), pos_weight=p),
+          (2, 3), lambda: torch.randint(0, 2, (2, 3)), lambda: torch.tensor([2, 1, 3]),
+          name="int_targets_and_pos_weight")
 pack.case("aten::kl_div", lambda x, t: F.kl_div(x, t, reduction="batchmean"),
           lambda: torch.randn(3, 4).log_softmax(1),
           lambda: torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.1, 0.2, 0.3, 0.4], [1.0, 0, 0, 0]]))
