@@ -753,11 +753,17 @@ def _split_by_slices(g, x: Value, axis: int, sizes: list[int | Value]) -> list[V
     return pieces
 
 
-def _split_dim(op: str, x: Value, dim: Value) -> tuple[int, int]:
-    """(axis, its traced size): split counts are fixed when the graph is traced."""
+def _split_dim(g, op: str, x: Value, dim: Value, traced: bool = True) -> tuple[int, int]:
+    """(axis, its traced size): split counts are fixed when the graph is traced. With
+    ``traced``, a size the converted graph does not know (after a mask or nonzero) is the
+    one TorchScript traced (the pieces' sizes are read at run time)."""
     rank = rank_of(op, x)
     axis = sh._get_const(dim, "i", "dim") % rank
     size = (x.type().varyingSizes() or [None] * rank)[axis]
+    if size is None and traced and g.original_node is not None:
+        traced = g.original_node.inputsAt(0).type()
+        sizes = traced.varyingSizes() if traced.kind() == "TensorType" else None
+        size = sizes[axis] if sizes is not None and len(sizes) == rank else None
     if size is None:
         sh._unimplemented(op, f"dimension {axis} of unknown size")
     return axis, size
@@ -791,7 +797,8 @@ def _pieces(g, size: int | Value, step: int | Value, count: int) -> list[int | V
 @pack.symbolic("aten::split", since=7)
 def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
     """``split(n)`` (pieces of n, the last what remains) or ``split([sizes])``."""
-    axis, size = _split_dim("aten::split", self, dim if dim is not None else g.python_constant(0))
+    axis, size = _split_dim(g, "aten::split", self,
+                            dim if dim is not None else g.python_constant(0))
     items = int_list(split_size)
     if items is not None and len(items) == 1 and not sh._is_list(split_size):
         items = None
@@ -812,7 +819,7 @@ pack.alias(split, "aten::unsafe_split", since=7)
 def split_with_sizes(g, self: Value, split_sizes: Value, dim: Value | None = None) -> Value:
     """Split; sizes computed at run time (``w.split([E, 2 * E])`` in nn.MultiheadAttention)
     need Split's sizes input (13) or Slices (10)."""
-    axis, _ = _split_dim("aten::split_with_sizes", self,
+    axis, _ = _split_dim(g, "aten::split_with_sizes", self,
                          dim if dim is not None else g.python_constant(0))
     sizes = int_list(split_sizes)
     if sizes is None:
@@ -827,7 +834,8 @@ pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
 def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
     """Pieces of ceil(size / chunks), the size read at run time; by count from opset 18
     when there are ``chunks`` pieces."""
-    axis, size = _split_dim("aten::chunk", self, dim if dim is not None else g.python_constant(0))
+    axis, size = _split_dim(g, "aten::chunk", self,
+                            dim if dim is not None else g.python_constant(0))
     chunks = sh._get_const(chunks, "i", "chunks")
     step = -(-size // chunks)
     count = -(-size // step) if size else chunks  # an empty axis gives `chunks` empty pieces
@@ -849,7 +857,7 @@ pack.alias(chunk, "aten::unsafe_chunk", since=7)
 def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> Value:
     """``tensor_split(n)`` (the first size % n pieces one larger, sizes read at run time) or
     at given indices."""
-    axis, size = _split_dim("aten::tensor_split", self,
+    axis, size = _split_dim(g, "aten::tensor_split", self,
                             dim if dim is not None else g.python_constant(0))
     if sh._is_list(sections) or sh._is_packed_list(sections):
         bounds = [0] + [min(max(i if i >= 0 else i + size, 0), size)
@@ -869,7 +877,8 @@ def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> V
 @pack.symbolic("aten::unbind", since=7)
 def unbind(g, self: Value, dim: Value | None = None) -> Value:
     """Split into size-1 pieces and squeeze each."""
-    axis, size = _split_dim("aten::unbind", self, dim if dim is not None else g.python_constant(0))
+    axis, size = _split_dim(g, "aten::unbind", self,
+                            dim if dim is not None else g.python_constant(0), traced=False)
     g.uses_traced_size(self, axis, f"aten::unbind's number of pieces ({size})")
     pieces = _split(g, self, axis, [1] * size, size)
     return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])

@@ -80,6 +80,13 @@ CASES = [
      {"x": [1], "y": [0, 1]}, [8, 20]),
     ("pixel_unshuffle", lambda x: torch.nn.functional.pixel_unshuffle(x, 2), ((1, 2, 4, 4),),
      ((2, 2, 6, 8),), {"x": [0, 2, 3]}, [11, 20]),
+    # A data-dependent size: the traced one sets the number of pieces, their sizes are read.
+    ("split_data_dependent", lambda x: torch.split(x[x > 0], 2)[0] * 2,
+     (torch.tensor([1.0, -1.0, 2.0, 3.0, -4.0]),), (torch.tensor([1.0, 2.0, 3.0, 4.0, -4.0]),),
+     {}, [11, 13, 20]),
+    ("chunk_data_dependent", lambda x: torch.chunk(x[x > 0], 2)[1] * 2,
+     (torch.tensor([1.0, -1.0, 2.0, 3.0, -4.0]),), (torch.tensor([1.0, 2.0, 3.0, 4.0, -4.0]),),
+     {}, [11, 13, 20]),
     ("slice_tensor_index", lambda x, i: x[i:], ((6,), _long(2)), ((9,), _long(3)), {"x": [0]},
      [10, 20]),
     # Piece sizes read at run time (the number of pieces is the traced one).
