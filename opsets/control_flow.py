@@ -56,6 +56,18 @@ def _const_bool(value: Value) -> bool | None:
     return None if const is None else bool(const)
 
 
+def _list_item_kind(g: Any, ts_type: Any, op: str) -> str:
+    """The item kind of a list passed through If/Loop: tensors or numbers (a list of lists
+    has no ONNX form here)."""
+    kind = ts_type.getElementType().kind()
+    if kind not in ("TensorType", *seq.NUMBER_KINDS):
+        raise OnnxExporterError(
+            f"{op} at {g.source or 'unknown'} passes a list of {ts_type.getElementType()} "
+            "through its block; ONNX Sequences there hold tensors only (at every opset). "
+            "Keep a list of tensors (e.g. torch.stack each inner list before appending it).")
+    return kind
+
+
 def optional_type(dtype: torch.dtype | None) -> Type:
     return Type("OptionalType", elem=Type.tensor(dtype))
 
@@ -98,7 +110,7 @@ def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None 
     if optional:
         return as_optional(g, value, dtype, op)
     if ts_type.kind() == "ListType":
-        kind = ts_type.getElementType().kind()
+        kind = _list_item_kind(g, ts_type, op)
         if kind == "TensorType":
             if g.opset < SEQUENCE_CONTROL_FLOW_OPSET:
                 sh._onnx_opset_unsupported_detailed(
@@ -348,7 +360,7 @@ def _carried_type(g: Any, init: Value, ts_value: Any, optional: bool) -> Type:
                 "needs ONNX Optional")
         return optional_type(_dtype_of(init.type()))
     if ts_type.kind() == "ListType":
-        kind = ts_type.getElementType().kind()
+        kind = _list_item_kind(g, ts_type, "prim::Loop")
         if kind == "TensorType":
             if g.opset < SEQUENCE_CONTROL_FLOW_OPSET:
                 sh._onnx_opset_unsupported_detailed(

@@ -26,6 +26,8 @@ pack = OpPack("oxport.sequence", cases="oxport.opsets.cases.sequence")
 #: ONNX Sequences arrived in opset 11.
 SEQUENCE_OPSET = 11
 _NUMBER_DTYPES = {"IntType": torch.int64, "FloatType": torch.float32, "BoolType": torch.bool}
+#: The item kinds of lists of numbers (1-D tensors in ONNX).
+NUMBER_KINDS = tuple(_NUMBER_DTYPES)
 
 
 # -- what a list value is ----------------------------------------------------------------

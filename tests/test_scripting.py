@@ -117,6 +117,13 @@ with warnings.catch_warnings():
         return pairs[0][0] + pairs[-1][1]
 
     @torch.jit.script
+    def list_of_lists(x):
+        groups: list[list[torch.Tensor]] = []
+        for i in range(x.size(0)):
+            groups.append([x[i], x[i] * 2])
+        return torch.stack([torch.stack(g) for g in groups])
+
+    @torch.jit.script
     def optional_bias(x, bias: Optional[torch.Tensor] = None, scale: float = 2.0):
         if bias is not None:
             x = x + bias
@@ -319,6 +326,12 @@ def test_dict_is_reported_with_its_source_line():
 def test_list_of_tuples_is_reported_with_its_source_line():
     with pytest.raises(UnsupportedOperatorError, match=r"list of tuples.*test_scripting\.py"):
         oxport.convert(list_of_tuples, (torch.ones(3, 2),))
+
+
+def test_list_of_lists_through_a_loop_is_reported_with_its_source_line():
+    with pytest.raises(OnnxExporterError, match=r"prim::Loop at .*test_scripting\.py.*passes a "
+                       r"list of .*Tensor.* through its block.*torch\.stack each inner list"):
+        oxport.convert(list_of_lists, (torch.ones(3, 2),), opset_version=17)
 
 
 def test_bad_args_for_a_scripted_model():
