@@ -226,23 +226,45 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     for name, block in zip(("then_branch", "else_branch"), blocks):
         sub = g.subgraph(name)
         branches.append((sub, sub.convert_block(block, [])))
-    hints = [_dtype_hint([outs[k] for _, outs in branches]) for k in range(len(ts_outputs))]
-    optional = [ts.type().kind() == "OptionalType"
-                and any(may_be_none(outs[k]) for _, outs in branches)
-                for k, ts in enumerate(ts_outputs)]
+    mapped: list[Value | None] = [
+        _chosen_constant(g, ts, [outs[k] for _, outs in branches])
+        if ts.type().kind() in _NO_ONNX_VALUE else None for k, ts in enumerate(ts_outputs)]
+    kept = [k for k, value in enumerate(mapped) if value is None]
+    hints = {k: _dtype_hint([outs[k] for _, outs in branches]) for k in kept}
+    optional = {k for k in kept if ts_outputs[k].type().kind() == "OptionalType"
+                and any(may_be_none(outs[k]) for _, outs in branches)}
     finals = []
     for sub, outs in branches:
-        values = [runtime_value(sub, v, ts.type(), hint, optional=opt) for v, ts, hint, opt
-                  in zip(outs, ts_outputs, hints, optional)]
+        values = [runtime_value(sub, outs[k], ts_outputs[k].type(), hints[k],
+                                optional=k in optional) for k in kept]
         finals.append(finish_subgraph(sub, values))
-    types = [merge_types([f[k].type() for f in finals], f"Output {k} of the `if` at "
-                         f"{g.source or 'unknown'}") for k in range(len(ts_outputs))]
-    result = g.op("If", cond, then_branch_g=branches[0][0].graph,
-                  else_branch_g=branches[1][0].graph, outputs=len(ts_outputs))
-    results = [result] if len(ts_outputs) == 1 else list(result)
-    for value, t in zip(results, types):
-        value.setType(t)
-    return tuple(results) if len(results) != 1 else results[0]
+    if kept:
+        result = g.op("If", cond, then_branch_g=branches[0][0].graph,
+                      else_branch_g=branches[1][0].graph, outputs=len(kept))
+        for index, (k, value) in enumerate(zip(kept, [result] if len(kept) == 1 else result)):
+            mapped[k] = value.setType(merge_types(
+                [f[index].type() for f in finals], f"Output {k} of the `if` at "
+                f"{g.source or 'unknown'}"))
+    return tuple(mapped) if len(mapped) != 1 else mapped[0]
+
+
+#: TorchScript values an `if` may choose that have no ONNX form (messages for warnings).
+_NO_ONNX_VALUE = ("StringType", "NoneType", "DeviceObjType")
+
+
+def _chosen_constant(g: Any, ts_output: Any, values: list[Value]) -> Value:
+    """What an `if` output without an ONNX form is: the constant both branches give, or a
+    value that fails naming the `if` if anything but a no-op (``warnings.warn``) uses it."""
+    if all(v.is_const for v in values) and all(v.const == values[0].const for v in values):
+        return values[0]
+
+    def materialize(graph: Any) -> Value:
+        raise OnnxExporterError(
+            f"The `if` at {g.source or 'unknown'} chooses a {ts_output.type()} at run time "
+            "and the model uses it; ONNX has no such values. Compute tensors on both "
+            "branches instead.")
+
+    return g.graph.deferred(Type.of(ts_output.type()), materialize)
 
 
 def _dtype_hint(values: list[Value]) -> torch.dtype | None:

@@ -19,6 +19,9 @@ Each case runs through the TorchScript front end. With ``OXPORT_TEST_FRONT_ENDS=
 its lowest and highest opset, unless it is scripted or declares ``not_exportable``; there
 the results must match eager, whichever symbolics made them (torch may decompose the op).
 It doubles the cases' time, so CI leaves it off; ``benchmarks/export_cases.py`` measures it.
+``script`` runs each traced case scripted (``torch.jit.script`` of its model) at opsets
+13, 17 and 20 where it serves them, skipping a model ``torch.jit.script`` refuses; the
+results must match eager, whichever symbolics made them.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ from oxport.trace import feed_array as to_numpy
 from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 
-#: The front ends a case can run through: TorchScript (traced or scripted), torch.export.
-FRONT_ENDS = ("trace", "export")
+#: The front ends a case can run through: TorchScript (traced, or scripted as declared),
+#: the declared traced cases scripted, torch.export.
+FRONT_ENDS = ("trace", "script", "export")
+#: The opsets the ``script`` front end runs each traced case at (where it serves them).
+SCRIPT_OPSETS = (13, 17, 20)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +125,9 @@ def expand(entries: Iterable[SymbolicEntry], cases: Iterable[OpCase],
             opsets = _opsets(entry, case)
             if "trace" in front_ends:
                 runs.extend(CaseRun(case, entry, opset) for opset in opsets)
+            if "script" in front_ends and not case.script and opsets:
+                runs.extend(CaseRun(case, entry, opset, "script") for opset in SCRIPT_OPSETS
+                            if opsets[0] <= opset <= opsets[-1])
             if "export" in front_ends and exportable(case) and opsets:
                 runs.extend(CaseRun(case, entry, opset, "export")
                             for opset in sorted({opsets[0], opsets[-1]}))
@@ -183,6 +192,18 @@ def _script(model: Any) -> Any:
         return torch.jit.script(model)
 
 
+def _script_or_skip(model: Any) -> Any:
+    """The case's model scripted; the case is skipped where ``torch.jit.script`` refuses it
+    (a lambda, Python constructs TorchScript lacks)."""
+    import pytest
+
+    try:
+        return _script(model)
+    except Exception as exc:  # noqa: BLE001 - TorchScript's refusals have many types
+        pytest.skip(f"torch.jit.script refuses the case's model: "
+                    f"{str(exc).strip().splitlines()[0][:200]}")
+
+
 def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager."""
     import oxport
@@ -193,18 +214,20 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
         model = model()  # declared as a class: built when the case runs, not at import
     if case.script and not isinstance(model, torch.jit.ScriptModule | torch.jit.ScriptFunction):
         model = _script(model)
+    if case_run.front_end == "script":
+        model = _script_or_skip(model)
     model = as_module(model)
     inputs = make_inputs(case)
     training = oxport.TrainingMode.TRAINING if case.training else oxport.TrainingMode.EVAL
     with oxport.select_model_mode_for_export(model, training), torch.no_grad():
         expected = model(*_cloned(inputs), **case.kwargs)
     args = (*_cloned(inputs), case.kwargs) if case.kwargs else _cloned(inputs)
-    exported = case_run.front_end == "export"
+    any_symbolics = case_run.front_end != "trace"  # results must match, whoever made them
     result = oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
                             input_names=case.input_names, training=training,
-                            dynamo=exported, **case.export_kwargs)
+                            dynamo=case_run.front_end == "export", **case.export_kwargs)
     used = [e for e in result.used if e is entry]
-    assert used or exported, (
+    assert used or any_symbolics, (
         f"{case_run.id}: the symbolic under test ({entry!r}) converted nothing; it used "
         f"{sorted({repr(e) for e in result.used})}. Does the case trace to {entry.name}?")
     assert not result.fallback_uses, f"{case_run.id}: fallbacks stood in: {result.fallback_uses}"

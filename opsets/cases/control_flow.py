@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -79,6 +80,15 @@ def _loop_optional(x: torch.Tensor) -> torch.Tensor:
     return total
 
 
+def _if_message(x: torch.Tensor) -> torch.Tensor:
+    if bool(x.sum() > 0):
+        message = "positive"
+    else:
+        message = "not positive"
+    warnings.warn(message)  # a str chosen at run time, only warned about
+    return x + 1
+
+
 def _count(value: int):
     return lambda: torch.tensor(value)
 
@@ -86,6 +96,7 @@ def _count(value: int):
 pack.case("prim::If", _if_sign, (2, 3), script=True, min_opset=9)
 pack.case("prim::If", _if_raises, (2, 3), name="raise_branch", script=True, dynamic_axes=DYNAMIC)
 pack.case("prim::If", _if_list, (2, 3), name="list_output", script=True, min_opset=13)
+pack.case("prim::If", _if_message, (2, 3), name="message", script=True, min_opset=9)
 pack.case("prim::If", _if_optional, lambda: torch.ones(2, 3), name="optional", script=True,
           min_opset=16)
 pack.case("prim::If", _if_optional, lambda: -torch.ones(2, 3), name="optional_empty",
