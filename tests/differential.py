@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import fnmatch
 import io
+import json
 import pathlib
 import re
 import time
@@ -272,7 +273,10 @@ def compare(subject: Subject, opset: int) -> Outcome:
         their_sig = signature(onnx.load_from_string(theirs))
         if not (_same_signature(our_sig[0], their_sig[0])
                 and _same_signature(our_sig[1], their_sig[1])):
-            return outcome("signature", f"oxport {our_sig}, torch.onnx {their_sig}")
+            eager = _eager_signature(model, args, options)
+            return outcome("signature", f"oxport {our_sig}, torch.onnx {their_sig}",
+                           _same_signature(our_sig[1], eager),
+                           _same_signature(their_sig[1], eager))
         feeds = result.feeds(args)
         values = list(feeds.values())
         their_names = [i.name for i in onnx.load_from_string(theirs).graph.input][:len(values)]
@@ -286,12 +290,24 @@ def compare(subject: Subject, opset: int) -> Outcome:
             return outcome("oxport-runtime-fails", _first_line(exc))
         if _close(expected_theirs, got, subject):
             return outcome("same")
-        training = options.get("training", oxport.TrainingMode.EVAL)
-        with oxport.select_model_mode_for_export(model, training), torch.no_grad():
-            eager = [testing.to_numpy(t) for t in testing.flatten_expected(model(
-                *_positional(args), **_named(args)))]
+        eager = [testing.to_numpy(t) for t in _eager(model, args, options)]
     return outcome("values", "outputs differ", _close(eager, got, subject),
                    _close(eager, expected_theirs, subject))
+
+
+def _eager(model: Any, args: tuple[Any, ...], options: dict[str, Any]) -> list[torch.Tensor]:
+    training = options.get("training", oxport.TrainingMode.EVAL)
+    positional, named = oxport.trace.normalize_args(_cloned(args))
+    with oxport.select_model_mode_for_export(model, training), torch.no_grad():
+        return testing.flatten_expected(model(*positional, **named))
+
+
+def _eager_signature(model: Any, args: tuple[Any, ...], options: dict[str, Any]
+                     ) -> list[tuple[str, int | None]]:
+    """Eager PyTorch's outputs as (ONNX dtype name, rank)."""
+    from oxport.types import onnx_dtype
+    return [(onnx.TensorProto.DataType.Name(onnx_dtype(t.dtype)), t.dim())
+            for t in _eager(model, args, options)]
 
 
 def _outcome_maker(subject: Subject, opset: int) -> Callable[..., Outcome]:
@@ -299,14 +315,6 @@ def _outcome_maker(subject: Subject, opset: int) -> Callable[..., Outcome]:
              theirs: bool | None = None) -> Outcome:
         return Outcome(subject.id, opset, status, detail, ours, theirs)
     return make
-
-
-def _positional(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return oxport.trace.normalize_args(_cloned(args))[0]
-
-
-def _named(args: tuple[Any, ...]) -> dict[str, Any]:
-    return oxport.trace.normalize_args(_cloned(args))[1]
 
 
 # -- the intended differences ---------------------------------------------------------------
@@ -318,27 +326,34 @@ class Intended:
     cases: str
     opsets: str
     reason: str
+    #: "intended" or "open bug" (the table it comes from).
+    section: str = "intended"
 
     def covers(self, outcome: Outcome) -> bool:
-        if self.status == "values (torch.onnx wrong)":
-            status_ok = (outcome.status == "values" and outcome.oxport_matches_eager is True
+        if self.status.endswith(" (torch.onnx wrong)"):
+            status_ok = (outcome.status == self.status.split()[0]
+                         and outcome.oxport_matches_eager is True
                          and outcome.torch_matches_eager is False)
         else:
             status_ok = outcome.status == self.status
         opsets_ok = self.opsets == "all" or str(outcome.opset) in re.split(r"[, ]+", self.opsets)
         return status_ok and opsets_ok and any(
-            fnmatch.fnmatchcase(outcome.id, p.strip().strip("`")) for p in self.cases.split(","))
+            fnmatch.fnmatchcase(outcome.id, p.strip().strip("`").replace("[", "[[]"))
+            for p in self.cases.split(","))  # only * is a wildcard: [name] is literal
 
 
 def intended_differences(text: str | None = None) -> list[Intended]:
-    """The rows of the table under '## Intended differences' in docs/differences.md."""
+    """The rows of the tables under '## Intended differences' and '## Known differences
+    (open bugs)' in docs/differences.md."""
     text = DOC.read_text() if text is None else text
-    section = text.split("## Intended differences", 1)[1].split("\n## ", 1)[0]
     rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and line.startswith("|") and cells[0] not in ("difference", "---"):
-            rows.append(Intended(cells[0].strip("`"), cells[1], cells[2], cells[3]))
+    for heading, section in (("## Intended differences", "intended"),
+                             ("## Known differences (open bugs)", "open bug")):
+        part = text.split(heading, 1)[1].split("\n## ", 1)[0]
+        for line in part.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 4 and line.startswith("|") and cells[0] not in ("difference", "---"):
+                rows.append(Intended(cells[0].strip("`"), cells[1], cells[2], cells[3], section))
     return rows
 
 
@@ -372,13 +387,22 @@ def summary(outcomes: list[Outcome], table: list[Intended], seconds: float) -> s
     ]
     differences = [o for o in outcomes if o.is_difference]
     if differences:
-        lines += ["Each difference, with the row of the table that explains it:", "",
-                  "| model | opset | difference | explained by |", "| --- | --- | --- | --- |"]
+        lines += ["Each difference (one row per model and kind, with the opsets it shows at) and "
+                  "the row of the tables above that explains it:", "",
+                  "| model | opsets | difference | explained by |", "| --- | --- | --- | --- |"]
+        grouped: dict[tuple[str, str], list[Outcome]] = {}
         for o in differences:
-            row = next((r for r in table if r.covers(o)), None)
-            detail = o.detail.replace("|", "/")[:160]
-            lines.append(f"| `{o.id}` | {o.opset} | {o.status}: {detail} | "
-                         f"{row.reason[:80] + '…' if row else '**unexplained**'} |")
+            grouped.setdefault((o.id, o.status), []).append(o)
+        for (model_id, status), group in grouped.items():
+            first = group[0]
+            row = next((r for r in table if r.covers(first)), None)
+            detail = first.detail.replace("|", "/")[:140]
+            if first.oxport_matches_eager is not None:
+                detail += (f" (eager: oxport {'✓' if first.oxport_matches_eager else '✗'}, "
+                           f"torch.onnx {'✓' if first.torch_matches_eager else '✗'})")
+            where = row.section if row else "**unexplained**"
+            lines.append(f"| `{model_id}` | {', '.join(str(o.opset) for o in group)} | "
+                         f"{status}: {detail} | {where} |")
     return "\n".join(lines) + "\n"
 
 
@@ -402,15 +426,26 @@ def main() -> None:
     parser.add_argument("--no-large", action="store_true",
                         help="leave out the 224x224 ImageNet models")
     parser.add_argument("-k", default="", help="only models whose id contains this")
+    parser.add_argument("--json", help="also save the outcomes to this JSON file")
+    parser.add_argument("--load", help="summarise the outcomes saved by --json instead of running")
     options = parser.parse_args()
-    subjects = [s for s in corpus(large=not options.no_large) if options.k in s.id]
     started = time.perf_counter()
-    outcomes = []
-    for outcome in run_all(subjects):
-        outcomes.append(outcome)
-        if outcome.is_difference:
-            print(f"{outcome.id} opset {outcome.opset}: {outcome.status} {outcome.detail}")
-    text = summary(outcomes, intended_differences(), time.perf_counter() - started)
+    if options.load:
+        saved = json.loads(pathlib.Path(options.load).read_text())
+        outcomes, seconds = [Outcome(**o) for o in saved["outcomes"]], saved["seconds"]
+    else:
+        subjects = [s for s in corpus(large=not options.no_large) if options.k in s.id]
+        outcomes = []
+        for outcome in run_all(subjects):
+            outcomes.append(outcome)
+            if outcome.is_difference:
+                print(f"{outcome.id} opset {outcome.opset}: {outcome.status} {outcome.detail}",
+                      flush=True)
+        seconds = time.perf_counter() - started
+    if options.json:
+        pathlib.Path(options.json).write_text(json.dumps(
+            {"seconds": seconds, "outcomes": [dataclasses.asdict(o) for o in outcomes]}))
+    text = summary(outcomes, intended_differences(), seconds)
     print(text)
     if options.write:
         write_summary(text)

@@ -236,3 +236,60 @@ def test_torch_onnx_helper_failing_at_call_time_is_not_blamed_on_the_plugin():
     assert "torch.onnx.symbolic_helper" in str(info.value)
     assert "from oxport import symbolic_helper" in str(info.value)
     assert "bug in that plugin" not in str(info.value)
+
+
+# -- a script written for torch.onnx, with only its import changed ------------------------
+SCRIPT = '''
+import torch
+from torch.onnx import export  # the one line that changes
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, scale, unused, bias=None):
+        return {"scores": self.fc(x) * scale + bias, "mean": x.mean(dim=1)}
+
+
+torch.manual_seed(0)
+x = torch.randn(2, 4)
+export(Net().eval(), (x, 2.5, torch.ones(1)), OUT,
+       kwargs={"bias": torch.full((3,), 0.5)}, dynamo=False, export_params=True,
+       verbose=False, training=torch.onnx.TrainingMode.EVAL,
+       operator_export_type=torch.onnx.OperatorExportTypes.ONNX, opset_version=17,
+       do_constant_folding=True, input_names=["x", "scale", "unused", "bias"],
+       dynamic_axes={"x": {0: "batch"}, "seq_lengths": {0: "batch"}},
+       keep_initializers_as_inputs=False, custom_opsets={}, optimize=True, verify=False,
+       report=False, profile=False, dump_exported_program=False,
+       custom_translation_table=None)
+'''
+
+
+def test_a_torch_onnx_script_runs_with_only_its_import_changed(tmp_path):
+    import runpy
+    import warnings
+
+    import onnxruntime as ort
+
+    files = {}
+    for exporter in ("torch.onnx", "oxport"):
+        path = tmp_path / f"{exporter}.py"
+        path.write_text(SCRIPT.replace("from torch.onnx import export",
+                                       f"from {exporter} import export"))
+        files[exporter] = tmp_path / f"{exporter}.onnx"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            runpy.run_path(str(path), init_globals={"OUT": str(files[exporter])})
+        assert any("seq_lengths" in str(w.message) for w in caught), exporter  # both warn
+    ours, theirs = (onnx.load(str(files[e])) for e in ("oxport", "torch.onnx"))
+    assert _signature(ours) == _signature(theirs)
+    assert [i.name for i in ours.graph.input] == [i.name for i in theirs.graph.input] \
+        == ["x", "scale", "bias"]
+    feeds = {"x": np.random.default_rng(0).standard_normal((5, 4), dtype=np.float32),
+             "scale": np.array(0.5), "bias": np.arange(3, dtype=np.float32)}
+    got = [ort.InferenceSession(str(files[e]), providers=["CPUExecutionProvider"])
+           .run(None, feeds) for e in ("oxport", "torch.onnx")]
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

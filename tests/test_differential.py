@@ -1,0 +1,53 @@
+"""oxport against torch.onnx.export(dynamo=False) over the suite's corpus (tests/differential.py).
+
+Each op case and layer is compared at two of the four opsets (alternating, so each opset
+gets half of them), the small models at all four; ``OXPORT_DIFFERENTIAL=full`` compares
+every one at all four. Where torch.onnx cannot export or run a model there is nothing to
+judge: the test is skipped, with torch.onnx's error as the reason. A difference listed as
+an open bug in docs/differences.md is an expected failure (xfail) until it is fixed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests import differential
+
+FULL = os.environ.get("OXPORT_DIFFERENTIAL") == "full"
+TABLE = differential.intended_differences()
+
+
+def _runs() -> list[object]:
+    runs = []
+    sampled = [*differential.op_case_subjects(), *differential.layer_subjects()]
+    for index, subject in enumerate([*sampled, *differential.model_subjects()]):
+        opsets = subject.opsets
+        if not FULL and index < len(sampled):
+            chosen = {differential.OPSETS[index % 4], differential.OPSETS[(index + 2) % 4]}
+            opsets = tuple(o for o in opsets if o in chosen) or opsets[-1:]
+        runs += [pytest.param(subject, opset, id=f"{subject.id}-opset{opset}")
+                 for opset in opsets]
+    return runs
+
+
+@pytest.mark.parametrize(("subject", "opset"), _runs())
+def test_same_as_torch_onnx(subject: differential.Subject, opset: int) -> None:
+    outcome = differential.compare(subject, opset)
+    if outcome.status in ("torch-fails", "torch-runtime-fails"):
+        pytest.skip(f"nothing to compare: {outcome.status}: {outcome.detail}")
+    row = next((r for r in TABLE if r.covers(outcome)), None)
+    if row is not None and row.section == "open bug":
+        pytest.xfail(f"open bug listed in docs/differences.md: {row.reason}")
+    assert not differential.unexplained(outcome, TABLE), (
+        f"{subject.id} at opset {opset}: {outcome.status}: {outcome.detail} (oxport matches "
+        f"eager: {outcome.oxport_matches_eager}, torch.onnx: {outcome.torch_matches_eager}). "
+        "Fix it, or list it with its reason in docs/differences.md's intended differences.")
+
+
+def test_the_intended_differences_table_parses() -> None:
+    assert TABLE and all(row.reason for row in TABLE)
+    known = {"signature", "values", "values (torch.onnx wrong)", "signature (torch.onnx wrong)",
+             "oxport-fails", "oxport-runtime-fails"}
+    assert {row.status for row in TABLE} <= known
