@@ -247,7 +247,7 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
         _objects_as_constants(graph, holder)
     graph_names = [input_names[i] if input_names and i < len(input_names) else names[slot]
                    for i, slot in enumerate(tensor_slots)]
-    dynamic = {i: _axes((dynamic_axes or {}).get(name)) for i, name in enumerate(graph_names)}
+    dynamic = {i: _axes(_axes_entry(dynamic_axes, name)) for i, name in enumerate(graph_names)}
     script_passes.fold_static_sizes(graph, dynamic, traced=True)
     _general_passes(graph)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
@@ -450,7 +450,7 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         for index, (value, example) in enumerate(zip(user_inputs, examples)):
             name = input_names[index] if input_names and index < len(input_names) \
                 else names[index]
-            value.setType(_example_type(example, _axes((dynamic_axes or {}).get(name))))
+            value.setType(_example_type(example, _axes(_axes_entry(dynamic_axes, name))))
         script_passes.fold_static_sizes(graph)  # before loops carry what their bodies mutate
         script_passes.unroll_number_loops(graph)
         _functional_passes(graph)
@@ -497,6 +497,12 @@ def _input_examples(arg: Any) -> list[Any]:
 
 def _is_tensor_list(arg: Any) -> bool:
     return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
+
+
+def _axes_entry(dynamic_axes: Any, name: str) -> Any:
+    """``dynamic_axes[name]``, or None (a malformed ``dynamic_axes`` is reported later, by
+    the serializer, with the fix)."""
+    return dynamic_axes.get(name) if isinstance(dynamic_axes, Mapping) else None
 
 
 def _axes(spec: Any) -> set[int]:
