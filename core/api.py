@@ -17,7 +17,16 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import functions, kernels, optimize, passes, progress, serialize, trace
+from oxport import (
+    functions,
+    kernels,
+    optimize,
+    passes,
+    progress,
+    quantized_io,
+    serialize,
+    trace,
+)
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.ir import Graph
@@ -146,7 +155,9 @@ class ExportResult:
         if slots is None:
             slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         names = [i.name for i in self.serialized.model.graph.input]
-        return {name: trace.feed_array(leaves[leaf]) for name, leaf in zip(names, slots)}
+        parts = [(value.meta or {}).get("arg_part") for value in self.graph.inputs]
+        return {name: trace.feed_array(leaves[leaf], part)
+                for name, leaf, part in zip(names, slots, parts + [None] * len(slots))}
 
     def plugins_used(self) -> dict[str, int]:
         """How many TorchScript nodes each plugin converted."""
@@ -312,6 +323,9 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                 optimize.optimize(graph, opset, frozen=frozen, dynamic_axes=dynamic_inputs,
                     across_modules=not as_functions,
                     constants_as_initializers=not keep_initializers_as_inputs)
+            input_names = quantized_io.split_inputs(graph, front.example_inputs, input_names,
+                                                    opset)
+            quantized_io.split_outputs(graph, quantized_io.quantized_outputs(front.graph))
             passes.eliminate_dead_code(graph)
             input_names, dynamic_axes = _drop_unused_inputs(graph, input_names, dynamic_axes)
             for domain in list(graph.opset_imports):

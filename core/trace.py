@@ -94,9 +94,13 @@ def as_input(leaf: Any) -> Any:
     return leaf
 
 
-def feed_array(leaf: Any) -> Any:
-    """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes."""
+def feed_array(leaf: Any, part: str | None = None) -> Any:
+    """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes; for a
+    quantized tensor, its ``part`` (``value``, ``scale`` or ``zero_point``)."""
+    from oxport import quantized_io
     tensor = as_input(leaf).detach().cpu()
+    if part is not None:
+        tensor = quantized_io.feed(tensor, part)
     if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' has the same bits
         import ml_dtypes
         return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)

@@ -293,3 +293,37 @@ def test_a_torch_onnx_script_runs_with_only_its_import_changed(tmp_path):
            .run(None, feeds) for e in ("oxport", "torch.onnx")]
     for a, b in zip(*got):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+class DequantizedRelu(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(torch.dequantize(x))
+
+
+class TwoQuantized(torch.nn.Module):
+    def forward(self, x):
+        return (torch.quantize_per_tensor(x, 0.1, 3, torch.quint8),
+                torch.quantize_per_tensor(x, 0.2, 0, torch.qint8))
+
+
+@pytest.mark.parametrize("model, args, names", [
+    (DequantizedRelu(), (torch.quantize_per_tensor(torch.randn(2, 3), 0.1, 2, torch.quint8),),
+     ["x_value", "x_scale", "x_zero_point"]),
+    (TwoQuantized(), (torch.randn(2, 3),), ["x"]),
+], ids=["quantized_input", "quantized_outputs"])
+def test_quantized_args_and_outputs_are_value_scale_zero_point(model, args, names):
+    """As torch.onnx: a quantized argument is three inputs (uint8 value, float64 scale,
+    int64 zero point), a quantized output three outputs; ONNX Runtime gives eager's."""
+    import onnxruntime as ort
+
+    from oxport.testing import flatten_expected
+    result = oxport.convert(model, args, opset_version=17)
+    proto = result.model_proto()
+    assert _signature(proto) == _signature(_torch_onnx(model, args, opset_version=17))
+    assert [i.name for i in proto.graph.input] == names
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    got = session.run(None, result.feeds(args))
+    want = flatten_expected(model(*args))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy())

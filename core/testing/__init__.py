@@ -273,8 +273,11 @@ def _cloned(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def flatten_expected(expected: Any) -> list[torch.Tensor]:
+    """Eager outputs as the exported file returns them (a quantized tensor as its value,
+    scale and zero point)."""
+    from oxport.quantized_io import expand
     from oxport.trace import flatten_outputs
-    return list(flatten_outputs(expected, []))
+    return [part for tensor in flatten_outputs(expected, []) for part in expand(tensor)]
 
 
 def compare(expected: Any, actual: list[Any], *, rtol: float, atol: float, where: str = "",
