@@ -179,7 +179,10 @@ class SourceBlock:
         return node
 
     def set_outputs(self, outputs: Sequence[SourceValue]) -> None:
+        """The block's results; each counts as a use (TorchScript's return node uses them)."""
         self._outputs = list(outputs)
+        for value in self._outputs:
+            value._uses.append(_RETURN)
 
 
 class SourceGraph(SourceBlock):
@@ -194,5 +197,6 @@ def constant(block: SourceBlock, value: Any, type_: Type, name: str = "") -> Sou
     return node._outputs[0]
 
 
-#: What a graph input's ``node()`` is, as in TorchScript.
+#: What a graph input's ``node()`` is, and what uses a block's outputs, as in TorchScript.
 _PARAM = SourceNode("prim::Param", "(no schema)", (), ())
+_RETURN = SourceNode("prim::Return", "(no schema)", (), ())
