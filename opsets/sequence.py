@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from oxport import OpPack
+from oxport import OpPack, infer
 from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Graph, Node, Type, Value
@@ -121,6 +121,8 @@ def _construct(g: Any, items: list[Value], dtype: torch.dtype | None, op: str) -
                 "before using it, or build it with at least one tensor.")
         return g.op("SequenceEmpty", dtype_i=JitScalarType.from_dtype(dtype).onnx_type()
                     ).setType(sequence_type(dtype))
+    for item in items:  # (a Sequence's type needs its items' dtype: a graph output's does)
+        infer.infer_value(item, g.opset)
     common = sh.result_dtype(*items)
     items = [sh._cast_to(g, i, common) for i in items] if common is not None else items
     return g.op("SequenceConstruct", *items).setType(sequence_type(common))

@@ -17,7 +17,8 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.infer import infer_value, needs_inference
-from oxport.ir import Node, Type, Value
+from oxport.ir import Type, Value
+from oxport.opsets import sequence as seq
 from oxport.opsets.signal import complex_cast, is_complex
 from oxport.types import JitScalarType
 
@@ -702,17 +703,7 @@ def vstack(g, tensors: Value) -> Value:
 def tensor_list(g, items: Sequence[Value]) -> Value:
     """A list of tensors known item by item: ``prim::ListUnpack`` and list consumers take
     the items; used as a whole it becomes a SequenceConstruct (opset 11)."""
-    list_type = Type.of(g.original_node.output().type())
-
-    def materialize(graph):
-        if g.opset < 11:
-            sh._onnx_opset_unsupported_detailed(
-                g.original_node.kind(), g.opset, 11, "its list of tensors used as a whole")
-        return g.on(graph).op("SequenceConstruct", *items)
-
-    result = g.graph.deferred(list_type, materialize)
-    result.producer = Node("prim", "ListConstruct", list(items), [result])
-    return result
+    return seq.packed_list(g, list(items), Type.of(g.original_node.output().type()))
 
 
 def _split(g, x: Value, axis: int, sizes: list[int | Value],

@@ -354,3 +354,19 @@ def test_onnx_checker_accepts_nested_subgraphs():
     proto = oxport.convert(script(ListLoopModel()), (torch.randn(16),),
                            opset_version=13).model_proto()
     onnx.checker.check_model(proto, full_check=True)
+
+
+def test_the_op_test_runner_runs_traced_cases_scripted_lambdas_too():
+    from oxport import testing
+    from oxport.registry import OpCase
+
+    registry = testing.registry_view()
+    entry = registry.lookup("aten::mul", 17)
+    case = OpCase("aten::mul", lambda x: x * torch.arange(3.0) + x.size(1), ((2, 3),))
+    runs = testing.expand([entry], [case], front_ends=("script",))
+    assert [(r.opset, r.front_end) for r in runs] == [(13, "script"), (17, "script"),
+                                                       (20, "script")]
+    for case_run in runs:
+        testing.run(case_run, registry)
+    scripted = testing._script(testing._as_function(case.model))
+    assert "aten::mul" in str(scripted.graph)

@@ -193,15 +193,53 @@ def _script(model: Any) -> Any:
 
 
 def _script_or_skip(model: Any) -> Any:
-    """The case's model scripted; the case is skipped where ``torch.jit.script`` refuses it
-    (a lambda, Python constructs TorchScript lacks)."""
+    """The case's model scripted (a lambda as the function it spells); the case is skipped
+    where ``torch.jit.script`` refuses it (Python constructs TorchScript lacks)."""
     import pytest
 
     try:
-        return _script(model)
+        return _script(_as_function(model) if _is_lambda(model) else model)
     except Exception as exc:  # noqa: BLE001 - TorchScript's refusals have many types
         pytest.skip(f"torch.jit.script refuses the case's model: "
                     f"{str(exc).strip().splitlines()[0][:200]}")
+
+
+def _is_lambda(model: Any) -> bool:
+    return getattr(model, "__name__", "") == "<lambda>"
+
+
+@functools.lru_cache(maxsize=None)
+def _as_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A lambda as a ``def`` with the same parameters and body, whose source TorchScript
+    can read (it cannot read a lambda's): the source is registered with ``linecache``, the
+    globals and closure are the lambda's."""
+    import ast
+    import linecache
+
+    code = fn.__code__
+    names = list(code.co_varnames[:code.co_argcount])
+    candidates = [node for node in ast.walk(_parsed(code.co_filename))
+                  if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno
+                  and [a.arg for a in node.args.args] == names]
+    if len(candidates) != 1:
+        raise ValueError("cannot tell which lambda of its source line the case is")
+    name = f"case_line_{code.co_firstlineno}"
+    text = f"def {name}({ast.unparse(candidates[0].args)}):\n" \
+        f"    return {ast.unparse(candidates[0].body)}\n"
+    filename = f"<oxport case {code.co_filename}:{code.co_firstlineno}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace = dict(fn.__globals__)
+    namespace.update(zip(code.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
+    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - the case's own code
+    return namespace[name]
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(filename: str) -> Any:
+    import ast
+
+    with open(filename, encoding="utf-8") as source:
+        return ast.parse(source.read())
 
 
 def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
@@ -284,11 +322,13 @@ def compare(expected: Any, actual: list[Any], *, rtol: float, atol: float, where
             check: str = "values") -> None:
     """Assert ONNX Runtime's outputs match eager PyTorch's (values, dtypes and shapes).
 
-    ``check="shape"`` compares only dtypes and shapes (for random ops).
+    ``check="shape"`` compares only dtypes and shapes (for random ops). A Sequence output
+    (a list of tensors a scripted model returns) stands for its tensors.
     """
     if check not in ("values", "shape"):
         raise ValueError(f"{where}: check={check!r}; use 'values' or 'shape'.")
     flat = flatten_expected(expected)
+    actual = [item for out in actual for item in (out if isinstance(out, list) else [out])]
     assert len(flat) == len(actual), f"{where}: {len(actual)} outputs, expected {len(flat)}"
     for index, (want, got) in enumerate(zip(flat, actual)):
         got_tensor = torch.from_numpy(np.asarray(got))
