@@ -453,7 +453,8 @@ class _Reader:
             self.emit(graph, node, kind, schema, inputs, None)
             return
         # Anything else is reported as unconvertible, with its source line.
-        qualified = getattr(target, "__qualname__", None) or getattr(target, "__name__", str(target))
+        qualified = (getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+                     or str(target))
         module = getattr(target, "__module__", None) or "python"
         inputs = [self.argument(graph, a, None) for a in node.args
                   if isinstance(a, torch.fx.Node)]

@@ -130,19 +130,23 @@ def _lengths(*values: int):
 
 
 _PACKING = ("aten::_pack_padded_sequence", "aten::_pad_packed_sequence")
+#: torch.export cannot size a packed sequence: its batch sizes are data.
+_DATA_SIZED = "a packed sequence's batch sizes are data, which torch.export cannot size"
 # Below opset 10 the padded output keeps the input's time length (as torch.onnx's does), so
 # the cases there give the longest sequence the whole length; unsorted lengths need TopK on
 # integers (opset 11).
 pack.case([*_PACKING, "aten::lstm"],
           Packed(torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True)),
           (3, 5, 3), _lengths(5, 4, 2), (4, 3, 4), (4, 3, 4), name="packed_states",
-          min_opset=9)
+          min_opset=9, not_exportable=_DATA_SIZED)
 pack.case([*_PACKING, "aten::gru"], Packed(torch.nn.GRU(3, 4), enforce_sorted=False),
-          (6, 3, 3), _lengths(2, 5, 3), name="packed_unsorted_shorter", min_opset=11)
+          (6, 3, 3), _lengths(2, 5, 3), name="packed_unsorted_shorter", min_opset=11,
+          not_exportable=_DATA_SIZED)
 pack.case([*_PACKING, "aten::rnn_tanh"],
           Packed(torch.nn.RNN(3, 4, bidirectional=True), padding_value=-1.0, total_length=7),
           (5, 3, 3), _lengths(5, 3, 1), (2, 3, 4), name="packed_padding_value_total_length",
-          min_opset=11)
+          min_opset=11, not_exportable=_DATA_SIZED)
 pack.case([*_PACKING, "aten::rnn_relu"],
           Packed(torch.nn.RNN(3, 4, num_layers=2, nonlinearity="relu", batch_first=True)),
-          (2, 4, 3), _lengths(4, 2), name="packed_2layers", min_opset=9)
+          (2, 4, 3), _lengths(4, 2), name="packed_2layers", min_opset=9,
+          not_exportable=_DATA_SIZED)
