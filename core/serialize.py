@@ -659,7 +659,7 @@ def _write_path(serialized: Serialized, path: str, use_external: bool | str,
     """
     directory = os.path.dirname(os.path.abspath(path))
     check_target(path)
-    remove_stale_files(directory)
+    _remove_stale_files(directory)
     temps: list[str] = []
     try:
         moves: list[tuple[str, str]] = []
@@ -719,7 +719,7 @@ def _commit(model_temp: str, path: str, moves: Sequence[tuple[str, str]]) -> Non
         os.replace(model_temp, path)
         return
     directory = os.path.dirname(path)
-    token = os.path.basename(model_temp).rsplit("-", 1)[1].split(".")[0]
+    token = os.urandom(4).hex()
     entries = [{"final": os.path.basename(final), "existed": os.path.lexists(final),
                 "backup": _temp_prefix(os.path.basename(final)) + token + ".bak"}
                for _, final in moves]
@@ -765,9 +765,9 @@ def _roll_back(directory: str, journal: dict[str, Any]) -> None:
                 os.unlink(final)
 
 
-def remove_stale_files(directory: str) -> None:
-    """Finish what writers on this host that died mid-write (SIGKILL, SIGTERM, power loss)
-    left in ``directory``: roll back their journaled renames, remove their temporary files.
+def _remove_stale_files(directory: str) -> None:
+    """Finish what writers on this host that were killed mid-write (SIGKILL, SIGTERM) left
+    in ``directory``: roll back their journaled renames, remove their temporary files.
 
     Files of processes still running, or of other hosts sharing the folder, are left alone.
     """
