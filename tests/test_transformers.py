@@ -9,8 +9,9 @@ view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
 at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) and VideoPrism
 (position embeddings resized with antialias: _upsample_bilinear2d_aa) at 18 and 20;
-Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and 20; ProphetNet
-(n-gram streams chunked along a dynamic axis) and SEW-D (an autograd Function whose static
+Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and 20; SEW (a conv
+feature extractor over a dynamic number of samples), ProphetNet (n-gram streams chunked
+along a dynamic axis) and SEW-D (an autograd Function whose static
 symbolic calls torch.onnx's own symbolics; dynamic batch only) at 13 and 17. Each is
 exported with a dynamic batch and sequence axis, checked by the full ONNX checker and run in
 ONNX Runtime at the traced sizes and at a second batch and sequence length, against eager
@@ -179,6 +180,13 @@ def _sew_d() -> torch.nn.Module:
         max_position_embeddings=64))
 
 
+def _sew() -> torch.nn.Module:
+    return transformers.SEWModel(transformers.SEWConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2, squeeze_factor=2))
+
+
 def _prophetnet() -> torch.nn.Module:
     """Its decoder chunks the n-gram streams (aten::chunk over a dynamic axis)."""
     return transformers.ProphetNetModel(transformers.ProphetNetConfig(
@@ -280,6 +288,9 @@ SPECS: dict[str, Spec] = {
          "last_hidden_state": {0: "batch", 1: "target"},
          "last_hidden_state_ngram": {0: "batch", 1: "ngram_target"},
          "encoder_last_hidden_state": _BS}, opsets=(13, 17)),
+    "sew": Spec(_sew, lambda b, s: {"input_values": torch.randn(b, 300 + 20 * s)},
+                {"input_values": {0: "batch", 1: "samples"},
+                 "last_hidden_state": {0: "batch", 1: "frames"}}, opsets=(13, 17)),
     # Dynamic batch only: the conv feature extractor's output length is traced as a constant.
     "sew_d": Spec(_sew_d, lambda b, s: {"input_values": torch.randn(b, 400)},
                   {"input_values": {0: "batch"}, "last_hidden_state": {0: "batch"}},
