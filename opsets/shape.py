@@ -323,10 +323,13 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     """
     sizes = self.type().varyingSizes()
     if dim is None:
-        if sizes is None or 1 not in sizes:
-            return g.op("Squeeze", self) if sizes is None else self
-        return g.op("Squeeze", self).setType(
-            self.type().with_sizes([s for s in self.type().symbolic_sizes() if s != 1]))
+        if sizes is not None and 1 not in sizes and None not in sizes:
+            return self
+        out = g.op("Squeeze", self)
+        if sizes is not None and None not in sizes:
+            return out.setType(self.type().with_sizes([s for s in sizes if s != 1]))
+        rank = _traced_rank(g)  # a dim of unknown size (data-dependent): the traced rank
+        return out.setType(self.type().with_sizes(None if rank is None else [None] * rank))
     rank = rank_of("aten::squeeze", self)
     if rank == 0:
         return self

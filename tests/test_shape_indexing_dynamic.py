@@ -74,6 +74,8 @@ CASES = [
     ("squeeze_all", lambda x: x.squeeze() * 2, ((1, 3, 1),), ((1, 1, 1),), {"x": [1]}, [11, 13, 20]),
     ("squeeze_all_data_dependent", lambda x: x[x > 0][None].squeeze(),
      (torch.tensor([1.0, -1.0, -2.0]),), (torch.tensor([1.0, 2.0, -1.0]),), {}, [11, 20]),
+    ("squeeze_all_of_nonzero", lambda x: torch.where(x > 0)[0].squeeze(),
+     (torch.tensor([1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
     ("squeeze_dim_data_dependent", lambda x: torch.where(x > 0)[0].squeeze(-1),
      (torch.tensor([-1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
     ("expand_as", lambda x, y: x.expand_as(y) + y, ((1, 4), (3, 4)), ((1, 6), (5, 6)),
