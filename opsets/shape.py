@@ -764,7 +764,7 @@ def _split_dim(g, op: str, x: Value, dim: Value, traced: bool = True) -> tuple[i
 
 
 _INT_ARITHMETIC = {"Add": int.__add__, "Sub": int.__sub__, "Mul": int.__mul__,
-                   "Div": int.__floordiv__}
+                   "Div": int.__floordiv__, "Max": max, "Min": min}
 
 
 def _int_op(g, op: str, a: int | Value, b: int | Value) -> int | Value:
@@ -826,8 +826,9 @@ pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
 
 @pack.symbolic("aten::chunk", since=7)
 def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
-    """Pieces of ceil(size / chunks), the size read at run time; by count from opset 18
-    when there are ``chunks`` pieces."""
+    """``chunks`` pieces of ``min(step, max(size - i * step, 0))`` with ``step = ceil(size /
+    chunks)``, the size read at run time (from opset 10): each is eager's piece ``i`` at any
+    size, empty where eager has fewer pieces; the traced number of them are used."""
     axis, size = _split_dim(g, "aten::chunk", self,
                             dim if dim is not None else g.python_constant(0))
     chunks = sh._get_const(chunks, "i", "chunks")
@@ -835,13 +836,20 @@ def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
     count = -(-size // step) if size else chunks  # an empty axis gives `chunks` empty pieces
     if count != chunks:  # as many pieces as asked for holds at (nearly) any size: no warning
         g.uses_traced_size(self, axis, f"aten::chunk's number of pieces ({count})")
-    traced = _pieces(g, size, step, count)
-    if count == chunks and g.opset >= 18:
-        return tensor_list(g, _split(g, self, axis, traced, count))
+    traced = _clamped_pieces(g, size, step, chunks)
     run_size = _run_time_size(g, self, axis, size)
     run_step = _int_op(g, "Div", _int_op(g, "Add", run_size, chunks - 1), chunks)
-    return tensor_list(g, _split(g, self, axis, _pieces(g, run_size, run_step, count),
-                                 traced=traced))
+    pieces = _split(g, self, axis, _clamped_pieces(g, run_size, run_step, chunks),
+                    traced=traced)
+    return tensor_list(g, pieces[:count])
+
+
+def _clamped_pieces(g, size: int | Value, step: int | Value,
+                    count: int) -> list[int | Value]:
+    """``count`` piece sizes ``min(step, max(size - i * step, 0))``: they add up to ``size``
+    whenever ``count * step >= size``."""
+    return [_int_op(g, "Min", step, _int_op(g, "Max", _int_op(
+        g, "Sub", size, _int_op(g, "Mul", step, i)), 0)) for i in range(count)]
 
 
 pack.alias(chunk, "aten::unsafe_chunk", since=7)

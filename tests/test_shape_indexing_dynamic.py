@@ -96,6 +96,9 @@ CASES = [
     ("chunk_first", lambda x: torch.chunk(x, 3, 0)[0], ((13,),), ((7,),), {"x": [0]},
      [11, 13, 20]),
     ("chunk_fewer", lambda x: torch.chunk(x, 3, 0)[-1], ((4,),), ((2,),), {"x": [0]}, [13, 20]),
+    # Traced with fewer pieces than asked for: the first stays eager's at a larger size.
+    ("chunk_more_later", lambda x: torch.chunk(x, 2, 0)[0], ((1,),), ((3,),), {"x": [0]},
+     [11, 13, 20]),
     ("split_last", lambda x: torch.split(x, 6, 0)[-1], ((13,),), ((14,),), {"x": [0]},
      [11, 13, 20]),
     ("tensor_split", lambda x: x.tensor_split(3, 1)[0], ((2, 7),), ((2, 8),), {"x": [1]},
