@@ -67,6 +67,8 @@ def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex:
     """The product of two tensors, at least one complex (as pairs)."""
     if not (self_complex and other_complex):
         real, pairs = (other, self) if self_complex else (self, other)
+        if pairs.type().dtype() is not None:
+            real = sh._cast_to(g, real, pairs.type().dtype())
         if real.type().dim() != 0:  # a real tensor scales both parts of each element
             real = sh._unsqueeze_helper(g, real, [-1])
         return g.op("Mul", pairs, real)
@@ -126,7 +128,7 @@ def polar(g, abs: Value, angle: Value) -> Value:  # noqa: A002 - the aten names
 
 
 # -- windows --------------------------------------------------------------------------------
-def _cosine_sum(*coefficients: float) -> Callable[[Value, Callable[[float], Value], Value], Value]:
+def _cosine_sum(*coefficients: float) -> Callable[..., Value]:
     """``sum_k (-1)^k a_k cos(2 pi k n / N)`` (the Hann, Hamming and Blackman family)."""
     def build(g, number: Callable[[float], Value], phase: Value) -> Value:
         total = number(coefficients[0])
@@ -146,7 +148,8 @@ def _bartlett(g, number: Callable[[float], Value], phase: Value) -> Value:
 def _window(name: str, build, parameters: Sequence[str] = ()):
     """``aten::<name>_window(length[, periodic[, *parameters]], dtype, layout, device,
     pin_memory)``: computed by PyTorch at export time when the length is a constant, else
-    from the phase ``2 pi n / N`` by ``build`` (opset 11, Range)."""
+    from the phase ``2 pi n / N`` by what ``build(*parameter values)`` returns (opset 11,
+    Range)."""
     op = f"aten::{name}_window"
 
     def symbolic(g, window_length: Value, *args: Value) -> Value:
@@ -163,8 +166,7 @@ def _window(name: str, build, parameters: Sequence[str] = ()):
         if build is None or g.opset < 11:
             sh._unimplemented(op, "a window length computed at run time" + (
                 "" if build is None else " below opset 11"))
-        return _window_at_run_time(g, build(*values) if parameters else build, length,
-                                   periodic, dtype)
+        return _window_at_run_time(g, build(*values), length, periodic, dtype)
 
     symbolic.__name__ = f"{name}_window"
     symbolic.__doc__ = f"The {name} window (a constant for a constant length)."
@@ -183,11 +185,12 @@ def _window_at_run_time(g, build, length: Value, periodic: bool, dtype: torch.dt
     return g.op("Where", g.op("Equal", size, number(1.0)), number(1.0), window)
 
 
+# name, its builder from the op's parameters (None: constant lengths only), the parameters
 for _name, _build, _parameters in (
-        ("hann", _cosine_sum(0.5, 0.5), ()),
+        ("hann", lambda: _cosine_sum(0.5, 0.5), ()),
         ("hamming", lambda alpha=0.54, beta=0.46: _cosine_sum(alpha, beta), ("alpha", "beta")),
-        ("blackman", _cosine_sum(0.42, 0.5, 0.08), ()),
-        ("bartlett", _bartlett, ()),
+        ("blackman", lambda: _cosine_sum(0.42, 0.5, 0.08), ()),
+        ("bartlett", lambda: _bartlett, ()),
         ("kaiser", None, ("beta",))):
     pack.symbolic(f"aten::{_name}_window", since=7)(_window(_name, _build, _parameters))
 
