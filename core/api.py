@@ -736,6 +736,7 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     if isinstance(model, torch.export.ExportedProgram):
         return exported.read(exported.decompose(model, served))
     positional, kwargs = trace.normalize_args(args)
+    trace.check_inputs(positional, kwargs, model.forward)
     with torch.enable_grad():  # torch.export records grad mode changes otherwise
         program, names, axis_names, notes = exported.capture(
             model, positional, kwargs, dynamic_shapes=dynamic_shapes,

@@ -223,7 +223,8 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
     notes: list[str] = []
     wrapper = _Flattened(model, spec, leaves, tensor_slots, notes)
     params = state_tensors(model)
-    _check_data(list(zip(names, leaves)), params)
+    check_inputs(positional, kwargs, model.forward)
+    _check_state(params)
     holder = _object_holder(model)
 
     def run(*flat: torch.Tensor) -> Any:
@@ -259,10 +260,11 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
                     output_names=wrapper.output_names)
 
 
-def _check_data(inputs: list[tuple[str, Any]], state: list[tuple[str, torch.Tensor]]) -> None:
-    """Raise a clear error for an input the tracer would hard-code or cannot use (a numpy
-    array), and for an input, parameter or buffer on the meta device (it has no values)."""
-    for name, value in inputs:
+def check_inputs(positional: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> None:
+    """Raise a clear error, naming the input, for an args leaf no front end can take: a numpy
+    array, or a tensor on the meta device (it has no values)."""
+    leaves = pytree.tree_leaves((positional, kwargs))
+    for name, value in zip(_leaf_paths(positional, kwargs, fn), leaves):
         if isinstance(value, np.ndarray):
             raise InvalidExportArgumentError(
                 f"Input {name!r} in args is a numpy.ndarray; export takes torch tensors: pass "
@@ -271,6 +273,10 @@ def _check_data(inputs: list[tuple[str, Any]], state: list[tuple[str, torch.Tens
             raise InvalidExportArgumentError(
                 f"Input {name!r} in args is on the meta device (a shape without values): pass "
                 "a tensor with values, e.g. torch.randn(...) on the CPU.")
+
+
+def _check_state(state: list[tuple[str, torch.Tensor]]) -> None:
+    """Raise a clear error when parameters or buffers are on the meta device."""
     meta = [name for name, tensor in state if tensor.is_meta]
     if meta:
         listed = ", ".join(repr(n) for n in meta[:3]) + (
@@ -418,6 +424,7 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
     Sizes of inputs fold to constants except at the axes ``dynamic_axes`` names.
     """
     positional, kwargs = normalize_args(args)
+    check_inputs(positional, kwargs, getattr(model, "forward", model))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
         method = _forward_name(model, positional) if isinstance(model, torch.jit.ScriptModule) \

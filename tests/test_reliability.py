@@ -163,15 +163,19 @@ def test_names_that_are_not_strings(tmp_path, argument, names, message):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_numpy_array_in_args_is_named():
-    class Add(nn.Module):
-        def forward(self, x: torch.Tensor, offset) -> torch.Tensor:
-            return x + torch.as_tensor(offset)
+class Add(nn.Module):
+    def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        return x + offset
 
+
+@pytest.mark.parametrize("front_end", ["trace", "script", "dynamo"])
+def test_a_numpy_array_in_args_is_named(front_end):
+    model = torch.jit.script(Add()) if front_end == "script" else Add()
     with pytest.raises(oxport.errors.InvalidExportArgumentError,
                        match=r"Input 'offset' in args is a numpy.ndarray; export takes torch "
                              r"tensors: pass torch.from_numpy\(offset\) instead"):
-        oxport.convert(Add(), (torch.randn(3), np.ones(3, dtype=np.float32)))
+        oxport.convert(model, (torch.randn(3), np.ones(3, dtype=np.float32)),
+                       dynamo=front_end == "dynamo")
 
 
 def test_meta_parameters_and_inputs_are_clear_errors(tmp_path):
