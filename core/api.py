@@ -272,10 +272,10 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
     _check_model(model)
     _check_front_end_options(model, dynamo, dynamic_shapes)
     exported = dynamo or isinstance(model, torch.export.ExportedProgram)
-    if exported and export_modules_as_functions:
+    if isinstance(model, torch.export.ExportedProgram) and export_modules_as_functions:
         raise InvalidExportArgumentError(
-            "export_modules_as_functions is not supported with dynamo=True (the torch.export "
-            "front end) yet: export with dynamo=False to get module functions.")
+            "export_modules_as_functions needs the model's modules, which an ExportedProgram "
+            "does not hold: pass the nn.Module with dynamo=True instead.")
     export_type = _check_export_type(operator_export_type)
     training = _check_training(training)
     custom_opsets = _check_custom_opsets(custom_opsets)

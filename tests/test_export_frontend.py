@@ -150,8 +150,8 @@ def test_a_custom_op_is_served_by_a_registered_symbolic() -> None:
      "dynamo=True"),
     (lambda m, x: oxport.export(torch.jit.script(m), (x,), None, dynamo=True),
      "eager nn.Module"),
-    (lambda m, x: oxport.export(m, (x,), None, dynamo=True, export_modules_as_functions=True),
-     "dynamo=False"),
+    (lambda m, x: oxport.export(torch.export.export(m, (x,)), (), None,
+                                export_modules_as_functions=True), "pass the nn.Module"),
     (lambda m, x: oxport.export(m, (x,), None, dynamo=True, dynamic_shapes={"y": {0: "b"}}),
      "not arguments given"),
 ])
@@ -268,3 +268,33 @@ def test_transformers_decoders_match_eager_at_a_second_batch_and_length(name: st
         actual = _run(proto, *feeds.values())
         for got, want in zip(actual, [e for e in expected if isinstance(e, torch.Tensor)]):
             np.testing.assert_allclose(got, want.numpy(), rtol=spec.rtol, atol=spec.atol)
+
+
+def test_modules_become_functions_from_the_module_stack() -> None:
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+            self.act = torch.nn.ReLU()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.linear(self.act(x))) + x  # act called twice
+
+    class Stack(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = Block(), Block()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x))
+
+    model, x = Stack().eval(), torch.randn(2, 4)
+    protos = [oxport.convert(model, (x,), dynamo=dynamo, opset_version=17,
+                             export_modules_as_functions={Block}).model_proto()
+              for dynamo in (False, True)]
+    traced, exported = ([n.op_type for n in p.graph.node] for p in protos)
+    assert exported == traced == ["Block", "Block"]
+    assert [n.op_type for n in protos[1].functions[0].node] == \
+        [n.op_type for n in protos[0].functions[0].node]
+    np.testing.assert_allclose(_run(protos[1], x)[0], model(x).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)

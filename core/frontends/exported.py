@@ -578,12 +578,19 @@ def _stack(trace: str | None) -> str:
 
 def _scope(stack: Mapping[str, tuple[str, Any]] | None, prefix: str) -> str:
     """``nn_module_stack`` as a TorchScript scope name (``__module.model.a/...a.b``), the
-    paths below the user's model (``prefix``, when oxport wrapped it for the capture)."""
+    paths below the user's model (``prefix``, when oxport wrapped it for the capture); a
+    module's repeated call (key ``...@1``) is ``a#1``, as the TorchScript front end names it."""
     if not stack:
         return ""
-    paths = [path.removeprefix(prefix) for path, _type in stack.values()
-             if isinstance(path, str) and path.startswith(prefix) and path != prefix]
-    return "/".join(f"__module.model.{path}" for path in paths if path)
+    calls = []
+    for key, (path, _type) in stack.items():
+        if not isinstance(path, str) or not path.startswith(prefix) or path == prefix:
+            continue
+        path = path.removeprefix(prefix)
+        count = key.rpartition("@")[2] if "@" in key else ""
+        if path:
+            calls.append(f"__module.model.{path}" + (f"#{count}" if count.isdigit() else ""))
+    return "/".join(calls)
 
 
 def read(program: torch.export.ExportedProgram,
