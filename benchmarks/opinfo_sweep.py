@@ -1,0 +1,304 @@
+"""OpInfo sweep: every operator of torch's test database exported by torch.onnx and oxport.
+
+For each OpInfo of ``torch.testing._internal.common_methods_invocations.op_db`` and each of
+its CPU sample inputs in float32 (and int64 and bool where the op takes them), the op is
+wrapped in a module whose inputs are the sample's tensors, exported with torch.onnx
+(``dynamo=False``) and with oxport at opsets 13, 17 and 20, run in ONNX Runtime, and
+compared with eager. Per op it counts the samples both exporters get right, only torch.onnx
+(a bug in oxport), only oxport, and neither. Random ops (two eager calls differ) and samples
+with non-tensor or complex outputs are skipped and counted.
+
+    python benchmarks/opinfo_sweep.py                      # the whole sweep (hours)
+    python benchmarks/opinfo_sweep.py --samples 3 --markdown docs/opinfo_sweep.md
+    python benchmarks/opinfo_sweep.py --ops add sort --opsets 17 -v
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+OPSETS = (13, 17, 20)
+DTYPES = (torch.float32, torch.int64, torch.bool)
+OUTCOMES = ("both", "torch_only", "oxport_only", "neither")
+SECONDS_PER_EXPORT = 60
+
+
+@dataclasses.dataclass
+class OpReport:
+    """What one OpInfo's samples gave, counted over dtypes, samples and opsets."""
+
+    name: str
+    counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: (dtype, sample index, opset, oxport's error or mismatch) where only torch.onnx is right.
+    torch_only: list[tuple[str, int, int, str]] = dataclasses.field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+class _Sample(torch.nn.Module):
+    """The op applied to one sample, its tensors as the module's inputs."""
+
+    def __init__(self, op: Any, spec: Any, constants: list[Any]) -> None:
+        super().__init__()
+        self.op, self.spec, self.constants = op, spec, constants
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        values, it = [], iter(tensors)
+        for constant in self.constants:
+            values.append(next(it) if constant is _TENSOR else constant)
+        args, kwargs = pytree.tree_unflatten(values, self.spec)
+        return self.op(*args, **kwargs)
+
+
+_TENSOR = object()
+
+
+def _wrap(op: Any, sample: Any) -> tuple[_Sample, tuple[torch.Tensor, ...]]:
+    leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
+    tensors = tuple(leaf for leaf in leaves if isinstance(leaf, torch.Tensor))
+    constants = [_TENSOR if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+    return _Sample(op, spec, constants), tensors
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    def expire(*_: Any) -> None:
+        raise _Timeout(f"took more than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _export(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor, ...],
+            opset: int) -> bytes:
+    f = io.BytesIO()
+    names = [f"input_{i}" for i in range(len(tensors))]
+    with warnings.catch_warnings(), _deadline(SECONDS_PER_EXPORT):
+        warnings.simplefilter("ignore")
+        if exporter == "torch":
+            torch.onnx.export(module, tensors, f, opset_version=opset, input_names=names,
+                              dynamo=False)
+        else:
+            import oxport
+            oxport.export(module, tensors, f, opset_version=opset, input_names=names)
+    return f.getvalue()
+
+
+def _run(model: bytes, tensors: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
+    import onnxruntime as ort
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    by_name = {f"input_{i}": t.numpy() for i, t in enumerate(tensors)}
+    # An exporter may drop the inputs its graph does not read.
+    feeds = {i.name: by_name[i.name] for i in session.get_inputs()}
+    with _deadline(SECONDS_PER_EXPORT):
+        return session.run(None, feeds)
+
+
+def _matches(expected: list[torch.Tensor], actual: list[np.ndarray]) -> str:
+    """'' when ONNX Runtime's outputs match eager's, else what differs."""
+    if len(expected) != len(actual):
+        return f"{len(actual)} outputs, eager has {len(expected)}"
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        want = want.numpy()
+        if tuple(want.shape) != tuple(np.shape(got)):
+            return f"output {index}: shape {np.shape(got)}, eager {want.shape}"
+        if want.dtype == np.bool_ or np.issubdtype(want.dtype, np.integer):
+            if not np.array_equal(want.astype(np.float64), np.asarray(got).astype(np.float64)):
+                return f"output {index}: values differ"
+        elif not np.allclose(np.asarray(got, dtype=np.float64), want.astype(np.float64),
+                             rtol=1e-3, atol=1e-4, equal_nan=True):
+            return f"output {index}: values differ"
+    return ""
+
+
+def _outcome(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor, ...],
+             expected: list[torch.Tensor], opset: int) -> str:
+    """'' when the exporter's model matches eager, else the reason it does not."""
+    try:
+        model = _export(exporter, module, tensors, opset)
+    except Exception as exc:  # noqa: BLE001 - any failure is this exporter's failure
+        return f"export: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    try:
+        return _matches(expected, _run(model, tensors))
+    except Exception as exc:  # noqa: BLE001
+        return f"run: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+
+
+def _eager(module: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> list[torch.Tensor] | str:
+    """The eager outputs, or why the sample is skipped."""
+    try:
+        with torch.no_grad():
+            first, second = module(*tensors), module(*tensors)
+    except Exception as exc:  # noqa: BLE001
+        return f"eager raises {type(exc).__name__}"
+    outputs, again = pytree.tree_leaves(first), pytree.tree_leaves(second)
+    if not outputs or not all(isinstance(o, torch.Tensor) for o in outputs):
+        return "non-tensor output"
+    if any(o.is_complex() or o.layout != torch.strided or o.dtype in (torch.bfloat16,
+                                                                        torch.float16)
+           for o in outputs):
+        return "complex, sparse or half output"
+    if not all(torch.equal(a, b) or (a.is_floating_point() and torch.allclose(
+            a, b, equal_nan=True)) for a, b in zip(outputs, again)):
+        return "random"
+    return [o.detach() for o in outputs]
+
+
+def sweep_op(opinfo: Any, opsets: tuple[int, ...], samples: int | None,
+             verbose: bool = False) -> OpReport:
+    report = OpReport(opinfo.name + (f".{opinfo.variant_test_name}"
+                                     if opinfo.variant_test_name else ""))
+    supported = opinfo.supported_dtypes("cpu")
+    for dtype in (d for d in DTYPES if d in supported):
+        torch.manual_seed(0)
+        try:
+            inputs = list(opinfo.sample_inputs("cpu", dtype, requires_grad=False))
+        except Exception:  # noqa: BLE001 - the database's own generator failed
+            report.skip("sample generator raises")
+            continue
+        for index, sample in enumerate(inputs[:samples]):
+            module, tensors = _wrap(opinfo.op, sample)
+            if not tensors:
+                report.skip("no tensor input")
+                continue
+            expected = _eager(module, tensors)
+            if isinstance(expected, str):
+                report.skip(expected)
+                continue
+            for opset in opsets:
+                torch_error = _outcome("torch", module, tensors, expected, opset)
+                oxport_error = _outcome("oxport", module, tensors, expected, opset)
+                outcome = {(False, False): "both", (False, True): "torch_only",
+                           (True, False): "oxport_only", (True, True): "neither"}[
+                    (bool(torch_error), bool(oxport_error))]
+                report.counts[outcome] += 1
+                if outcome == "torch_only":
+                    report.torch_only.append((str(dtype).removeprefix("torch."), index, opset,
+                                              oxport_error))
+                if verbose and outcome != "both":
+                    print(f"  {report.name} {dtype} #{index} opset {opset}: {outcome}: "
+                          f"torch: {torch_error or 'ok'} | oxport: {oxport_error or 'ok'}",
+                          flush=True)
+    return report
+
+
+def op_infos(names: list[str] | None = None) -> list[Any]:
+    from torch.testing._internal.common_methods_invocations import op_db
+    if not names:
+        return list(op_db)
+    wanted = set(names)
+    return [o for o in op_db if o.name in wanted
+            or f"{o.name}.{o.variant_test_name}" in wanted]
+
+
+def sweep(names: list[str] | None, opsets: tuple[int, ...], samples: int | None,
+          verbose: bool = False) -> list[OpReport]:
+    reports = []
+    for opinfo in op_infos(names):
+        started = time.perf_counter()
+        reports.append(sweep_op(opinfo, opsets, samples, verbose))
+        if verbose:
+            counts = reports[-1].counts
+            print(f"{reports[-1].name}: {counts} ({time.perf_counter() - started:.1f} s)",
+                  flush=True)
+    return reports
+
+
+def markdown(reports: list[OpReport], command: str) -> str:
+    totals = dict.fromkeys(OUTCOMES, 0)
+    skipped: dict[str, int] = {}
+    for report in reports:
+        for key, count in report.counts.items():
+            totals[key] += count
+        for key, count in report.skipped.items():
+            skipped[key] = skipped.get(key, 0) + count
+    runs = sum(totals.values())
+    torch_ok = totals["both"] + totals["torch_only"]
+    oxport_ok = totals["both"] + totals["oxport_only"]
+    lines = [
+        "# OpInfo sweep", "",
+        f"Generated by `{command}`; do not edit by hand.", "",
+        "Each run is one sample of one OpInfo (torch's operator test database) in one dtype at "
+        "one opset, exported by torch.onnx (`dynamo=False`) and by oxport, run in ONNX Runtime "
+        "and compared with eager (rtol 1e-3, atol 1e-4; integers and bools exactly).", "",
+        "| | runs |", "| --- | ---: |",
+        f"| OpInfos | {len(reports)} |",
+        f"| sample runs | {runs} |",
+        f"| torch.onnx right | {torch_ok} |",
+        f"| oxport right | {oxport_ok} |",
+        f"| both right | {totals['both']} |",
+        f"| only torch.onnx right (oxport bugs) | {totals['torch_only']} |",
+        f"| only oxport right | {totals['oxport_only']} |",
+        f"| neither | {totals['neither']} |", "",
+        "Skipped samples: " + (", ".join(f"{k} {v}" for k, v in sorted(skipped.items()))
+                               or "none") + ".", "",
+        "## Samples only torch.onnx gets right", "",
+    ]
+    remaining = [(r.name, *entry) for r in reports for entry in r.torch_only]
+    if remaining:
+        lines += ["| OpInfo | dtype | sample | opset | oxport |", "| --- | --- | ---: | ---: | --- |"]
+        lines += [f"| `{n}` | {d} | {i} | {o} | {e.replace('|', '/')} |"
+                  for n, d, i, o, e in remaining]
+    else:
+        lines.append("None.")
+    lines += ["", "## Per OpInfo", "",
+              "| OpInfo | both | torch only | oxport only | neither | skipped |",
+              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in reports:
+        c = r.counts
+        lines.append(f"| `{r.name}` | {c['both']} | {c['torch_only']} | {c['oxport_only']} | "
+                     f"{c['neither']} | {sum(r.skipped.values())} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", nargs="*", help="OpInfo names (name or name.variant)")
+    parser.add_argument("--opsets", nargs="*", type=int, default=list(OPSETS))
+    parser.add_argument("--samples", type=int, default=None,
+                        help="at most this many samples per OpInfo and dtype (default: all)")
+    parser.add_argument("--json", help="write the per-op reports here")
+    parser.add_argument("--markdown", help="write the summary table here")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    reports = sweep(args.ops, tuple(args.opsets), args.samples, args.verbose)
+    command = "python benchmarks/opinfo_sweep.py " + " ".join(
+        a for a in (argv if argv is not None else sys.argv[1:]) if a != "-v")
+    text = markdown(reports, command.strip())
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump([dataclasses.asdict(r) for r in reports], f, indent=1)
+    return 1 if any(r.torch_only for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
