@@ -170,8 +170,7 @@ def _eager(module: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> list[t
 
 def sweep_op(opinfo: Any, opsets: tuple[int, ...], samples: int | None,
              verbose: bool = False) -> OpReport:
-    report = OpReport(opinfo.name + (f".{opinfo.variant_test_name}"
-                                     if opinfo.variant_test_name else ""))
+    report = OpReport(_full_name(opinfo))
     supported = opinfo.supported_dtypes("cpu")
     for dtype in (d for d in DTYPES if d in supported):
         torch.manual_seed(0)
@@ -211,8 +210,13 @@ def op_infos(names: list[str] | None = None) -> list[Any]:
     if not names:
         return list(op_db)
     wanted = set(names)
-    return [o for o in op_db if o.name in wanted
-            or f"{o.name}.{o.variant_test_name}" in wanted]
+    return [o for o in op_db if _full_name(o) in wanted]
+
+
+def _full_name(opinfo: Any) -> str:
+    """``name`` or ``name.variant`` (``div.floor_rounding``), as the reports name it."""
+    variant = opinfo.variant_test_name
+    return f"{opinfo.name}.{variant}" if variant else opinfo.name
 
 
 def sweep(names: list[str] | None, opsets: tuple[int, ...], samples: int | None,
@@ -277,7 +281,7 @@ def markdown(reports: list[OpReport], command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", nargs="*", help="OpInfo names (name or name.variant)")
+    parser.add_argument("--ops", nargs="*", help="OpInfo names (name.variant for variants)")
     parser.add_argument("--opsets", nargs="*", type=int, default=list(OPSETS))
     parser.add_argument("--samples", type=int, default=None,
                         help="at most this many samples per OpInfo and dtype (default: all)")
