@@ -122,3 +122,9 @@ def prim_tolist(g, self: Value, dim: Value, elem_type: Value) -> Value:
     dtype = {"IntType": torch.int64, "FloatType": torch.float32, "BoolType": torch.bool}.get(
         kind.kind(), self.type().dtype())
     return sh._cast_to(g, self, dtype)
+
+
+@pack.symbolic("prim::Print", since=7)
+def prim_print(g, *values: Value) -> None:
+    """``print(...)`` in scripted code prints nothing in an ONNX graph."""
+    return None

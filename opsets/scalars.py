@@ -279,8 +279,11 @@ pack.symbolic("aten::__or__.bool", since=7)(_logical("Or", operator.or_))
 # -- conversions and type queries --------------------------------------------------------
 @pack.symbolic("aten::ScalarImplicit", since=7)
 def scalar_implicit(g, value: Value) -> Value:
-    """A one-element tensor used where a number is expected."""
+    """A one-element tensor used where a number is expected (``IntImplicit``: an int)."""
     return value
+
+
+pack.alias(scalar_implicit, "aten::IntImplicit", since=7)
 
 
 @pack.symbolic("aten::item", since=7)

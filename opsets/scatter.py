@@ -198,6 +198,9 @@ def index_add(g, self: Value, dim: Value, index: Value, source: Value,
     return scatter_along(g, self, axis, sh._reshape_helper(g, index, [-1]), source, "add")
 
 
+pack.alias(index_add, "aten::index_add_", since=16)
+
+
 
 # -- scatter ------------------------------------------------------------------------------
 _REDUCTIONS = {"add": "add", "multiply": "mul", "sum": "add", "prod": "mul", "amax": "max",

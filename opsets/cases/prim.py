@@ -76,3 +76,11 @@ pack.case("aten::is_pinned", _is_pinned, (2, 3), script=True)
 pack.case("prim::tolist", _tolist, (4,), script=True)
 pack.case("prim::tolist", _tolist_ints, lambda: torch.tensor([2, 3]), name="ints", script=True,
           min_opset=9)
+
+
+def _print(x: torch.Tensor) -> torch.Tensor:
+    print("rows:", x.size(0))
+    return x + 1
+
+
+pack.case("prim::Print", _print, (2, 3), script=True)

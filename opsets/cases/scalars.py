@@ -231,3 +231,10 @@ pack.case("aten::eq.str", _mode, (2, 3), script=True, min_opset=9)
 pack.case("aten::ne.str", _mode, (2, 3), script=True, min_opset=9)
 pack.case("aten::eq.device", _device_check, (2, 3), script=True)
 pack.case("aten::ne.device", _device_check, (2, 3), script=True)
+
+
+def _int_implicit(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    return x.view(-1, n)
+
+
+pack.case("aten::IntImplicit", _int_implicit, (2, 6), lambda: torch.tensor(3), script=True)

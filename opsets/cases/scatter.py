@@ -154,3 +154,12 @@ pack.case("aten::slice_scatter", lambda x, y: torch.slice_scatter(x, y, 1, 1, 5,
 pack.case("aten::slice_scatter", lambda x, y: torch.slice_scatter(x, y), (4, 3), (4, 3),
           name="whole")
 pack.case("aten::select_scatter", lambda x, y: torch.select_scatter(x, y, 0, -1), (3, 4), (4,))
+
+
+def _index_add_(x: torch.Tensor, i: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    x.index_add_(0, i, s)
+    return x * 2
+
+
+# Tracing records index_add_ as index_add; scripted code writing into an input keeps it.
+pack.case("aten::index_add_", _index_add_, (3, 4), _long(2, 2), (2, 4), script=True)
