@@ -244,13 +244,42 @@ def _grow(g, out: Value, input: Value, pooled_size: list[int], output_size: list
     return g.op("Expand", out, g.op("Constant", value_t=torch.tensor(leading + output_size)))
 
 
+_PASS_THROUGH = {"aten::Int", "prim::NumToTensor", "aten::ScalarImplicit"}
+
+
+def _output_size(g, op: str, input: Value, output_size: Value, rank: int) -> list[int]:
+    """An adaptive pool's output size; an entry left ``None`` in ``F.adaptive_*_pool``
+    records as ``input.size(d)``, which is read from the input's static shape."""
+    static = sh._maybe_get_const(output_size, "is")
+    if isinstance(static, list):
+        return _expand(static, rank)
+    node = g.original_node
+    listed = node.inputsAt(1).node() if node is not None else None
+    if listed is None or listed.kind() != "prim::ListConstruct":
+        sh._unimplemented(op, "an output size computed at run time")
+    sizes = sh._get_tensor_sizes(input) or []
+    resolved = []
+    for item in listed.inputs():
+        producer = item.node()
+        while producer.kind() in _PASS_THROUGH:
+            producer = producer.inputsAt(0).node()
+        if producer.kind() == "prim::Constant":
+            resolved.append(int(producer.output().toIValue()))
+            continue
+        dim = producer.inputsAt(1).toIValue() if producer.kind() == "aten::size" and \
+            producer.inputsAt(0).unique() == node.inputsAt(0).unique() else None
+        if not isinstance(dim, int) or dim >= len(sizes) or sizes[dim] is None:
+            sh._unimplemented(op, "an output size computed at run time")
+        resolved.append(sizes[dim])
+    return _expand(resolved, rank)
+
+
 def _adaptive_avg_pool_nd(rank: int):
     name = f"adaptive_avg_pool{rank}d"
 
-    @sh.parse_args("v", "is")
     def adaptive_avg_pool(g, input, output_size):
         op = f"aten::{name}"
-        output_size = _expand(output_size, rank)
+        output_size = _output_size(g, op, input, output_size, rank)
         pooled_size = _pooled_size(g, op, input, output_size)
         window = _adaptive_window(op, input, pooled_size)
         if window is None:
@@ -267,10 +296,9 @@ def _adaptive_avg_pool_nd(rank: int):
 def _adaptive_max_pool_nd(rank: int):
     name = f"adaptive_max_pool{rank}d"
 
-    @sh.parse_args("v", "is")
     def adaptive_max_pool(g, input, output_size):
         op = f"aten::{name}"
-        output_size = _expand(output_size, rank)
+        output_size = _output_size(g, op, input, output_size, rank)
         ts_outputs = list(g.original_node.outputs()) if g.original_node is not None else []
         wants_indices = len(ts_outputs) > 1 and bool(ts_outputs[1].uses())
         if not wants_indices:

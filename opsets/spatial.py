@@ -114,8 +114,9 @@ def _pad_input(g, input: Value, pad: list[int | Value], mode: str,
 
 def _pad_wrap(g, input: Value, pad: list[int | Value], mode: str,
               value: Value | float | None, op: str) -> Value:
-    """Pad from opset 19, where circular padding is the 'wrap' mode."""
-    if mode != "circular":
+    """Pad from opset 19, where circular padding is the 'wrap' mode: for run-time widths
+    only, as ONNX Runtime (1.31) has no 'wrap' kernel."""
+    if mode != "circular" or (_is_static(pad) and all(p >= 0 for p in pad)):
         return _pad_input(g, input, pad, mode, value, op)
     pads = _int64_vector(g, _onnx_pads(pad, _rank(input, op), op))
     return g.op("Pad", input, pads, mode_s="wrap")

@@ -95,3 +95,7 @@ pack.case("aten::adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((1, 2)), (3, 4, 4),
 pack.case("aten::adaptive_max_pool1d", nn.AdaptiveMaxPool1d(1, return_indices=True), (3, 5),
           name="unbatched_indices", min_opset=8)
 pack.case("aten::max_unpool3d", _pool_unpool(3, 2, 2, [4, 4, 5]), (1, 2, 4, 4, 5))
+pack.case("aten::adaptive_avg_pool3d", nn.AdaptiveAvgPool3d((None, 2, None)), (1, 2, 3, 4, 6),
+          name="none_keeps_size")
+pack.case("aten::adaptive_max_pool3d", nn.AdaptiveMaxPool3d((2, None, 1)), (1, 2, 4, 3, 5),
+          name="none_keeps_size")

@@ -180,3 +180,5 @@ pack.case("aten::affine_grid_generator",
           lambda x, theta: F.affine_grid(theta, x.shape, align_corners=False), (2, 3, 4, 5),
           (2, 2, 3), name="run_time_size", input_names=["x", "theta"],
           dynamic_axes={"x": {2: "h", 3: "w"}}, min_opset=20)
+pack.case("aten::pad", lambda x: F.pad(x, (2, 1), mode="circular"), (2, 3, 4),
+          name="circular_1d", min_opset=11)
