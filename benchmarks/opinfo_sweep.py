@@ -20,9 +20,12 @@ import contextlib
 import dataclasses
 import io
 import json
+import multiprocessing
+import os
 import signal
 import sys
 import time
+import types
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -148,6 +151,36 @@ def _outcome(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor
         return f"run: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
 
 
+def _isolated(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor, ...],
+              expected: list[torch.Tensor], opsets: tuple[int, ...]) -> list[str]:
+    """Each opset's :func:`_outcome`, computed in a forked child: an exporter or ONNX
+    Runtime that hangs in native code (torch.onnx does on some empty inputs) or crashes
+    costs that sample, not the sweep."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+
+    def work() -> None:
+        sender.send([_outcome(exporter, module, tensors, expected, o) for o in opsets])
+        os._exit(0)  # no interpreter teardown in the child
+
+    child = context.Process(target=work, daemon=True)
+    child.start()
+    sender.close()
+    limit = SECONDS_PER_EXPORT * len(opsets)
+    try:
+        outcomes = receiver.recv() if receiver.poll(limit) else None
+    except EOFError:  # the child died
+        outcomes = None
+    child.join(1)
+    if child.is_alive():
+        child.kill()
+        child.join()
+    if outcomes is None:
+        return [f"no result in {limit} s (hangs or crashes; exit code {child.exitcode})"] * \
+            len(opsets)
+    return outcomes
+
+
 def _eager(module: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> list[torch.Tensor] | str:
     """The eager outputs, or why the sample is skipped."""
     try:
@@ -188,9 +221,10 @@ def sweep_op(opinfo: Any, opsets: tuple[int, ...], samples: int | None,
             if isinstance(expected, str):
                 report.skip(expected)
                 continue
-            for opset in opsets:
-                torch_error = _outcome("torch", module, tensors, expected, opset)
-                oxport_error = _outcome("oxport", module, tensors, expected, opset)
+            torch_errors, oxport_errors = (
+                _isolated(exporter, module, tensors, expected, opsets)
+                for exporter in ("torch", "oxport"))
+            for opset, torch_error, oxport_error in zip(opsets, torch_errors, oxport_errors):
                 outcome = {(False, False): "both", (False, True): "torch_only",
                            (True, False): "oxport_only", (True, True): "neither"}[
                     (bool(torch_error), bool(oxport_error))]
@@ -219,8 +253,17 @@ def _full_name(opinfo: Any) -> str:
     return f"{opinfo.name}.{variant}" if variant else opinfo.name
 
 
+def _warm_up() -> None:
+    """Load both exporters, their plugins and ONNX Runtime once, before the forks."""
+    module, tensors = _wrap(torch.neg, types.SimpleNamespace(input=torch.ones(1), args=(),
+                                                             kwargs={}))
+    for exporter in ("torch", "oxport"):
+        _outcome(exporter, module, tensors, [-tensors[0]], OPSETS[-1])
+
+
 def sweep(names: list[str] | None, opsets: tuple[int, ...], samples: int | None,
           verbose: bool = False) -> list[OpReport]:
+    _warm_up()
     reports = []
     for opinfo in op_infos(names):
         started = time.perf_counter()
