@@ -27,7 +27,7 @@ import sys
 import time
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -151,34 +151,39 @@ def _outcome(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor
         return f"run: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
 
 
-def _isolated(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor, ...],
-              expected: list[torch.Tensor], opsets: tuple[int, ...]) -> list[str]:
-    """Each opset's :func:`_outcome`, computed in a forked child: an exporter or ONNX
-    Runtime that hangs in native code (torch.onnx does on some empty inputs) or crashes
-    costs that sample, not the sweep."""
+def _isolated(exporter: str, jobs: list[tuple[torch.nn.Module, tuple[torch.Tensor, ...],
+                                             list[torch.Tensor]]],
+              opsets: tuple[int, ...]) -> list[list[str]]:
+    """Each job's :func:`_outcome` per opset, computed in a forked child that reports job by
+    job: an exporter or ONNX Runtime that hangs in native code or crashes (torch.onnx does
+    on some empty inputs) costs the job it was on, and a new child takes the rest."""
     context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-
-    def work() -> None:
-        sender.send([_outcome(exporter, module, tensors, expected, o) for o in opsets])
-        os._exit(0)  # no interpreter teardown in the child
-
-    child = context.Process(target=work, daemon=True)
-    child.start()
-    sender.close()
+    results: list[list[str]] = []
     limit = SECONDS_PER_EXPORT * len(opsets)
-    try:
-        outcomes = receiver.recv() if receiver.poll(limit) else None
-    except EOFError:  # the child died
-        outcomes = None
-    child.join(1)
-    if child.is_alive():
-        child.kill()
+    while len(results) < len(jobs):
+        first = len(results)
+        receiver, sender = context.Pipe(duplex=False)
+
+        def work(first: int = first) -> None:
+            for module, tensors, expected in jobs[first:]:
+                sender.send([_outcome(exporter, module, tensors, expected, o) for o in opsets])
+            os._exit(0)  # no interpreter teardown in the child
+
+        child = context.Process(target=work, daemon=True)
+        child.start()
+        sender.close()
+        try:
+            while len(results) < len(jobs) and receiver.poll(limit):
+                results.append(receiver.recv())
+        except EOFError:  # the child died
+            pass
+        if child.is_alive():
+            child.kill()
         child.join()
-    if outcomes is None:
-        return [f"no result in {limit} s (hangs or crashes; exit code {child.exitcode})"] * \
-            len(opsets)
-    return outcomes
+        if len(results) < len(jobs):
+            results.append([f"no result in {limit} s (hangs or crashes; exit code "
+                            f"{child.exitcode})"] * len(opsets))
+    return results
 
 
 def _eager(module: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> list[torch.Tensor] | str:
@@ -212,6 +217,7 @@ def sweep_op(opinfo: Any, opsets: tuple[int, ...], samples: int | None,
         except Exception:  # noqa: BLE001 - the database's own generator failed
             report.skip("sample generator raises")
             continue
+        jobs, indices = [], []
         for index, sample in enumerate(inputs[:samples]):
             module, tensors = _wrap(opinfo.op, sample)
             if not tensors:
@@ -221,9 +227,12 @@ def sweep_op(opinfo: Any, opsets: tuple[int, ...], samples: int | None,
             if isinstance(expected, str):
                 report.skip(expected)
                 continue
-            torch_errors, oxport_errors = (
-                _isolated(exporter, module, tensors, expected, opsets)
-                for exporter in ("torch", "oxport"))
+            jobs.append((module, tensors, expected))
+            indices.append(index)
+        if not jobs:
+            continue
+        by_exporter = [_isolated(exporter, jobs, opsets) for exporter in ("torch", "oxport")]
+        for index, torch_errors, oxport_errors in zip(indices, *by_exporter):
             for opset, torch_error, oxport_error in zip(opsets, torch_errors, oxport_errors):
                 outcome = {(False, False): "both", (False, True): "torch_only",
                            (True, False): "oxport_only", (True, True): "neither"}[
@@ -262,12 +271,17 @@ def _warm_up() -> None:
 
 
 def sweep(names: list[str] | None, opsets: tuple[int, ...], samples: int | None,
-          verbose: bool = False) -> list[OpReport]:
+          verbose: bool = False,
+          progress: Callable[[list[OpReport], int], None] | None = None) -> list[OpReport]:
+    """Sweep the named OpInfos (all by default); ``progress(reports, total)`` after each."""
     _warm_up()
-    reports = []
-    for opinfo in op_infos(names):
+    reports: list[OpReport] = []
+    selected = op_infos(names)
+    for opinfo in selected:
         started = time.perf_counter()
         reports.append(sweep_op(opinfo, opsets, samples, verbose))
+        if progress is not None:
+            progress(reports, len(selected))
         if verbose:
             counts = reports[-1].counts
             print(f"{reports[-1].name}: {counts} ({time.perf_counter() - started:.1f} s)",
@@ -275,7 +289,7 @@ def sweep(names: list[str] | None, opsets: tuple[int, ...], samples: int | None,
     return reports
 
 
-def markdown(reports: list[OpReport], command: str) -> str:
+def markdown(reports: list[OpReport], command: str, total: int | None = None) -> str:
     totals = dict.fromkeys(OUTCOMES, 0)
     skipped: dict[str, int] = {}
     for report in reports:
@@ -293,7 +307,8 @@ def markdown(reports: list[OpReport], command: str) -> str:
         "one opset, exported by torch.onnx (`dynamo=False`) and by oxport, run in ONNX Runtime "
         "and compared with eager (rtol 1e-3, atol 1e-4; integers and bools exactly).", "",
         "| | runs |", "| --- | ---: |",
-        f"| OpInfos | {len(reports)} |",
+        f"| OpInfos | {len(reports)}" + (f" of {total} (the run stopped early)"
+                                         if total and total > len(reports) else "") + " |",
         f"| sample runs | {runs} |",
         f"| torch.onnx right | {torch_ok} |",
         f"| oxport right | {oxport_ok} |",
@@ -332,18 +347,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", help="write the summary table here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    reports = sweep(args.ops, tuple(args.opsets), args.samples, args.verbose)
     command = "python benchmarks/opinfo_sweep.py " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]) if a != "-v")
-    text = markdown(reports, command.strip())
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        print(text)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump([dataclasses.asdict(r) for r in reports], f, indent=1)
+
+    def write(reports: list[OpReport], total: int) -> None:
+        """The files as they stand (rewritten after each OpInfo, so a stopped run leaves
+        what it did)."""
+        if args.markdown:
+            with open(args.markdown, "w", encoding="utf-8") as f:
+                f.write(markdown(reports, command.strip(), total))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump([dataclasses.asdict(r) for r in reports], f, indent=1)
+
+    reports = sweep(args.ops, tuple(args.opsets), args.samples, args.verbose, write)
+    if not args.markdown:
+        print(markdown(reports, command.strip()))
     return 1 if any(r.torch_only for r in reports) else 0
 
 
