@@ -347,22 +347,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", help="write the summary table here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    command = "python benchmarks/opinfo_sweep.py " + " ".join(
-        a for a in (argv if argv is not None else sys.argv[1:]) if a != "-v")
+    command = " ".join(["python benchmarks/opinfo_sweep.py",
+                        *(["--ops", *args.ops] if args.ops else []),
+                        *(["--opsets", *map(str, args.opsets)] if tuple(args.opsets) != OPSETS
+                          else []),
+                        *(["--samples", str(args.samples)] if args.samples else [])])
 
     def write(reports: list[OpReport], total: int) -> None:
         """The files as they stand (rewritten after each OpInfo, so a stopped run leaves
         what it did)."""
         if args.markdown:
             with open(args.markdown, "w", encoding="utf-8") as f:
-                f.write(markdown(reports, command.strip(), total))
+                f.write(markdown(reports, command, total))
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump([dataclasses.asdict(r) for r in reports], f, indent=1)
 
     reports = sweep(args.ops, tuple(args.opsets), args.samples, args.verbose, write)
     if not args.markdown:
-        print(markdown(reports, command.strip()))
+        print(markdown(reports, command))
     return 1 if any(r.torch_only for r in reports) else 0
 
 
