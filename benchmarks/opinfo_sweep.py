@@ -113,7 +113,9 @@ def _export(exporter: str, module: torch.nn.Module, tensors: tuple[torch.Tensor,
 
 def _run(model: bytes, tensors: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
     import onnxruntime as ort
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()  # one thread: no pool for a forked child to inherit
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     by_name = {f"input_{i}": t.numpy() for i, t in enumerate(tensors)}
     # An exporter may drop the inputs its graph does not read.
     feeds = {i.name: by_name[i.name] for i in session.get_inputs()}
@@ -263,7 +265,9 @@ def _full_name(opinfo: Any) -> str:
 
 
 def _warm_up() -> None:
-    """Load both exporters, their plugins and ONNX Runtime once, before the forks."""
+    """Load both exporters, their plugins and ONNX Runtime once, before the forks; torch
+    computes on one thread (a forked child would inherit a thread pool's held locks)."""
+    torch.set_num_threads(1)
     module, tensors = _wrap(torch.neg, types.SimpleNamespace(input=torch.ones(1), args=(),
                                                              kwargs={}))
     for exporter in ("torch", "oxport"):
