@@ -3,6 +3,7 @@ messages for bad input."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -92,6 +93,54 @@ def test_export_state_nests_and_is_restored():
         other.join()
         assert seen == [False]
     assert not oxport.is_in_onnx_export()
+
+
+class Waiting(nn.Module):
+    """Sets ``entered`` when its forward runs, then waits for ``leave``."""
+
+    def __init__(self, entered: threading.Event, leave: threading.Event) -> None:
+        super().__init__()
+        self.entered, self.leave = entered, leave
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.entered.set()
+        assert self.leave.wait(60)
+        return x + 1
+
+
+def test_overlapping_verbose_exports_leave_the_log_as_it_was(capsys):
+    """The first export to start ends first: the second must not restore the log state it
+    saw (turned on by the first) when it ends."""
+    logger = logging.getLogger("oxport")
+    before = (logger.level, logger.disabled, list(logger.handlers))
+    first_in, second_in, second_may_leave = (threading.Event() for _ in range(3))
+    first, second = Waiting(first_in, second_in), Waiting(second_in, second_may_leave)
+    errors: list[BaseException] = []
+
+    def export(model: nn.Module) -> None:
+        try:
+            oxport.convert(model, torch.randn(2), verbose=True)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            second_in.set()
+
+    threads = [threading.Thread(target=export, args=(m,)) for m in (first, second)]
+    try:
+        threads[0].start()
+        assert first_in.wait(60)
+        threads[1].start()
+        threads[0].join(60)
+        assert logger.handlers and logger.level == logging.INFO  # the second still logs
+        second_may_leave.set()
+        threads[1].join(60)
+        assert not errors, errors
+        assert (logger.level, logger.disabled, list(logger.handlers)) == before
+    finally:
+        second_may_leave.set()
+        logger.setLevel(before[0])
+        logger.disabled = before[1]
+        logger.handlers[:] = before[2]
+    capsys.readouterr()
 
 
 # -- what a symbolic returns is checked ------------------------------------------------------
