@@ -606,9 +606,10 @@ def _check_model(model: Any) -> None:
     if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction, trace.FrontEnd,
                               torch.export.ExportedProgram)):
         raise InvalidExportArgumentError(
-            f"model must be a torch.nn.Module, a torch.jit.ScriptModule or a "
-            f"torch.jit.ScriptFunction, not {type(model).__name__}. Wrap a plain function in "
-            "an nn.Module or script it with torch.jit.script.")
+            f"model must be a torch.nn.Module, a torch.jit.ScriptModule, a "
+            f"torch.jit.ScriptFunction or a torch.export.ExportedProgram, not "
+            f"{type(model).__name__}. Wrap a plain function in an nn.Module or script it with "
+            "torch.jit.script.")
 
 
 def _check_training(value: Any) -> TrainingMode:

@@ -294,6 +294,9 @@ class _Checker:
     def __init__(self, model: Any, args: Any, result: api.ExportResult,
                  options: VerificationOptions, training: TrainingMode) -> None:
         self.model, self.args, self.options, self.training = model, args, options, training
+        #: What runs eagerly: an ExportedProgram's graph module, else the model.
+        self.runner = model.module() if isinstance(model, torch.export.ExportedProgram) \
+            else model
         self.result = result
         self.verdict = VerificationResult(result)
         proto = result.serialized.model
@@ -353,7 +356,7 @@ class _Checker:
     def eager(self, leaves: list[Any]) -> list[torch.Tensor]:
         positional, kwargs = pytree.tree_unflatten(leaves, self.spec)
         with api.select_model_mode_for_export(self.model, self.training), torch.no_grad():
-            out = self.model(*positional, **kwargs)
+            out = self.runner(*positional, **kwargs)
         if not self.options.ignore_none and any(
                 leaf is None for leaf in pytree.tree_leaves(out, is_leaf=lambda x: x is None)):
             self.verdict.notes.append("the model returns None, which the ONNX model drops")

@@ -92,6 +92,8 @@ def test_an_exported_program_is_taken_as_it_is() -> None:
     proto = oxport.export(program, (), None).model_proto()
     # A program keeps no Dim names: a dim is named after the input axis it first sizes.
     assert _dims(proto.graph.input[0]) == ["input_dim_0", 4]
+    verdict = verify(program, (torch.randn(2, 4),), dynamic_axes={"input": {0: "input_dim_0"}})
+    assert len(verdict.runs) == 2  # the example, then another number of rows
     x = torch.randn(6, 4)
     np.testing.assert_allclose(_run(proto, x)[0], model(x).detach().numpy(), rtol=1e-5,
                                atol=1e-6)
