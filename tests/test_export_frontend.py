@@ -300,3 +300,20 @@ def test_modules_become_functions_from_the_module_stack() -> None:
         [n.op_type for n in protos[0].functions[0].node]
     np.testing.assert_allclose(_run(protos[1], x)[0], model(x).detach().numpy(), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_both_front_ends_give_the_same_inputs_and_outputs() -> None:
+    """Same names, order, dtypes and ranks as the TorchScript path (nested inputs
+    flattened, tuple outputs flattened, non-tensor arguments constants)."""
+    model = RNNModel("LSTM", 50, 16, 16, 2).eval()
+    args = (torch.randint(0, 50, (7, 3)), model.init_hidden(3))
+
+    def signature(proto: onnx.ModelProto) -> list[list[tuple[str, int, int]]]:
+        return [[(v.name, v.type.tensor_type.elem_type, len(v.type.tensor_type.shape.dim))
+                 for v in values] for values in (proto.graph.input, proto.graph.output)]
+
+    traced, exported = (signature(oxport.convert(model, args, dynamo=dynamo).model_proto())
+                        for dynamo in (False, True))
+    assert [name for name, _, _ in exported[0]] == ["tokens", "hidden.0", "hidden.1"]
+    assert exported[0] == traced[0]
+    assert [io[1:] for io in exported[1]] == [io[1:] for io in traced[1]]
