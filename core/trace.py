@@ -11,11 +11,13 @@ from ``torch.onnx``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import dataclasses
 import functools
 import inspect
 import re
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -231,9 +233,7 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
         outputs = wrapper(*flat[:len(tensors)])
         return outputs[0] if len(outputs) == 1 else outputs
 
-    with warnings.catch_warnings(record=True) as caught, _module_scopes(model):
-        warnings.simplefilter("always")
-        warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
+    with _trace_warnings.recording() as caught, _module_scopes(model):
         try:
             graph, _ = torch._C._create_graph_by_tracing(
                 run, [*tensors, *(t for _, t in params)], lambda value: "", False, False,
@@ -698,6 +698,62 @@ def _signature(fn: Any) -> str:
         return str(inspect.signature(fn))
     except (TypeError, ValueError):
         return "(...)"
+
+
+class _WarningRecorder:
+    """Records the warnings a trace raises (every one, torch.jit's deprecation notices aside),
+    each trace its own, with traces running in several threads at once.
+
+    Python's warning filters and handler are one per process, so saving and restoring them
+    per trace (``catch_warnings``) breaks when traces overlap: the trace that ends last puts
+    back the recording state of the other, and every later warning of the process vanishes
+    into its list. Here the first trace to start sets the filters and a handler that sends
+    each warning to the list of the thread raising it (other threads' warnings go on to the
+    previous handler), and the last trace to end restores both.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved: warnings.catch_warnings | None = None
+        self._previous: Callable[..., Any] = warnings.showwarning
+        self._log: contextvars.ContextVar[list[warnings.WarningMessage] | None] = \
+            contextvars.ContextVar("oxport_trace_warnings", default=None)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[warnings.WarningMessage]]:
+        caught: list[warnings.WarningMessage] = []
+        token = self._log.set(caught)
+        with self._lock:
+            if not self._running:
+                self._saved = warnings.catch_warnings()
+                self._saved.__enter__()
+                warnings.simplefilter("always")
+                warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
+                self._previous = warnings.showwarning
+                warnings.showwarning = self._show
+            self._running += 1
+        try:
+            yield caught
+        finally:
+            with self._lock:
+                self._running -= 1
+                if not self._running and self._saved is not None:
+                    self._saved.__exit__(None, None, None)
+                    self._saved = None
+            self._log.reset(token)
+
+    def _show(self, message: Warning | str, category: type[Warning], filename: str,
+              lineno: int, file: Any = None, line: str | None = None) -> None:
+        caught = self._log.get()
+        if caught is None:
+            self._previous(message, category, filename, lineno, file, line)
+        else:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno, file,
+                                                  line))
+
+
+_trace_warnings = _WarningRecorder()
 
 
 def _reemit(caught: list[warnings.WarningMessage]) -> None:

@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import threading
+import warnings
 
 import numpy as np
 import onnx
@@ -96,16 +97,65 @@ def test_export_state_nests_and_is_restored():
 
 
 class Waiting(nn.Module):
-    """Sets ``entered`` when its forward runs, then waits for ``leave``."""
+    """Warns ``say`` and sets ``entered`` when its forward runs, then waits for ``leave``."""
 
-    def __init__(self, entered: threading.Event, leave: threading.Event) -> None:
+    def __init__(self, entered: threading.Event, leave: threading.Event, say: str = "") -> None:
         super().__init__()
-        self.entered, self.leave = entered, leave
+        self.entered, self.leave, self.say = entered, leave, say
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.say:
+            warnings.warn(self.say, UserWarning)
         self.entered.set()
         assert self.leave.wait(60)
         return x + 1
+
+
+def _overlap(first: nn.Module, second: nn.Module, events, export, middle=lambda: None) -> None:
+    """Run ``export(first)`` and ``export(second)`` in two threads, overlapping: the first
+    starts first and ends first (``events``: first entered, second entered, second may
+    leave); ``middle()`` runs between the two ends."""
+    first_in, second_in, second_may_leave = events
+    errors: list[BaseException] = []
+
+    def run(model: nn.Module) -> None:
+        try:
+            export(model)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            second_in.set()
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in (first, second)]
+    try:
+        threads[0].start()
+        assert first_in.wait(60)
+        threads[1].start()
+        threads[0].join(60)
+        middle()
+    finally:
+        second_may_leave.set()
+        threads[1].join(60)
+    assert not errors, errors
+
+
+def test_overlapping_exports_record_their_own_warnings_and_leave_the_rest_alone(recwarn):
+    """Each trace records its model's warnings; afterwards warnings reach the process's
+    handler again (the second trace to end restored the first one's recording)."""
+    events = [threading.Event() for _ in range(3)]
+    first = Waiting(events[0], events[1], say="from the first model")
+    second = Waiting(events[1], events[2], say="from the second model")
+    results: dict[str, list[str]] = {}
+
+    def export(model: Waiting) -> None:
+        result = oxport.convert(model, torch.randn(2))
+        results[model.say] = [str(w.message) for w in result.warnings]
+
+    _overlap(first, second, events, export)
+    assert results == {"from the first model": ["from the first model"],
+                       "from the second model": ["from the second model"]}
+    recwarn.clear()
+    warnings.warn("after both exports", UserWarning)
+    assert [str(w.message) for w in recwarn] == ["after both exports"]
 
 
 def test_overlapping_verbose_exports_leave_the_log_as_it_was(capsys):
@@ -113,30 +163,17 @@ def test_overlapping_verbose_exports_leave_the_log_as_it_was(capsys):
     saw (turned on by the first) when it ends."""
     logger = logging.getLogger("oxport")
     before = (logger.level, logger.disabled, list(logger.handlers))
-    first_in, second_in, second_may_leave = (threading.Event() for _ in range(3))
-    first, second = Waiting(first_in, second_in), Waiting(second_in, second_may_leave)
-    errors: list[BaseException] = []
+    events = [threading.Event() for _ in range(3)]
 
-    def export(model: nn.Module) -> None:
-        try:
-            oxport.convert(model, torch.randn(2), verbose=True)
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-            second_in.set()
+    def second_still_logs() -> None:
+        assert logger.handlers and logger.level == logging.INFO
 
-    threads = [threading.Thread(target=export, args=(m,)) for m in (first, second)]
     try:
-        threads[0].start()
-        assert first_in.wait(60)
-        threads[1].start()
-        threads[0].join(60)
-        assert logger.handlers and logger.level == logging.INFO  # the second still logs
-        second_may_leave.set()
-        threads[1].join(60)
-        assert not errors, errors
+        _overlap(Waiting(events[0], events[1]), Waiting(events[1], events[2]), events,
+                 lambda model: oxport.convert(model, torch.randn(2), verbose=True),
+                 second_still_logs)
         assert (logger.level, logger.disabled, list(logger.handlers)) == before
     finally:
-        second_may_leave.set()
         logger.setLevel(before[0])
         logger.disabled = before[1]
         logger.handlers[:] = before[2]
