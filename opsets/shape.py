@@ -227,6 +227,7 @@ def unflatten(g, self: Value, dim: Value, sizes: Value) -> Value:
 
 
 def _identity(name: str):
+    @sh.accepts_complex
     def symbolic(g, self: Value, *_: Value) -> Value:
         return self
     symbolic.__name__ = name
@@ -239,6 +240,7 @@ for _name in ("contiguous", "clone"):
 
 
 @pack.symbolic("aten::detach", since=7)
+@sh.accepts_complex
 def detach(g, self: Value) -> Value:
     """The same tensor, sharing its storage: in-place writes to it reach ``self`` (F.embedding
     with ``max_norm`` renormalizes ``weight.detach()`` in place)."""

@@ -150,3 +150,5 @@ pack.case("aten::to", lambda x: torch.view_as_real(
 pack.case("aten::size", lambda x: torch.view_as_complex(x).size(-1) + torch.view_as_complex(
     x).shape[0] * torch.ones(torch.view_as_complex(x).shape), (3, 4, 2), name="complex",
     input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)
+pack.case(["aten::clone", "aten::contiguous", "aten::detach"], lambda x: torch.view_as_real(
+    torch.view_as_complex(x).clone().contiguous().detach()) * 2, (3, 4, 2), name="complex")
