@@ -29,7 +29,7 @@ from oxport import (
     trace,
 )
 from oxport import plugin_manager as plugin_loader
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError, how_to_set
 from oxport.ir import Graph
 from oxport.registry import Layer, Provenance, RegistryView, SymbolicEntry
 from oxport.types import (
@@ -703,8 +703,9 @@ def _resolve_fallbacks(registry: RegistryView, export_type: OperatorExportTypes,
     for name in extra:
         if name not in available:
             raise InvalidExportArgumentError(
-                f"fallbacks= names {name!r}, which no loaded plugin provides (loaded fallbacks: "
-                f"{installed}). Is its plugin installed and not blocked?")
+                f"{how_to_set('fallbacks', name)}: no loaded plugin provides the {name!r} "
+                f"fallback (loaded fallbacks: {installed}). Is its plugin installed and not "
+                "blocked?")
         if name not in dict(enabled):
             enabled.append((name, available[name]))
     return enabled

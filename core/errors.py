@@ -102,13 +102,20 @@ def advising_cli() -> bool:
     return _from_cli.get()
 
 
+def spelled(param: str) -> str:
+    """An export parameter's name in the caller's words: ``input_names`` from Python,
+    ``--input-names`` from the command line."""
+    if advising_cli():
+        return _CLI_FLAGS.get(param, f"--{param.replace('_', '-')}")
+    return param
+
+
 def how_to_set(param: str, value: Any = None) -> str:
     """How to set an export parameter, in the caller's words: ``opset_version=13`` or
     ``fallbacks=['fallthrough']`` from Python, ``--opset 13`` or ``--fallback fallthrough``
     from the command line; without a value, just the parameter or flag."""
     if advising_cli():
-        flag = _CLI_FLAGS.get(param, f"--{param.replace('_', '-')}")
-        return flag if value is None else f"{flag} {value}"
+        return spelled(param) if value is None else f"{spelled(param)} {value}"
     if value is None:
         return f"{param}="
     return f"{param}={[value]!r}" if param in _LIST_PARAMS else f"{param}={value!r}"

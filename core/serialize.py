@@ -35,6 +35,7 @@ from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
     how_to_set,
+    spelled,
 )
 from oxport.ir import Graph, Node, Type, Value
 from oxport.types import JitScalarType
@@ -200,14 +201,14 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
     input_names = _names("input_names", input_names)
     if len(input_names) > len(named_inputs):
         raise InvalidExportArgumentError(
-            f"input_names has {len(input_names)} names but the model has {len(graph.inputs)} "
-            f"input{'s' if len(graph.inputs) != 1 else ''} and {len(params)} parameter"
-            f"{'s' if len(params) != 1 else ''}; give at most {len(named_inputs)} names "
-            "(inputs first, then parameters in state_dict order).")
+            f"{spelled('input_names')} has {len(input_names)} names but the model has "
+            f"{len(graph.inputs)} input{'s' if len(graph.inputs) != 1 else ''} and "
+            f"{len(params)} parameter{'s' if len(params) != 1 else ''}; give at most "
+            f"{len(named_inputs)} names (inputs first, then parameters in state_dict order).")
     output_names = _names("output_names", output_names)
     if len(output_names) > len(graph.outputs):
         raise InvalidExportArgumentError(
-            f"output_names has {len(output_names)} names but the model has "
+            f"{spelled('output_names')} has {len(output_names)} names but the model has "
             f"{len(graph.outputs)} output{'s' if len(graph.outputs) != 1 else ''}; give at most "
             f"{len(graph.outputs)}.")
     for value, name in zip(named_inputs, input_names):
@@ -394,7 +395,7 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
     for key, spec in dynamic_axes.items():
         if key not in inputs and key not in outputs:
             warnings.warn(
-                f"oxport: {how_to_set('dynamic_axes').rstrip('=')} names {key!r}, which is "
+                f"oxport: {spelled('dynamic_axes')} names {key!r}, which is "
                 f"neither an input nor an output (inputs {inputs}, outputs {outputs}): name "
                 f"them with {how_to_set('input_names')} and {how_to_set('output_names')} first. "
                 "The entry is ignored, as torch.onnx does.", DynamicAxesWarning, stacklevel=2)
