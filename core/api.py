@@ -10,7 +10,6 @@ import gc
 import io
 import logging
 import os
-import threading
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import IO, Any
@@ -31,6 +30,7 @@ from oxport import (
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError, how_to_set
 from oxport.ir import Graph
+from oxport.process_hooks import SharedHook
 from oxport.registry import Layer, Provenance, RegistryView, SymbolicEntry
 from oxport.types import (
     DEFAULT_OPSET,
@@ -294,7 +294,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         enabled = _resolve_fallbacks(registry, export_type, fallbacks or ())
     training_graph = _is_training(model, training)
 
-    with _verbose_log.during(verbose):
+    with _verbose_log.held() if verbose else contextlib.nullcontext():
         with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
             with progress.phase("trace", timings):
                 front = (_exported_front_end(model, args, registry, opset, dynamic_shapes,
@@ -711,39 +711,21 @@ def _resolve_fallbacks(registry: RegistryView, export_type: OperatorExportTypes,
     return enabled
 
 
-class _VerboseLog:
-    """``verbose=True`` turns oxport's log on for the export (as torch.onnx does). The log
-    is one per process: the first verbose export running turns it on, the last one to end
-    restores what was there before (overlapping exports in threads included)."""
+def _turn_log_on() -> Callable[[], None]:
+    """``verbose=True`` turns oxport's log on while verbose exports run (as torch.onnx
+    does); returns what puts the logger back as it was."""
+    logger = logging.getLogger("oxport")
+    level, disabled, handlers = logger.level, logger.disabled, list(logger.handlers)
+    enable_log()
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._saved: tuple[int, bool, list[logging.Handler]] | None = None
-
-    @contextlib.contextmanager
-    def during(self, verbose: bool) -> Iterator[None]:
-        if not verbose:
-            yield
-            return
-        logger = logging.getLogger("oxport")
-        with self._lock:
-            if not self._running:
-                self._saved = (logger.level, logger.disabled, list(logger.handlers))
-                enable_log()
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running -= 1
-                if not self._running and self._saved is not None:
-                    logger.setLevel(self._saved[0])
-                    logger.disabled = self._saved[1]
-                    logger.handlers[:] = self._saved[2]
+    def restore() -> None:
+        logger.setLevel(level)
+        logger.disabled = disabled
+        logger.handlers[:] = handlers
+    return restore
 
 
-_verbose_log = _VerboseLog()
+_verbose_log: SharedHook[None] = SharedHook("oxport_verbose", _turn_log_on)
 
 
 def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,

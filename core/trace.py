@@ -11,13 +11,11 @@ from ``torch.onnx``.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import ctypes
 import dataclasses
 import functools
 import inspect
 import re
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from oxport import script_passes
+from oxport.process_hooks import SharedHook
 from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
@@ -233,7 +232,8 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
         outputs = wrapper(*flat[:len(tensors)])
         return outputs[0] if len(outputs) == 1 else outputs
 
-    with _trace_warnings.recording() as caught, _module_scopes(model):
+    caught: list[warnings.WarningMessage] = []
+    with _trace_warnings.held(caught), _module_scopes(model):
         try:
             graph, _ = torch._C._create_graph_by_tracing(
                 run, [*tensors, *(t for _, t in params)], lambda value: "", False, False,
@@ -381,14 +381,31 @@ class _Releaser:
 def _module_scopes(model: torch.nn.Module) -> Iterator[None]:
     """Let the tracer record each submodule call as a scope (``__module.model.features.0``),
     returning free heap pages to the system between calls (see :class:`_Releaser`)."""
-    previous = torch.jit._trace._trace_module_map
-    torch.jit._trace._trace_module_map = _CallScopes(
-        ((module, f"__module.model.{path}" if path else "__module.model")
-         for path, module in model.named_modules()), _Releaser())
-    try:
+    scopes = _CallScopes(((module, f"__module.model.{path}" if path else "__module.model")
+                          for path, module in model.named_modules()), _Releaser())
+    with _tracer_scopes.held(scopes):
         yield
-    finally:
+
+
+class _ScopesOfThread(dict):
+    """torch's tracer module map while oxport traces (torch reads it with ``get``): each
+    thread finds the scopes of the trace it runs, a thread tracing nothing finds none."""
+
+    def get(self, module: Any, default: Any = None) -> Any:
+        scopes = _tracer_scopes.current.get()
+        return default if scopes is None else scopes.get(module, default)
+
+
+def _install_scopes() -> Callable[[], None]:
+    previous = torch.jit._trace._trace_module_map
+    torch.jit._trace._trace_module_map = _ScopesOfThread()
+
+    def restore() -> None:
         torch.jit._trace._trace_module_map = previous
+    return restore
+
+
+_tracer_scopes: SharedHook[_CallScopes] = SharedHook("oxport_tracer_scopes", _install_scopes)
 
 
 class _CallScopes(dict):
@@ -700,60 +717,31 @@ def _signature(fn: Any) -> str:
         return "(...)"
 
 
-class _WarningRecorder:
-    """Records the warnings a trace raises (every one, torch.jit's deprecation notices aside),
-    each trace its own, with traces running in several threads at once.
+def _record_warnings() -> Callable[[], None]:
+    """While traces run: every warning (torch.jit's deprecation notices aside) goes to the
+    list of the trace running in the thread that raises it; other threads' warnings go on
+    to the handler that was there. Returns what restores filters and handler."""
+    saved = warnings.catch_warnings()
+    saved.__enter__()
+    warnings.simplefilter("always")
+    warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
+    previous = warnings.showwarning
 
-    Python's warning filters and handler are one per process, so saving and restoring them
-    per trace (``catch_warnings``) breaks when traces overlap: the trace that ends last puts
-    back the recording state of the other, and every later warning of the process vanishes
-    into its list. Here the first trace to start sets the filters and a handler that sends
-    each warning to the list of the thread raising it (other threads' warnings go on to the
-    previous handler), and the last trace to end restores both.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._saved: warnings.catch_warnings | None = None
-        self._previous: Callable[..., Any] = warnings.showwarning
-        self._log: contextvars.ContextVar[list[warnings.WarningMessage] | None] = \
-            contextvars.ContextVar("oxport_trace_warnings", default=None)
-
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[list[warnings.WarningMessage]]:
-        caught: list[warnings.WarningMessage] = []
-        token = self._log.set(caught)
-        with self._lock:
-            if not self._running:
-                self._saved = warnings.catch_warnings()
-                self._saved.__enter__()
-                warnings.simplefilter("always")
-                warnings.filterwarnings("ignore", message=_DEPRECATION_MESSAGES)
-                self._previous = warnings.showwarning
-                warnings.showwarning = self._show
-            self._running += 1
-        try:
-            yield caught
-        finally:
-            with self._lock:
-                self._running -= 1
-                if not self._running and self._saved is not None:
-                    self._saved.__exit__(None, None, None)
-                    self._saved = None
-            self._log.reset(token)
-
-    def _show(self, message: Warning | str, category: type[Warning], filename: str,
-              lineno: int, file: Any = None, line: str | None = None) -> None:
-        caught = self._log.get()
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        caught = _trace_warnings.current.get()
         if caught is None:
-            self._previous(message, category, filename, lineno, file, line)
+            previous(message, category, filename, lineno, file, line)
         else:
             caught.append(warnings.WarningMessage(message, category, filename, lineno, file,
                                                   line))
 
+    warnings.showwarning = show
+    return lambda: saved.__exit__(None, None, None)
 
-_trace_warnings = _WarningRecorder()
+
+_trace_warnings: SharedHook[list[warnings.WarningMessage]] = SharedHook(
+    "oxport_trace_warnings", _record_warnings)
 
 
 def _reemit(caught: list[warnings.WarningMessage]) -> None:

@@ -97,18 +97,20 @@ def test_export_state_nests_and_is_restored():
 
 
 class Waiting(nn.Module):
-    """Warns ``say`` and sets ``entered`` when its forward runs, then waits for ``leave``."""
+    """Warns ``say`` and sets ``entered`` when its forward runs, then waits for ``leave``
+    before it calls its submodule ``act``."""
 
     def __init__(self, entered: threading.Event, leave: threading.Event, say: str = "") -> None:
         super().__init__()
         self.entered, self.leave, self.say = entered, leave, say
+        self.act = nn.ReLU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.say:
             warnings.warn(self.say, UserWarning)
         self.entered.set()
         assert self.leave.wait(60)
-        return x + 1
+        return self.act(x + 1)
 
 
 def _overlap(first: nn.Module, second: nn.Module, events, export, middle=lambda: None) -> None:
@@ -156,6 +158,18 @@ def test_overlapping_exports_record_their_own_warnings_and_leave_the_rest_alone(
     recwarn.clear()
     warnings.warn("after both exports", UserWarning)
     assert [str(w.message) for w in recwarn] == ["after both exports"]
+
+
+def test_overlapping_exports_record_their_own_module_scopes():
+    """The second trace still records its submodule calls after the first trace ended (the
+    tracer's module map is one per process)."""
+    events = [threading.Event() for _ in range(3)]
+    scopes: list[list[str]] = []
+    _overlap(Waiting(events[0], events[1]), Waiting(events[1], events[2]), events,
+             lambda model: scopes.append([n.scope for n in oxport.convert(
+                 model, torch.randn(2)).graph.nodes if n.op_type == "Relu"]))
+    assert scopes == [["act"], ["act"]]
+    assert torch.jit._trace._trace_module_map is None
 
 
 def test_overlapping_verbose_exports_leave_the_log_as_it_was(capsys):
