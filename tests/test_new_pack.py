@@ -74,3 +74,21 @@ def test_op_tests_for_a_pack_that_is_not_loaded_says_so():
                                           r"that name registers a symbolic \(loaded: .*oxport"
                                           r"\.nn.*\)\. Is the pack pip-installed"):
         testing.op_tests("no-such-pack")
+
+
+def test_the_case_runner_keeps_only_oxports_warnings():
+    """Cases call deprecated torch APIs on purpose; oxport's own warnings still show."""
+    import warnings
+
+    @testing._only_oxport_warnings
+    def case_body():
+        warnings.warn("oxport: aten::x was exported by the 'fallthrough' fallback", UserWarning)
+        warnings.warn("torch.frobenius_norm is deprecated", UserWarning)
+        warnings.warn("NLLLoss2d has been deprecated", FutureWarning)
+        warnings.warn("old API", DeprecationWarning)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        case_body()
+    assert [str(w.message) for w in caught] == [
+        "oxport: aten::x was exported by the 'fallthrough' fallback"]

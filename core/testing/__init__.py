@@ -242,6 +242,21 @@ def _parsed(filename: str) -> Any:
         return ast.parse(source.read())
 
 
+def _only_oxport_warnings(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Cases call deprecated or noisy torch APIs on purpose (each exists to cover its op):
+    while one runs, torch's user, future and deprecation warnings are silenced and oxport's
+    own (``oxport: ...``) stay visible."""
+    @functools.wraps(fn)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            for category in (UserWarning, FutureWarning, DeprecationWarning):
+                warnings.filterwarnings("ignore", category=category)
+            warnings.filterwarnings("default", message="oxport")
+            return fn(*args, **kwargs)
+    return quiet
+
+
+@_only_oxport_warnings
 def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager."""
     import oxport
