@@ -66,7 +66,8 @@ def test_supported_dtypes_get_no_casts():
 
 def test_a_missing_kernel_is_computed_wider_and_cast_back():
     model = as_module(lambda c, x, y: torch.where(c, x, y))
-    args = (torch.rand(3) > 0.5, torch.arange(3, dtype=torch.int16), -torch.ones(3, dtype=torch.int16))
+    args = (torch.rand(3) > 0.5, torch.arange(3, dtype=torch.int16),
+            -torch.ones(3, dtype=torch.int16))
     proto = oxport.convert(model, args, opset_version=17).model_proto()
     where = next(n for n in proto.graph.node if n.op_type == "Where")
     casts = {n.output[0]: n for n in proto.graph.node if n.op_type == "Cast"}
