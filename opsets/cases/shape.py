@@ -140,7 +140,8 @@ pack.case("aten::meshgrid", lambda x, y, z: torch.meshgrid(x, y, z, indexing="xy
 pack.case("aten::as_strided", lambda x: x.as_strided((3, 2), (1, 3), 1) * 2, (4, 3))
 pack.case("aten::as_strided", lambda x: torch.as_strided(x, (2, 2, 2), (4, 1, 2)), (2, 4),
           name="overlapping")
-pack.case("aten::roll", lambda x: x.roll(2, 0) + x.roll(1), lambda: torch.zeros(0, 3), name="empty")
+pack.case("aten::roll", lambda x: x.roll(2, 0) + x.roll(1), lambda: torch.zeros(0, 3),
+          name="empty")
 # Complex tensors travel as real pairs: a negative dim counts before the pairs' axis.
 pack.case("aten::unsqueeze",
           lambda x: torch.view_as_real(torch.view_as_complex(x).unsqueeze(-1).unsqueeze(1)),
