@@ -863,12 +863,16 @@ def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> V
     at given indices."""
     axis, size = _split_dim(g, "aten::tensor_split", self,
                             dim if dim is not None else g.python_constant(0))
+    if sh._is_tensor(sections) and not sections.is_const and sections.type().dim() == 1:
+        return tensor_list(g, _split_at_run_time_indices(g, self, axis, sections))
     if sh._is_list(sections) or sh._is_packed_list(sections):
         bounds = [0] + [min(max(i if i >= 0 else i + size, 0), size)
                         for i in sh._get_const(sections, "is", "indices")] + [size]
         sizes = [max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
     else:
-        count = sh._get_const(sections, "i", "sections")
+        count = sh._maybe_get_const(sections, "i")
+        if isinstance(count, Value):  # a run-time count: the trace fixed how many pieces
+            count = _traced_piece_count(g, "aten::tensor_split")
         # Piece i holds ceil((size - i) / count) elements.
         traced = [(size + count - 1 - i) // count for i in range(count)]
         run_size = _run_time_size(g, self, axis, size)
@@ -876,6 +880,31 @@ def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> V
             _int_op(g, "Div", _int_op(g, "Add", run_size, count - 1 - i), count)
             for i in range(count)], traced=traced))
     return tensor_list(g, _split(g, self, axis, sizes))
+
+
+def _split_at_run_time_indices(g, x: Value, axis: int, indices: Value) -> list[Value]:
+    """``x[:i0], x[i0:i1], ..., x[ik:]`` along ``axis`` for a 1-D tensor of indices of a
+    static length: Slices clamp and count from the end as Python does (opset 10)."""
+    length = indices.type().varyingSizes()
+    if length is None or length[0] is None:
+        sh._unimplemented("aten::tensor_split", "a tensor of indices of unknown length")
+    if g.opset < 10:
+        sh._onnx_opset_unsupported_detailed("aten::tensor_split", g.opset, 10,
+                                            "indices given as a tensor")
+    bounds = g.op("Concat", ints(g, [0]), sh._cast_to(g, indices, torch.int64),
+                  ints(g, [INT64_MAX]), axis_i=0)
+    ends = [g.op("Slice", bounds, ints(g, [i]), ints(g, [i + 1]), ints(g, [0]))
+            for i in range(length[0] + 2)]
+    return [g.op("Slice", x, start, end, ints(g, [axis]))
+            for start, end in zip(ends, ends[1:])]
+
+
+def _traced_piece_count(g, op: str) -> int:
+    """How many pieces the traced graph unpacks from this node's list."""
+    for use in g.original_node.output().uses():
+        if use.user.kind() == "prim::ListUnpack":
+            return use.user.outputsSize()
+    sh._unimplemented(op, "a number of pieces computed at run time")
 
 
 @pack.symbolic("aten::unbind", since=7)

@@ -153,3 +153,8 @@ pack.case("aten::size", lambda x: torch.view_as_complex(x).size(-1) + torch.view
     input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)
 pack.case(["aten::clone", "aten::contiguous", "aten::detach"], lambda x: torch.view_as_real(
     torch.view_as_complex(x).clone().contiguous().detach()) * 2, (3, 4, 2), name="complex")
+pack.case("aten::tensor_split", lambda x, i: torch.tensor_split(x, i, 1), (2, 7, 3),
+          lambda: torch.tensor([1, 5, -1]), name="run_time_indices", min_opset=10,
+          input_names=["x", "i"], dynamic_axes={"x": [0, 1]})
+pack.case("aten::tensor_split", lambda x, n: torch.tensor_split(x, n), (7, 2),
+          lambda: torch.tensor(3), name="run_time_count")
