@@ -66,10 +66,15 @@ def leaky_relu(g, self: Value, negative_slope: float = 0.01) -> Value:
 @sh.parse_args("v", "f", "f", "b", "none")
 def rrelu(g, self: Value, lower: float, upper: float, training: bool = False,
           generator: Value | None = None) -> Value:
-    """Evaluation mode: a leaky relu with the mean slope ``(lower + upper) / 2``."""
-    if training:
-        sh._unimplemented("aten::rrelu", "random slopes in training mode")
-    return g.op("LeakyRelu", self, alpha_f=(lower + upper) / 2)
+    """Evaluation mode: a leaky relu with the mean slope ``(lower + upper) / 2``; training
+    mode: each negative element times its own uniform slope in ``[lower, upper)`` (opset 9)."""
+    if not training:
+        return g.op("LeakyRelu", self, alpha_f=(lower + upper) / 2)
+    if g.opset < 9:
+        sh._onnx_opset_unsupported_detailed("aten::rrelu", g.opset, 9, "training mode (Where)")
+    slopes = g.op("RandomUniformLike", self, low_f=lower, high_f=upper)
+    negative = g.op("Less", self, scalar(g, 0, _dtype(self)))
+    return g.op("Where", negative, g.op("Mul", self, slopes), self)
 
 
 @pack.symbolic("aten::elu", since=7)

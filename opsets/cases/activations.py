@@ -87,3 +87,7 @@ pack.case("aten::gelu", _script_gelu_softplus, _wide(3, 4), name="script", scrip
           min_opset=9)
 pack.case("aten::celu", lambda x: F.celu(x, 1.5), lambda: torch.randn(3, 4, dtype=torch.float64),
           name="float64")  # ONNX Runtime has no float64 Elu: computed in float32
+pack.case("aten::rrelu", lambda x: torch.rrelu(x, 0.1, 0.3, training=True), _X,
+          name="training", check="shape", min_opset=9, max_opset=21)
+pack.case("aten::rrelu", lambda x: torch.rrelu(x.abs(), 0.1, 0.3, training=True), _X,
+          name="training_nonnegative", min_opset=9, max_opset=21)  # no slope drawn: exact
