@@ -293,6 +293,9 @@ def triplet_margin_loss(g, anchor, positive, negative, margin=1.0, p=2.0, eps=1e
 
 # -- distances -------------------------------------------------------------------------
 def _pairwise_distance(g, x1: Value, x2: Value, p: float, eps: float, keepdim: bool) -> Value:
+    """Integer inputs are computed in float32, as adding ``eps`` promotes them in eager."""
+    if not _dtype(x1).is_floating_point:
+        x1, x2 = sh._cast_to(g, x1, torch.float32), sh._cast_to(g, x2, torch.float32)
     diff = g.op("Add", g.op("Sub", x1, x2), scalar(g, eps, _dtype(x1)))
     rank = max(_rank(x1, "aten::pairwise_distance"), _rank(x2, "aten::pairwise_distance"))
     diff.setType(Type.tensor(_dtype(x1), [None] * rank))

@@ -76,3 +76,6 @@ pack.case("aten::pairwise_distance", lambda a, b: F.pairwise_distance(a, b, p=3,
 pack.case("aten::cosine_similarity", F.cosine_similarity, (3, 5), (3, 5))
 pack.case("aten::cosine_similarity", lambda a, b: F.cosine_similarity(a, b, dim=-1, eps=0.5),
           (2, 3, 4), (3, 4), name="broadcast_eps")
+pack.case("aten::pairwise_distance", lambda a, b: F.pairwise_distance(a, b),
+          lambda: torch.randint(-9, 9, (5, 10)), lambda: torch.randint(-9, 9, (5, 10)),
+          name="ints")
