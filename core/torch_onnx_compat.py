@@ -8,6 +8,7 @@ importing torch (plugins load without it).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ def torch_onnx_advice(fn: Any, error: BaseException | None = None) -> str:
     """When symbolic ``fn`` relies on torch.onnx's ``symbolic_helper`` or
     ``symbolic_opsetN`` (whose helpers expect torch's own graph objects), or ``error`` was
     raised inside them: a sentence naming the import to change; else ""."""
-    modules = sorted(set(_torch_modules_used(fn)) | set(_torch_modules_in(error)))
+    modules = sorted(set(_modules_used(fn)) | set(_torch_modules_in(error)))
     if not modules:
         return ""
     fixes = []
@@ -40,6 +41,20 @@ def torch_onnx_advice(fn: Any, error: BaseException | None = None) -> str:
 def _torch_module(name: str) -> str | None:
     match = _TORCH_SYMBOLIC_MODULE.match(name or "")
     return f"torch.onnx.{match.group(1)}" if match else None
+
+
+def _modules_used(fn: Any) -> tuple[str, ...]:
+    """:func:`_torch_modules_used`, once per function (a symbolic is checked when its pack
+    declares it and again when it is registered)."""
+    try:
+        return _modules_used_cached(fn)
+    except TypeError:  # an unhashable callable object
+        return tuple(_torch_modules_used(fn))
+
+
+@functools.lru_cache(maxsize=None)
+def _modules_used_cached(fn: Any) -> tuple[str, ...]:
+    return tuple(_torch_modules_used(fn))
 
 
 def _torch_modules_used(fn: Any) -> Iterator[str]:
