@@ -158,7 +158,7 @@ class ExportResult:
         names = [i.name for i in self.serialized.model.graph.input]
         parts = [(value.meta or {}).get("arg_part") for value in self.graph.inputs]
         return {name: trace.feed_array(leaves[leaf], part)
-                for name, leaf, part in zip(names, slots, parts + [None] * len(slots))}
+                for name, leaf, part in zip(names, slots, parts)}
 
     def plugins_used(self) -> dict[str, int]:
         """How many TorchScript nodes each plugin converted."""
