@@ -55,6 +55,14 @@ def elem_dtype(value: Value) -> torch.dtype | None:
     return None
 
 
+def item_type(seq: Value) -> Type:
+    """The type of a Sequence's items (their rank when the Sequence's type knows it)."""
+    elem = seq.type()._elem if seq.type().kind() == "ListType" else None
+    if elem is not None and elem.kind() == "TensorType":
+        return Type.tensor(elem.dtype(), elem.shape)
+    return Type.tensor(elem_dtype(seq))
+
+
 def require_sequences(g: Any, op: str) -> None:
     """Decline below opset 11 (no ONNX Sequences there), naming the opset needed."""
     if g.opset < SEQUENCE_OPSET:
@@ -215,7 +223,7 @@ def getitem(g, self: Value, index: Value) -> Value:
     if kind == "TensorType":
         require_sequences(g, "aten::__getitem__")
         seq = as_sequence(g, self)
-        return g.op("SequenceAt", seq, _index(g, index)).setType(Type.tensor(elem_dtype(seq)))
+        return g.op("SequenceAt", seq, _index(g, index)).setType(item_type(seq))
     values = as_number_tensor(g, self, kind)
     return g.op("Gather", values, _index(g, index), axis_i=0).setType(
         Type.tensor(values.type().dtype(), ()))
@@ -320,7 +328,7 @@ def pop(g, self: Value, index: Value | None = None) -> Value:
         require_sequences(g, "aten::pop")
         seq = as_sequence(g, self)
         at = _index(g, index)
-        item = g.op("SequenceAt", seq, at).setType(Type.tensor(elem_dtype(seq)))
+        item = g.op("SequenceAt", seq, at).setType(item_type(seq))
         _remap(g, ts_list, g.op("SequenceErase", seq, at).setType(seq.type()))
         return item
     values = as_number_tensor(g, self, kind)

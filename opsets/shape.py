@@ -830,9 +830,14 @@ pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
 def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
     """``chunks`` pieces of ``min(step, max(size - i * step, 0))`` with ``step = ceil(size /
     chunks)``, the size read at run time (from opset 10): each is eager's piece ``i`` at any
-    size, empty where eager has fewer pieces; the traced number of them are used."""
-    axis, size = _split_dim(g, "aten::chunk", self,
-                            dim if dim is not None else g.python_constant(0))
+    size, empty where eager has fewer pieces; the traced number of them are used. Along an
+    axis whose size neither the graph nor a trace knows (a scripted model's dynamic axis)
+    the number of pieces varies too: a Sequence of them."""
+    dim = dim if dim is not None else g.python_constant(0)
+    if _size_known_only_at_run_time(g, self, dim):
+        return _chunk_sequence(g, self, sh._get_const(chunks, "i", "chunks"),
+                               sh._get_const(dim, "i", "dim") % rank_of("aten::chunk", self))
+    axis, size = _split_dim(g, "aten::chunk", self, dim)
     chunks = sh._get_const(chunks, "i", "chunks")
     step = -(-size // chunks)
     count = -(-size // step) if size else chunks  # an empty axis gives `chunks` empty pieces
@@ -852,6 +857,31 @@ def _clamped_pieces(g, size: int | Value, step: int | Value,
     whenever ``count * step >= size``."""
     return [_int_op(g, "Min", step, _int_op(g, "Max", _int_op(
         g, "Sub", size, _int_op(g, "Mul", step, i)), 0)) for i in range(count)]
+
+
+def _size_known_only_at_run_time(g, x: Value, dim: Value) -> bool:
+    """Whether ``x``'s ``dim`` has no size in its type nor in the traced graph's (a scripted
+    graph's dynamic axis), where an op returns a list (so the count of pieces may vary)."""
+    rank = x.type().dim()
+    if rank is None or g.original_node is None \
+            or g.original_node.output().type().kind() != "ListType":
+        return False
+    axis = sh._get_const(dim, "i", "dim") % rank
+    traced = g.original_node.inputsAt(0).type()
+    sizes = traced.varyingSizes() if traced.kind() == "TensorType" else None
+    return x.type().varyingSizes()[axis] is None and (
+        sizes is None or len(sizes) != rank or sizes[axis] is None)
+
+
+def _chunk_sequence(g, x: Value, chunks: int, axis: int) -> Value:
+    """``x.chunk(chunks, axis)`` as a Sequence of pieces of ceil(size / chunks) (opset 11)."""
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(
+            "aten::chunk", g.opset, 11, "chunks of an axis whose size only the run knows (a "
+            "list of as many pieces as the size gives) need SplitToSequence")
+    step = _int_op(g, "Div", _int_op(g, "Add", dim_size(g, x, axis), chunks - 1), chunks)
+    return g.op("SplitToSequence", x, step, axis_i=axis).setType(
+        Type("ListType", elem=Type.tensor(x.type().dtype(), [None] * x.type().dim())))
 
 
 pack.alias(chunk, "aten::unsafe_chunk", since=7)

@@ -49,6 +49,15 @@ pack.case("aten::unsafe_split_with_sizes",
 pack.case("aten::chunk", lambda x: x.chunk(2, -1), (3, 4), input_names=["x"],
           dynamic_axes={"x": [0, 1]})
 pack.case("aten::chunk", lambda x: x.chunk(3, 0), (5, 2), name="uneven")
+
+
+def _chunk_list(x: torch.Tensor) -> torch.Tensor:
+    pieces = x.chunk(2, -1)  # scripted over a dynamic axis: as many pieces as the size gives
+    return torch.cat([pieces[0] * 2, pieces[-1]], -1) + len(pieces)
+
+
+pack.case("aten::chunk", _chunk_list, (3, 5), name="scripted_dynamic", script=True,
+          input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=11)
 pack.case("aten::chunk", lambda x: x.chunk(2, 0)[-1] + 1, lambda: torch.zeros(0, 3), name="empty")
 pack.case("aten::unsafe_chunk", lambda x: torch.ops.aten.unsafe_chunk(x, 2), (4, 2))
 pack.case("aten::tensor_split", lambda x: x.tensor_split(3, 1), (2, 7))
