@@ -351,7 +351,8 @@ def test_a_failing_shape_inference_leaves_the_graph_as_it_was(monkeypatch):
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
     model, x = Heads().eval(), torch.randn(2, 5, 16)
     data = _export(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "b", 1: "s"}})
-    assert {"Shape", "Concat", "Div"} <= set(_op_counts(data))  # the arithmetic stays
+    # the run-time sizes' arithmetic stays (x.size(-1) // 4 is static: folded at the trace)
+    assert {"Shape", "Concat"} <= set(_op_counts(data))
     _check(data, model, torch.randn(3, 7, 16))
 
 

@@ -150,8 +150,9 @@ def test_second_size(name, model, first, second, axes, opsets):
 
 
 def test_indexed_assignment_below_opset_11_names_the_opset():
-    with pytest.raises(UnsupportedOperatorError, match="opset_version=11"):
-        oxport.convert(as_module(_put_seed), (torch.zeros(3, 4), torch.ones(4)),
+    """A row put at a constant index is a Scatter at opset 10; tensor indices need opset 11."""
+    with pytest.raises(UnsupportedOperatorError, match="opset 11"):
+        oxport.convert(as_module(_put_rows), (torch.zeros(4, 3), _long(1, 2), torch.ones(2, 3)),
                        opset_version=10)
 
 
