@@ -298,3 +298,18 @@ def test_bernoulli_draws_ones_with_probability_p():
     for opset in (9, 17, 20):
         np.testing.assert_array_equal(run_ort(oxport_onnx(fn, (probs,), opset), (probs,))[0],
                                       probs.numpy())
+
+
+def _accumulate(x: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    return torch.index_put(x, (index,), values, accumulate=True)
+
+
+def test_index_put_accumulate_refused_before_opset_16():
+    """torch.onnx adds values at a repeated index once below opset 16 (ScatterND onto zeros,
+    then Add); oxport refuses there, naming opset 16, and adds exactly from it on."""
+    args = (torch.zeros(3, 2), torch.tensor([1, 1, 0]), torch.ones(3, 2))
+    expected = _accumulate(*args).numpy()
+    assert not np.allclose(run_ort(torch_onnx(_accumulate, args, 13), args)[0], expected)
+    with pytest.raises(UnsupportedOperatorError, match="opset 16 would support it"):
+        oxport_onnx(_accumulate, args, 13)
+    np.testing.assert_allclose(run_ort(oxport_onnx(_accumulate, args, 16), args)[0], expected)
