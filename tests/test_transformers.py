@@ -117,20 +117,12 @@ def _mixtral() -> torch.nn.Module:
         pad_token_id=0))
 
 
-def _deepseek() -> torch.nn.Module:
-    """DeepSeek-V3: multi-head latent attention, grouped top-k routing over 4 experts with
-    a shared expert; the first layer dense, the second a mixture of experts."""
-    return transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-        intermediate_size=48, moe_intermediate_size=16, n_routed_experts=4,
-        num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
-        first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
-        qk_nope_head_dim=8, v_head_dim=8, vocab_size=VOCAB, max_position_embeddings=64,
-        use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0))
-
-
-def _deepseek_v2() -> torch.nn.Module:
-    return transformers.DeepseekV2ForCausalLM(transformers.DeepseekV2Config(
+def _deepseek(version: str = "V3") -> torch.nn.Module:
+    """DeepSeek-V3 (or V2): multi-head latent attention, grouped top-k routing over 4 experts
+    with a shared expert; the first layer dense, the second a mixture of experts."""
+    model = getattr(transformers, f"Deepseek{version}ForCausalLM")
+    config = getattr(transformers, f"Deepseek{version}Config")
+    return model(config(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
         intermediate_size=48, moe_intermediate_size=16, n_routed_experts=4,
         num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
@@ -280,7 +272,8 @@ SPECS: dict[str, Spec] = {
                      "logits": _BS, "encoder_last_hidden_state": {0: "batch"}}),
     "mixtral": Spec(_mixtral, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "deepseek_v3": Spec(_deepseek, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
-    "deepseek_v2": Spec(_deepseek_v2, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
+    "deepseek_v2": Spec(functools.partial(_deepseek, "V2"), _decoder_inputs, _DECODER_AXES,
+                        opsets=(17, 20)),
     "qwen3_next": Spec(_qwen3_next, _decoder_inputs, _DECODER_AXES, opsets=(17, 20)),
     "prophetnet": Spec(_prophetnet, lambda b, s: {
         "input_ids": _tokens(b, s), "decoder_input_ids": _tokens(b, s - 2)},
