@@ -99,7 +99,8 @@ def feed_array(leaf: Any, part: str | None = None) -> Any:
     """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes; for a
     quantized tensor, its ``part`` (``value``, ``scale`` or ``zero_point``)."""
     from oxport import quantized_io
-    tensor = as_input(leaf).detach().cpu()
+    # resolved: a conjugated or negated view (the imaginary part of an ifft) has no numpy form
+    tensor = as_input(leaf).detach().cpu().resolve_conj().resolve_neg()
     if part is not None:
         tensor = quantized_io.feed(tensor, part)
     if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' has the same bits

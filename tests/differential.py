@@ -295,6 +295,32 @@ def compare(subject: Subject, opset: int) -> Outcome:
                    _close(eager, expected_theirs, subject))
 
 
+def oxport_alone(subject: Subject, opset: int) -> Outcome:
+    """Where torch.onnx gives nothing to compare: oxport's file must match eager, or oxport
+    must refuse with one of its own errors (``refused``); anything else is a difference."""
+    torch.manual_seed(0)
+    model, args = subject.build()
+    options = {"opset_version": opset, **subject.options}
+    outcome = _outcome_maker(subject, opset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = oxport.convert(model, _cloned(args), check=False, **options)
+        except oxport.errors.OnnxExporterError as exc:
+            return outcome("refused", _first_line(exc))
+        except Exception as exc:  # noqa: BLE001 - not one of oxport's errors: a crash
+            return outcome("oxport-fails", _first_line(exc))
+        feeds = result.feeds(args)
+        try:
+            got = _run(result.to_bytes(), list(feeds), list(feeds.values()))
+        except Exception as exc:  # noqa: BLE001
+            return outcome("oxport-runtime-fails", _first_line(exc))
+        eager = [testing.to_numpy(t) for t in _eager(model, args, options)]
+    if _close(eager, got, subject):
+        return outcome("same")
+    return outcome("values", "oxport differs from eager", False, None)
+
+
 def _eager(model: Any, args: tuple[Any, ...], options: dict[str, Any]) -> list[torch.Tensor]:
     training = options.get("training", oxport.TrainingMode.EVAL)
     positional, named = oxport.trace.normalize_args(_cloned(args))

@@ -3,8 +3,9 @@
 Each op case and layer is compared at two of the four opsets (alternating, so each opset
 gets half of them), the small models at all four; ``OXPORT_DIFFERENTIAL=full`` compares
 every one at all four. Where torch.onnx cannot export or run a model there is nothing to
-judge: the test is skipped, with torch.onnx's error as the reason. A difference listed as
-an open bug in docs/differences.md is an expected failure (xfail) until it is fixed.
+compare: oxport's file must then match eager, or oxport must refuse with its own error.
+A difference listed as an open bug in docs/differences.md is an expected failure (xfail)
+until it is fixed.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def _runs() -> list[object]:
 def test_same_as_torch_onnx(subject: differential.Subject, opset: int) -> None:
     outcome = differential.compare(subject, opset)
     if outcome.status in ("torch-fails", "torch-runtime-fails"):
-        pytest.skip(f"nothing to compare: {outcome.status}: {outcome.detail}")
+        alone = differential.oxport_alone(subject, opset)
+        assert alone.status in ("same", "refused"), (
+            f"{subject.id} at opset {opset}: torch.onnx {outcome.status} ({outcome.detail}); "
+            f"oxport neither matches eager nor refuses cleanly: {alone.status}: {alone.detail}")
+        return
     row = next((r for r in TABLE if r.covers(outcome)), None)
     if row is not None and row.section == "open bug":
         pytest.xfail(f"open bug listed in docs/differences.md: {row.reason}")
