@@ -54,10 +54,6 @@ def missing_opsets() -> dict[str, list[int]]:
     names = ours.names()
     missing: dict[str, list[int]] = {}
     for name in torch_reg.all_functions():
-        if name.startswith("::"):
-            # no namespace: an autograd Function's static symbolic, which torch.onnx adds to
-            # its registry when it exports one (test order decides whether one is there)
-            continue
         group = torch_reg.get_function_group(name)
         for opset in OPSETS:
             if torch_serves(group, opset) and not oxport_serves(ours, names, name, opset):
