@@ -352,7 +352,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                               [ExportWarning.of(w) for w in front.warnings], front.output_notes,
                               timings)
         for note in front.output_notes:
-            warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
+            if getattr(note, "lossy", True):
+                warnings.warn(f"oxport: {note}.", UserWarning, stacklevel=3)
         if check:
             with progress.phase("check", timings):
                 serialize.check(serialized)

@@ -146,7 +146,8 @@ def flatten_outputs(out: Any, notes: list[str],
                 names.append(label)
         elif isinstance(obj, dict):
             _note(notes, f"the dict output{' ' + where if where else ''} was replaced by its "
-                         f"values, named after its keys {list(obj)} (ONNX has no dict outputs)")
+                         f"values, named after its keys {list(obj)} (ONNX has no dict outputs)",
+                  lossy=False)
             for key, item in obj.items():
                 visit(item, f"{where}[{key!r}]", _join(label, key))
         elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
@@ -157,7 +158,7 @@ def flatten_outputs(out: Any, notes: list[str],
                 visit(item, f"{where}[{i}]", None if label is None else _join(label, i))
         elif isinstance(obj, str):
             _note(notes, f"the str output{' ' + where if where else ''} ({obj!r}) was dropped "
-                         "(ONNX has no string outputs)")
+                         "(ONNX has no string outputs)", lossy=True)
         elif obj is None:
             return
         elif isinstance(obj, (bool, int, float)):
@@ -180,9 +181,19 @@ def _join(label: str | None, key: Any) -> str:
     return f"{label}.{key}" if label is not None else str(key)
 
 
-def _note(notes: list[str], text: str) -> None:
+class OutputNote(str):
+    """What happened to the model's outputs on the way to ONNX; ``lossy`` when something
+    it returned is not in the file (a warning), not when it was only reshaped (a dict
+    flattened into outputs named after its keys)."""
+
+    lossy: bool = False
+
+
+def _note(notes: list[str], text: str, lossy: bool) -> None:
     if text not in notes:
-        notes.append(text)
+        note = OutputNote(text)
+        note.lossy = lossy
+        notes.append(note)
 
 
 def _leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[str]:
