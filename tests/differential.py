@@ -250,12 +250,19 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
-def compare(subject: Subject, opset: int) -> Outcome:
-    """Export ``subject`` with both exporters at ``opset`` and compare the files."""
+def _prepared(subject: Subject, opset: int
+              ) -> tuple[Any, tuple[Any, ...], dict[str, Any], Callable[..., Outcome]]:
+    """The subject's model and args (built under a fixed seed), the export options at
+    ``opset``, and its outcome maker."""
     torch.manual_seed(0)
     model, args = subject.build()
-    options = {"opset_version": opset, **subject.options}
-    outcome = _outcome_maker(subject, opset)
+    return model, args, {"opset_version": opset, **subject.options}, _outcome_maker(
+        subject, opset)
+
+
+def compare(subject: Subject, opset: int) -> Outcome:
+    """Export ``subject`` with both exporters at ``opset`` and compare the files."""
+    model, args, options, outcome = _prepared(subject, opset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         buffer = io.BytesIO()
@@ -298,10 +305,7 @@ def compare(subject: Subject, opset: int) -> Outcome:
 def oxport_alone(subject: Subject, opset: int) -> Outcome:
     """Where torch.onnx gives nothing to compare: oxport's file must match eager, or oxport
     must refuse with one of its own errors (``refused``); anything else is a difference."""
-    torch.manual_seed(0)
-    model, args = subject.build()
-    options = {"opset_version": opset, **subject.options}
-    outcome = _outcome_maker(subject, opset)
+    model, args, options, outcome = _prepared(subject, opset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
