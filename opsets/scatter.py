@@ -27,7 +27,7 @@ from oxport.opsets.indexing import (
     normalize_index,
     scatter_along,
 )
-from oxport.opsets.shape import ints, rank_of, scalar_int, shape_of, shape_slice, shape_with
+from oxport.opsets.shape import dim_size, ints, rank_of, scalar_int, shape_of, shape_slice, shape_with
 
 pack = OpPack("oxport.scatter", cases="oxport.opsets.cases.scatter")
 
@@ -267,7 +267,8 @@ pack.alias(scatter_add, "aten::scatter_add_", since=16)
 @pack.symbolic("aten::scatter_reduce", since=16)
 def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce: Value,
                    include_self: Value | None = None) -> Value:
-    """ScatterElements with sum/prod (amax/amin from 18) reductions; ``mean`` divides the
+    """ScatterElements with sum/prod/amax/amin reductions (amax/amin by masks before 18);
+    ``mean`` divides the
     sums by the counts (floored for integers). With include_self=False the positions that
     ``index`` reaches first take the reduction's identity, so only ``src`` counts there."""
     op = "aten::scatter_reduce"
@@ -275,14 +276,14 @@ def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce:
     include = include_self is None or sh._get_const(include_self, "b", "include_self")
     if (mode not in _REDUCTIONS and mode != "mean") or mode in ("add", "multiply"):
         sh._unimplemented(op, f"reduce={mode!r}")
-    if mode in ("amax", "amin") and g.opset < 18:
-        sh._onnx_opset_unsupported_detailed(op, g.opset, 18, f"reduce={mode!r}")
     dtype = self.type().dtype()
     if not include:
         identity = g.op("Expand", g.constant(torch.tensor(_identity(mode, dtype), dtype=dtype)),
                         shape_of(g, index))
         self = g.op("ScatterElements", self, index, identity,
                     axis_i=_axis(op, self, dim)).setType(self.type())
+    if mode in ("amax", "amin") and g.opset < 18:
+        return _extreme_by_mask(g, op, self, dim, index, src, mode)
     if mode != "mean":
         return _scatter(g, op, "ScatterElements", self, dim, index, src, _REDUCTIONS[mode])
     sums = _scatter(g, op, "ScatterElements", self, dim, index, src, "add")
@@ -297,6 +298,32 @@ def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce:
     quotient = g.op("Div", sh._cast_to(g, sums, torch.float64),
                     sh._cast_to(g, counts, torch.float64))
     return sh._cast_to(g, g.op("Floor", quotient), dtype)
+
+
+def _extreme_by_mask(g, op: str, self: Value, dim: Value, index: Value, src: Value,
+                     mode: str) -> Value:
+    """amax/amin before ScatterElements had them (opset 18): each ``src`` item meets a
+    one-hot row of the positions along ``dim``; the rows are reduced over ``dim``, moved
+    into place, padded with the identity to ``self``'s shape and combined with ``self``."""
+    axis = _axis(op, self, dim)
+    rank = rank_of(op, index)
+    dtype = self.type().dtype()
+    identity = g.constant(torch.tensor(_identity(mode, dtype), dtype=dtype))
+    src = g.op("Slice", _like(g, src, self), ints(g, [0] * rank), shape_of(g, index),
+               ints(g, list(range(rank))))
+    positions = g.op("Range", g.constant(torch.tensor(0)), dim_size(g, self, axis),
+                     g.constant(torch.tensor(1)))
+    onehot = g.op("Equal", g.op("Unsqueeze", index, ints(g, [-1])), positions)
+    rows = g.op("Where", onehot, g.op("Unsqueeze", src, ints(g, [-1])), identity)
+    reduced = g.op("ReduceMax" if mode == "amax" else "ReduceMin", rows, axes_i=[axis],
+                   keepdims_i=1)
+    perm = list(range(rank + 1))
+    perm[axis], perm[rank] = rank, axis
+    placed = g.op("Squeeze", g.op("Transpose", reduced, perm_i=perm), ints(g, [rank]))
+    pads = g.op("Concat", ints(g, [0] * rank),
+                g.op("Sub", shape_of(g, self), shape_of(g, placed)), axis_i=0)
+    padded = g.op("Pad", placed, pads, identity)
+    return g.op("Max" if mode == "amax" else "Min", self, padded).setType(self.type())
 
 
 def _identity(mode: str, dtype: torch.dtype) -> float | int:

@@ -118,14 +118,16 @@ pack.case("aten::scatter_add_", lambda x, i, s: x.scatter_add_(0, i, s), (3, 2),
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "sum"), (3,),
           _long(0, 0, 2, 1), (4,))
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(1, i, s, "amax"), (2, 3),
-          _long([0, 0], [2, 1]), (2, 2), name="amax", min_opset=18)
+          _long([0, 0], [2, 1]), (2, 2), name="amax")
+pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "amin"), (4, 3),
+          _long([0, 1, 3], [0, 0, 3]), (3, 3), name="amin_src_larger",
+          input_names=["x", "i", "s"], dynamic_axes={"x": [0]})
 pack.case("aten::scatter_reduce_", lambda x, i, s: x.scatter_reduce_(0, i, s, "prod"),
           (3,), _long(0, 0, 2), (3,))
 for _mode in ("sum", "prod", "mean", "amax", "amin"):
     pack.case("aten::scatter_reduce",
               lambda x, i, s, m=_mode: x.scatter_reduce(1, i, s, m, include_self=False),
-              (2, 4), _long([0, 0, 2], [3, 1, 3]), (2, 3), name=f"{_mode}_without_self",
-              min_opset=18 if _mode in ("amax", "amin") else None)
+              (2, 4), _long([0, 0, 2], [3, 1, 3]), (2, 3), name=f"{_mode}_without_self")
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "mean"), (4,),
           _long(0, 0, 2, 0), (4,), name="mean")
 pack.case("aten::scatter_reduce",
