@@ -15,9 +15,14 @@ from collections.abc import Iterator
 from types import CodeType, TracebackType
 from typing import Any
 
-#: torch.onnx's modules of symbolic helpers and symbolics (public alias or internal path).
+#: The package whose symbolic modules are recognised, by name only: nothing here imports
+#: or calls it.
+_TORCH_ONNX = "torch.onnx"
+_HELPER_MODULE = f"{_TORCH_ONNX}.symbolic_helper"
+#: Its modules of symbolic helpers and symbolics (public alias or internal path).
 _TORCH_SYMBOLIC_MODULE = re.compile(
-    r"torch\.onnx\.(?:_internal\.torchscript_exporter\.)?(symbolic_helper|symbolic_opset\d+)$")
+    re.escape(_TORCH_ONNX)
+    + r"\.(?:_internal\.torchscript_exporter\.)?(symbolic_helper|symbolic_opset\d+)$")
 
 
 def torch_onnx_advice(fn: Any, error: BaseException | None = None) -> str:
@@ -28,10 +33,10 @@ def torch_onnx_advice(fn: Any, error: BaseException | None = None) -> str:
     if not modules:
         return ""
     fixes = []
-    if "torch.onnx.symbolic_helper" in modules:
+    if _HELPER_MODULE in modules:
         fixes.append("change the import to `from oxport import symbolic_helper` (the same "
                      "helpers, for oxport's graph)")
-    if any(m != "torch.onnx.symbolic_helper" for m in modules):
+    if any(m != _HELPER_MODULE for m in modules):
         fixes.append("oxport has no symbolic_opsetN modules: emit the nodes with g.op(...) "
                      "instead of calling torch.onnx's symbolics")
     return (f"It uses {' and '.join(modules)}, which works only inside torch.onnx's own "
@@ -40,7 +45,7 @@ def torch_onnx_advice(fn: Any, error: BaseException | None = None) -> str:
 
 def _torch_module(name: str) -> str | None:
     match = _TORCH_SYMBOLIC_MODULE.match(name or "")
-    return f"torch.onnx.{match.group(1)}" if match else None
+    return f"{_TORCH_ONNX}.{match.group(1)}" if match else None
 
 
 def _modules_used(fn: Any) -> tuple[str, ...]:
@@ -93,8 +98,8 @@ def _torch_modules_used(fn: Any) -> Iterator[str]:
                 found = _torch_module(name) or _torch_module(_module_name(globals_.get(name)))
                 if found is not None:
                     yield found
-            if "onnx" in names:  # torch.onnx.symbolic_x.f(...) or a local import
-                yield from filter(None, (_torch_module(f"torch.onnx.{n}") for n in names))
+            if "onnx" in names:  # an attribute chain through the package, or a local import
+                yield from filter(None, (_torch_module(f"{_TORCH_ONNX}.{n}") for n in names))
 
 
 def _code_names(code: CodeType) -> Iterator[tuple[str, ...]]:
