@@ -695,17 +695,41 @@ def _write_path(serialized: Serialized, path: str, use_external: bool | str,
 # the journal names the model's new inode, each old weight file is kept under a backup
 # name until the model is in place, and a failure (or, at the next write to the folder,
 # the death of the writing process) puts the old files back.
-#: Every temporary file's name: ``.<final name>.oxport-<host>-<pid>-<token>.<kind>``.
-_TEMP_NAME = re.compile(r"^\.(?P<final>.+)\.oxport-(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)-"
-                        r"(?P<token>[a-z0-9_]+)\.(?P<kind>tmp|bak|journal)$")
+#: Every temporary file's name: ``.<final name>.oxport-<host>-<pid>.<start>-<token>.<kind>``
+#: (``<start>``: when the writing process started, so a later process that got the same pid,
+#: as a restarted container's process does, is told apart; older names lack it).
+_TEMP_NAME = re.compile(r"^\.(?P<final>.+)\.oxport-(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)"
+                        r"(?:\.(?P<start>\d+))?-(?P<token>[a-z0-9_]+)\.(?P<kind>tmp|bak|journal)$")
 
 
 def _host() -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (Linux: clock ticks since boot), None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()
+        return int(fields[19])  # field 22 of stat; the fields after the name start at 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+_PROCESS = f"{os.getpid()}.{_start_time(os.getpid()) or 0}"
+
+
+def _process() -> str:
+    """This process as temporary names carry it: ``<pid>.<start time>`` (re-read after a
+    fork, which gives the child a pid and start time of its own)."""
+    global _PROCESS
+    if not _PROCESS.startswith(f"{os.getpid()}."):
+        _PROCESS = f"{os.getpid()}.{_start_time(os.getpid()) or 0}"
+    return _PROCESS
+
+
 def _temp_prefix(name: str) -> str:
-    return f".{name}.oxport-{_host()}-{os.getpid()}-"
+    return f".{name}.oxport-{_host()}-{_process()}-"
 
 
 def _commit(model_temp: str, path: str, moves: Sequence[tuple[str, str]]) -> None:
@@ -777,7 +801,7 @@ def _remove_stale_files(directory: str) -> None:
     except OSError:
         return
     stale = [(name, match) for name in names if (match := _TEMP_NAME.match(name))
-             and match["host"] == _host() and not _alive(int(match["pid"]))]
+             and match["host"] == _host() and not _alive(int(match["pid"]), match["start"])]
     stale.sort(key=lambda item: item[1]["kind"] != "journal")  # journals first
     for name, match in stale:
         path = os.path.join(directory, name)
@@ -789,9 +813,10 @@ def _remove_stale_files(directory: str) -> None:
             os.unlink(path)
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (on Windows, where there is no cheap safe probe, every
-    process counts as running)."""
+def _alive(pid: int, start: str | None = None) -> bool:
+    """Whether the process ``pid`` that started at ``start`` (if known) runs; a process
+    with that pid that started at another time is a later one (on Windows, where there is
+    no cheap safe probe, every process counts as running)."""
     if os.name == "nt":
         return True
     try:
@@ -799,8 +824,9 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except OSError:  # e.g. another user's process
-        return True
-    return True
+        pass
+    now = _start_time(pid) if start is not None and start != "0" else None
+    return now is None or str(now) == start
 
 
 def check_target(path: str) -> None:

@@ -325,7 +325,7 @@ def test_a_writer_killed_at_any_step_is_cleaned_up_by_the_next_export_to_the_fol
 
 
 def test_temporary_files_of_running_writers_and_other_hosts_are_left_alone(tmp_path):
-    mine = tmp_path / f".m.onnx.oxport-{serialize._host()}-{os.getpid()}-abc.tmp"
+    mine = tmp_path / f".m.onnx.oxport-{serialize._host()}-{serialize._process()}-abc.tmp"
     elsewhere = tmp_path / ".m.onnx.oxport-otherhost-1-abc.tmp"
     foreign = tmp_path / ".m.onnx.1234.tmp"
     for path in (mine, elsewhere, foreign):
@@ -333,6 +333,19 @@ def test_temporary_files_of_running_writers_and_other_hosts_are_left_alone(tmp_p
     oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "m.onnx"))
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["m.onnx", mine.name, elsewhere.name, foreign.name])
+
+
+@pytest.mark.skipif(serialize._start_time(os.getpid()) is None,
+                    reason="no process start times here (/proc)")
+@pytest.mark.parametrize("kind", ["tmp", "bak", "journal"])
+def test_files_of_a_dead_writer_whose_pid_a_later_process_got_are_removed(tmp_path, kind):
+    """A restarted container's process often gets the pid its killed predecessor had: the
+    start time in the name tells them apart, so the predecessor's files are still removed."""
+    start = serialize._start_time(os.getpid())
+    earlier = tmp_path / f".m.onnx.oxport-{serialize._host()}-{os.getpid()}.{start - 1}-abc.{kind}"
+    earlier.write_bytes(b"{}" if kind == "journal" else b"left by a killed writer")
+    oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "other.onnx"))
+    assert sorted(os.listdir(tmp_path)) == ["other.onnx"]
 
 
 def test_per_tensor_weights_of_two_models_in_one_folder_do_not_collide(tmp_path, monkeypatch):
