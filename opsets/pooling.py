@@ -5,7 +5,9 @@ PyTorch's ``ceil_mode`` drops a last window that would start in the right
 padding, so ceil and floor mode then agree. ONNX Runtime does the same, but
 before opset 22 ONNX's shape inference (and so the checker) predicts one more
 output there; so ``ceil_mode`` is emitted only where the static shape shows it
-changes the output (or the shape is not static).
+changes the output (or the shape is not static). Before opset 10, which has no
+``ceil_mode``, the last window is completed by padding the end instead (static
+spatial sizes only).
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ class _Window:
         return self.ceil_mode and (self.spatial is None or
                                    self.torch_out(True) != self.torch_out(False))
 
+    def ceil_end_pads(self) -> list[int]:
+        """End pads with which floor mode gives ceil mode's output: the padding plus what
+        completes the last window (less than the kernel, as that window starts inside)."""
+        return [p + max(0, (out - 1) * st + k - (s + 2 * p)) for s, k, st, p, out in
+                zip(self.spatial, self.effective_kernel, self.stride, self.padding,
+                    self.torch_out(True))]
+
 
 def _unbatched(rank: int, fn):
     """``fn``, also for an unbatched (C, *spatial) input: pooled with a batch axis of 1,
@@ -79,22 +88,34 @@ def _unbatched(rank: int, fn):
     return symbolic
 
 
-def _check_opset(g, window: _Window) -> None:
-    if g.opset < 10 and window.ceil_matters():
-        sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "ceil_mode=True")
+def _pool_attrs(g, input: Value, window: _Window) -> dict:
+    """The pool's kernel, strides, dilations, pads and ceil_mode attributes; before opset
+    10 (no ceil_mode, no dilations) ceil mode's last window is completed by end pads, worked
+    out from the traced size (the export warns if dynamic_axes lets it vary)."""
     if g.opset < 10 and any(d != 1 for d in window.dilation):
         sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "dilation other than 1")
+    attrs = dict(kernel_shape_i=window.kernel, strides_i=window.stride,
+                 pads_i=window.padding + window.padding)
+    if any(d != 1 for d in window.dilation):
+        attrs["dilations_i"] = window.dilation
+    if not window.ceil_matters():
+        return attrs
+    if g.opset >= 10:
+        attrs["ceil_mode_i"] = 1
+    elif window.spatial is None:
+        sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "ceil_mode=True on an "
+                                                                    "input of dynamic size")
+    else:
+        attrs["pads_i"] = window.padding + window.ceil_end_pads()
+        rank = sh._get_tensor_rank(input)
+        for axis in range(rank - len(window.kernel), rank):
+            g.uses_traced_size(input, axis, f"{window.op}'s ceil_mode padding (opset "
+                                            f"{g.opset} has no ceil_mode)")
+    return attrs
 
 
 def _max_pool(g, input: Value, window: _Window, outputs: int = 1):
-    _check_opset(g, window)
-    attrs = dict(kernel_shape_i=window.kernel, strides_i=window.stride)
-    pads = window.padding + window.padding
-    if window.ceil_matters():
-        attrs["ceil_mode_i"] = 1
-    if any(d != 1 for d in window.dilation):
-        attrs["dilations_i"] = window.dilation
-    return g.op("MaxPool", input, pads_i=pads, outputs=outputs, **attrs)
+    return g.op("MaxPool", input, outputs=outputs, **_pool_attrs(g, input, window))
 
 
 def _spatial_indices(g, input: Value, indices: Value, rank: int) -> Value:
@@ -118,21 +139,25 @@ def _max_pool_with_indices(g, input: Value, window: _Window) -> tuple[Value, Val
 
 def _avg_pool(g, input: Value, window: _Window, count_include_pad: bool,
               divisor_override: int | None = None) -> Value:
-    _check_opset(g, window)
-    attrs = dict(kernel_shape_i=window.kernel, strides_i=window.stride)
-    pads = window.padding + window.padding
+    attrs = _pool_attrs(g, input, window)
     if divisor_override is not None:
         if window.ceil_matters():
             sh._unimplemented(window.op, "divisor_override with ceil_mode windows that end "
                                          "outside the input")
-        out = g.op("AveragePool", input, pads_i=pads, count_include_pad_i=1, **attrs)
+        out = g.op("AveragePool", input, count_include_pad_i=1, **attrs)
         factor = math.prod(window.kernel) / divisor_override
         dtype = input.type().dtype() or torch.float32
         return g.op("Mul", out, g.constant(torch.tensor(factor, dtype=dtype)))
-    if window.ceil_matters():
-        attrs["ceil_mode_i"] = 1
-    return g.op("AveragePool", input, pads_i=pads, count_include_pad_i=int(count_include_pad),
-                **attrs)
+    if count_include_pad and g.opset < 10 and window.ceil_matters():
+        # PyTorch counts the padding, not the end pads completing the last window: the
+        # padding is made explicit and the pool counts only what it reads.
+        n = len(window.kernel)
+        if any(window.padding):
+            input = g.op("Pad", input, pads_i=([0, 0] + window.padding) * 2, value_f=0.0)
+        pads = attrs["pads_i"]
+        attrs["pads_i"] = [0] * n + [end - begin for begin, end in zip(pads, pads[n:])]
+        count_include_pad = False
+    return g.op("AveragePool", input, count_include_pad_i=int(count_include_pad), **attrs)
 
 
 # -- max pool -----------------------------------------------------------------------
@@ -144,7 +169,8 @@ def _max_pool_nd(rank: int):
         return _max_pool(g, input, _Window(f"aten::{name}", input, kernel_size, stride,
                                            padding, dilation, ceil_mode))
     max_pool.__name__ = name
-    max_pool.__doc__ = f"``aten::{name}`` as MaxPool (ceil_mode and dilation from opset 10)."
+    max_pool.__doc__ = (f"``aten::{name}`` as MaxPool (dilation from opset 10; ceil_mode "
+                        "before 10 on static sizes).")
     return max_pool
 
 
@@ -172,7 +198,7 @@ for _rank in (1, 2, 3):
 @functools.partial(_unbatched, 1)
 @sh.parse_args("v", "is", "is", "is", "i", "i")
 def avg_pool1d(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad):
-    """AveragePool (ceil_mode from opset 10)."""
+    """AveragePool (ceil_mode before opset 10 on static sizes)."""
     return _avg_pool(g, input, _Window("aten::avg_pool1d", input, kernel_size, stride,
                                        padding, None, ceil_mode), count_include_pad)
 

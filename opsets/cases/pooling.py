@@ -14,9 +14,11 @@ pack.case("aten::max_pool1d", nn.MaxPool1d(3, 2, padding=1, dilation=2, ceil_mod
           (1, 2, 10), name="dilation_ceil", min_opset=10)
 pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2), (1, 2, 9, 9))
 pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 8, 8),
-          name="ceil", min_opset=10)
+          name="ceil")
+pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2, ceil_mode=True), (2, 3, 8, 9),
+          name="ceil_unpadded")
 pack.case("aten::max_pool2d", nn.MaxPool2d(2, 2, padding=1, ceil_mode=True), (1, 2, 5, 6),
-          name="ceil_last_window_in_padding", min_opset=10)
+          name="ceil_last_window_in_padding")
 pack.case("aten::max_pool2d", nn.MaxPool2d((2, 3), (1, 2), dilation=(2, 1)), (1, 1, 7, 8),
           name="dilation", min_opset=10)
 pack.case("aten::max_pool2d", nn.MaxPool2d(2, ceil_mode=True), (2, 3, 8, 8),
@@ -27,20 +29,28 @@ pack.case("aten::max_pool3d", nn.MaxPool3d(2, padding=1), (1, 2, 4, 5, 3))
 pack.case("aten::max_pool1d_with_indices", nn.MaxPool1d(2, return_indices=True), (2, 3, 7))
 pack.case("aten::max_pool2d_with_indices", nn.MaxPool2d(3, 2, padding=1, return_indices=True),
           (2, 3, 7, 6))
+pack.case("aten::max_pool2d_with_indices", nn.MaxPool2d(3, 2, ceil_mode=True,
+                                                      return_indices=True),
+          (1, 2, 8, 8), name="ceil")
 pack.case("aten::max_pool3d_with_indices", nn.MaxPool3d(2, return_indices=True), (1, 2, 4, 4, 4))
 pack.case("aten::avg_pool1d", nn.AvgPool1d(3, 2, padding=1), (1, 2, 9))
 pack.case("aten::avg_pool1d", nn.AvgPool1d(2, 2, padding=1, ceil_mode=True), (1, 2, 5),
-          name="ceil_last_window_in_padding", min_opset=10)
+          name="ceil_last_window_in_padding")
 pack.case("aten::avg_pool2d", nn.AvgPool2d(2), (1, 2, 8, 8))
 pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, count_include_pad=False),
           (1, 2, 7, 7), name="pad")
 pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 8, 8),
-          name="ceil", min_opset=10)
+          name="ceil")
 pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, ceil_mode=True), (1, 2, 6, 7),
-          name="ceil_partial_window", min_opset=10)
+          name="ceil_partial_window")
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, ceil_mode=True), (2, 3, 8, 9),
+          name="ceil_unpadded")
+pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1, ceil_mode=True,
+                                           count_include_pad=False), (1, 2, 6, 7),
+          name="ceil_partial_window_pad_not_counted")
 pack.case("aten::avg_pool2d", nn.AvgPool2d(2, 2, padding=1, ceil_mode=True,
                                            count_include_pad=False), (1, 2, 5, 5),
-          name="ceil_last_window_in_padding", min_opset=10)
+          name="ceil_last_window_in_padding")
 pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 1, padding=1, divisor_override=4), (1, 2, 5, 5),
           name="divisor_override")
 pack.case("aten::avg_pool2d", nn.AvgPool2d(3, 2, padding=1), (1, 2, 9, 9), name="dynamic",
