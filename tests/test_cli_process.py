@@ -146,20 +146,40 @@ def test_help_and_listing_plugins_do_not_import_torch(tmp_path, args):
     assert result.stdout.splitlines()[-1] == "[]"
 
 
-def test_the_layout_trap_is_explained(tmp_path):
+def test_the_layout_trap_is_gone(tmp_path):
     """From the folder above a clone named ``oxport``, Python finds the clone folder before
-    the installed package; ``python -m oxport`` says so (the clone's root __main__.py)."""
+    the installed package: its root ``__init__.py`` loads the package from ``core/`` in its
+    place, so ``import oxport``, an export and ``python -m oxport`` work there too."""
     root = Path(__file__).resolve().parent.parent
     clone = tmp_path / "oxport"
     clone.mkdir()
-    shutil.copy(root / "__main__.py", clone / "__main__.py")
-    result = subprocess.run([*OXPORT, "--version"], capture_output=True, text=True,
-                            cwd=tmp_path, env=env(), timeout=60)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"oxport: error: Python imported the folder {clone} (a "
-                                    "clone of oxport's repository) as an empty namespace package")
-    assert "run Python from any other folder, or rename the clone" in result.stderr
-    # Anywhere else the installed package answers.
-    inside = subprocess.run([*OXPORT, "--version"], capture_output=True, text=True, cwd=clone,
-                            env=env(), timeout=60)
-    assert inside.stdout == f"oxport {oxport.__version__}\n"
+    for folder in ("core", "opsets", "plugins"):
+        shutil.copytree(root / folder, clone / folder)
+    shutil.copy(root / "__init__.py", clone / "__init__.py")
+    code = ("import io, torch, oxport\n"
+            "oxport.export(torch.nn.Linear(2, 3), (torch.randn(1, 2),), io.BytesIO())\n"
+            "print(oxport.__file__, oxport.opsets.nn.__file__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=tmp_path, env=env(), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(clone / "core" / "__init__.py"),
+                                     str(clone / "opsets" / "nn.py")]
+    cli = subprocess.run([*OXPORT, "--version"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env(), timeout=60)
+    assert cli.stdout == f"oxport {oxport.__version__}\n", cli.stderr
+
+
+def test_an_uninstalled_clone_says_to_install_it(tmp_path):
+    """Without the installed distribution (``-S``: no site-packages) the clone cannot find its
+    op packs: importing it says so and gives the install command."""
+    root = Path(__file__).resolve().parent.parent
+    clone = tmp_path / "oxport"
+    clone.mkdir()
+    shutil.copy(root / "__init__.py", clone / "__init__.py")
+    result = subprocess.run([sys.executable, "-S", "-c", "import oxport"], capture_output=True,
+                            text=True, cwd=tmp_path, env=env(), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ImportError: `import oxport` found the folder {clone}, a clone of oxport's repository "
+        "that is not installed: its op packs are found through the installed entry points. "
+        f"Install it first: pip install torch==2.13.0 && pip install -e {clone}")
