@@ -235,8 +235,14 @@ def accepts_complex(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def has_complex_input(node: Any) -> bool:
     """Whether a TorchScript node reads a complex tensor."""
-    return any(isinstance(v.type(), torch._C.TensorType) and v.type().dtype() is not None
+    return any(is_tensor_type(v.type()) and v.type().dtype() is not None
                and v.type().dtype().is_complex for v in node.inputs())
+
+
+def is_tensor_type(source_type: Any) -> bool:
+    """Whether a source graph's value type (TorchScript's, or the torch.export front end's
+    :class:`oxport.ir.Type`) is a tensor type."""
+    return source_type.kind() == "TensorType"
 
 
 # -- declining -----------------------------------------------------------------
@@ -433,7 +439,7 @@ def _traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
         return None
     out_type = node.output().type()
     # Through oxport's Type, a quantized dtype reads as float32 (the QDQ form).
-    return Type.of(out_type).dtype() if isinstance(out_type, torch._C.TensorType) else None
+    return Type.of(out_type).dtype() if is_tensor_type(out_type) else None
 
 
 def _bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:

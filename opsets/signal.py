@@ -32,7 +32,7 @@ def is_complex(g, position: int, *kinds: str) -> bool:
             kinds and node.kind().removesuffix("_") not in kinds):
         return False
     ts_type = node.inputsAt(position).type()
-    return isinstance(ts_type, torch._C.TensorType) and ts_type.dtype() in REAL_OF_COMPLEX
+    return sh.is_tensor_type(ts_type) and ts_type.dtype() in REAL_OF_COMPLEX
 
 
 def as_pairs(g, value: Value, output: int = 0) -> Value:
