@@ -239,6 +239,17 @@ def has_complex_input(node: Any) -> bool:
                and v.type().dtype().is_complex for v in node.inputs())
 
 
+def traced_sizes(source_value: Any) -> list[int | None] | None:
+    """The sizes a source graph's tensor value had in the run the front end captured: a
+    TorchScript trace's sizes, or the example sizes of torch.export's symbolic dims (None
+    for a dim neither knows, or for a value that is not a tensor)."""
+    read = getattr(source_value, "traced_sizes", None)
+    if read is not None:
+        return read()
+    source_type = source_value.type()
+    return source_type.varyingSizes() if is_tensor_type(source_type) else None
+
+
 def is_tensor_type(source_type: Any) -> bool:
     """Whether a source graph's value type (TorchScript's, or the torch.export front end's
     :class:`oxport.ir.Type`) is a tensor type."""

@@ -121,10 +121,23 @@ def full(g, size: Value, fill_value: Value, dtype: Value | None = None, *_: Valu
     return _fill(g, _shape(g, size), value, dtype_, "aten::full")
 
 
+def _fill_like(g, x: Value, value: Any, dtype: torch.dtype, op: str) -> Value:
+    """A ``dtype`` tensor shaped like ``x`` holding ``value``. Below opset 9, where no op
+    makes a tensor of a run-time shape, a number fills a dynamic shape through ``x``
+    itself: ``b or not b`` for ``b = bool(x)`` is true everywhere (NaN included), cast to
+    ``dtype`` and scaled."""
+    shape = _shape_of(g, x)
+    if g.opset >= 9 or not isinstance(shape, Value) or isinstance(value, Value):
+        return _fill(g, shape, value, dtype, op)
+    truth = sh._cast_to(g, x, torch.bool)
+    ones = sh._cast_to(g, g.op("Or", truth, g.op("Not", truth)), dtype)
+    return ones if value == 1 else g.op("Mul", ones, g.constant(torch.tensor(value, dtype=dtype)))
+
+
 def _like_factory(fill_value: int, name: str):
     def symbolic(g, self: Value, dtype: Value | None = None, *_: Value) -> Value:
         dtype_ = _result_dtype(g, dtype, self.type().dtype())
-        return _fill(g, _shape_of(g, self), fill_value, dtype_, f"aten::{name}")
+        return _fill_like(g, self, fill_value, dtype_, f"aten::{name}")
     symbolic.__name__ = name
     symbolic.__doc__ = f"``aten::{name}(self, dtype, ...)``: {fill_value}s shaped like ``self``."
     return symbolic
@@ -137,7 +150,7 @@ for _name, _value in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
 @pack.symbolic("aten::full_like", since=7)
 def full_like(g, self: Value, fill_value: Value, dtype: Value | None = None, *_: Value) -> Value:
     dtype_ = _result_dtype(g, dtype, self.type().dtype())
-    return _fill(g, _shape_of(g, self), _number(fill_value), dtype_, "aten::full_like")
+    return _fill_like(g, self, _number(fill_value), dtype_, "aten::full_like")
 
 
 def _new_factory(fill_value: int, name: str):

@@ -757,8 +757,7 @@ def _split_dim(g, op: str, x: Value, dim: Value, traced: bool = True) -> tuple[i
     axis = sh._get_const(dim, "i", "dim") % rank
     size = (x.type().varyingSizes() or [None] * rank)[axis]
     if size is None and traced and g.original_node is not None:
-        traced = g.original_node.inputsAt(0).type()
-        sizes = traced.varyingSizes() if traced.kind() == "TensorType" else None
+        sizes = sh.traced_sizes(g.original_node.inputsAt(0))
         size = sizes[axis] if sizes is not None and len(sizes) == rank else None
     if size is None:
         sh._unimplemented(op, f"dimension {axis} of unknown size")
@@ -867,8 +866,7 @@ def _size_known_only_at_run_time(g, x: Value, dim: Value) -> bool:
             or g.original_node.output().type().kind() != "ListType":
         return False
     axis = sh._get_const(dim, "i", "dim") % rank
-    traced = g.original_node.inputsAt(0).type()
-    sizes = traced.varyingSizes() if traced.kind() == "TensorType" else None
+    sizes = sh.traced_sizes(g.original_node.inputsAt(0))
     return x.type().varyingSizes()[axis] is None and (
         sizes is None or len(sizes) != rank or sizes[axis] is None)
 

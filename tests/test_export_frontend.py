@@ -317,3 +317,53 @@ def test_both_front_ends_give_the_same_inputs_and_outputs() -> None:
     assert [name for name, _, _ in exported[0]] == ["tokens", "hidden.0", "hidden.1"]
     assert exported[0] == traced[0]
     assert [io[1:] for io in exported[1]] == [io[1:] for io in traced[1]]
+
+
+def test_complex_tensors_are_carried_as_real_pairs() -> None:
+    def spectrum(x: torch.Tensor) -> torch.Tensor:
+        z = torch.fft.fft(x)
+        return torch.view_as_real(z * torch.polar(torch.ones_like(x), x)) + z.imag.unsqueeze(-1)
+
+    proto = oxport.convert(_Function(spectrum), (torch.randn(2, 8),), dynamo=True,
+                           opset_version=17).model_proto()
+    onnx.checker.check_model(proto, full_check=True)
+    x = torch.randn(2, 8)
+    np.testing.assert_allclose(_run(proto, x)[0], spectrum(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_split_of_a_dynamic_axis_reads_the_example_size() -> None:
+    """split_with_sizes of sizes computed at run time, along a dynamic axis: the symbolic
+    checks the axis against the example's size (torch.export gives a symbol) and the model
+    works at another size."""
+    def halves(x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        return [t * 2 for t in x.split_with_sizes([y.size(1), y.size(1) * 2])]
+
+    proto = oxport.convert(_Function(halves), (torch.randn(6, 2), torch.randn(1, 2)),
+                           dynamo=True, input_names=["x", "y"],
+                           dynamic_axes={"x": [0], "y": [1]}).model_proto()
+    x, y = torch.randn(9, 2), torch.randn(1, 3)
+    for got, want in zip(_run(proto, x, y), halves(x, y)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
+
+
+def test_like_factories_fill_a_dynamic_shape_below_opset_9() -> None:
+    """No ConstantOfShape before opset 9: ones_like/zeros_like/full_like of a dynamic shape
+    are made from the input itself, NaN and inf included."""
+    def fills(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.ones_like(x, dtype=torch.int32), torch.zeros_like(x),
+                torch.full_like(x, 2.5))
+
+    proto = oxport.convert(_Function(fills), (torch.randn(2, 3),), dynamo=True, opset_version=7,
+                           input_names=["x"], dynamic_axes={"x": [0, 1]}).model_proto()
+    x = torch.tensor([[float("nan"), 0.0], [float("inf"), -1.0], [0.0, 3.0]])
+    for got, want in zip(_run(proto, x), fills(x)):
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+class _Function(torch.nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: torch.Tensor):
+        return self.fn(*args)

@@ -257,6 +257,13 @@ class _Reader:
             return self.symbols.get(text, text)
         return None
 
+    def typed(self, value: SourceValue, example: Any) -> SourceValue:
+        """``value`` with the example's sizes as its traced sizes, when a dim is symbolic."""
+        if isinstance(example, torch.Tensor) and any(
+                isinstance(size, torch.SymInt) for size in example.shape):
+            value.set_traced_sizes([_example_size(size) for size in example.shape])
+        return value
+
     def type_of(self, example: Any) -> Type:
         if isinstance(example, torch.Tensor):
             return Type("TensorType", example.dtype, tuple(self.dim(d) for d in example.shape))
@@ -312,7 +319,7 @@ class _Reader:
         for node in user:
             example = node.meta.get("val")
             if isinstance(example, torch.Tensor):
-                value = SourceValue(node.name, self.type_of(example))
+                value = self.typed(SourceValue(node.name, self.type_of(example)), example)
                 tensors.append(value)
                 names.append(node.name)
                 examples.append(example)
@@ -524,11 +531,19 @@ class _Reader:
                 [self.type_of(e) for e in example],
                 names=[f"{node.name}.{i}" for i in range(len(example))],
                 source=source, scope=scope))
-            self.env[node] = unpack.outputs()
+            self.env[node] = [self.typed(v, e) for v, e in zip(unpack.outputs(), example)]
         elif multiple:
-            self.env[node] = made.outputs()
+            self.env[node] = [self.typed(v, e) for v, e in zip(made.outputs(), examples)]
         elif types:
-            self.env[node] = made.output()
+            self.env[node] = self.typed(made.output(), example)
+
+
+def _example_size(size: int | torch.SymInt) -> int | None:
+    """A dim of an example: its size, a symbolic dim's example size (None if unbacked)."""
+    if isinstance(size, int):
+        return size
+    hint = size.node.hint
+    return int(hint) if hint is not None else None
 
 
 def _element_type(schema_type: Any) -> Any:

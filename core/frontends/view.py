@@ -13,8 +13,10 @@ TorchScript's answer (the surface symbolics written for torch.onnx already use):
   ``outputs()``), ``sourceRange()`` (the stack, innermost user frame first) and
   ``scopeName()`` (the module calls, ``__module.model.a/__module.model.a.b``);
 - a value: ``unique()`` (an id), ``type()`` (dtype and shape; a dim is an int, a symbol
-  name for a symbolic dim, or None), ``debugName()``, ``uses()``, ``node()`` and, for a
-  constant, ``toIValue()``.
+  name for a symbolic dim, or None), ``debugName()``, ``uses()``, ``node()``, for a
+  constant ``toIValue()``, and ``traced_sizes()``: the sizes of the example the front end
+  ran (a symbolic dim's example size), which TorchScript's traced types give as their
+  ``varyingSizes()`` (read through :func:`oxport.symbolic_helper.traced_sizes`).
 
 Constant arguments are inputs too, made by ``prim::Constant`` nodes (a list containing
 values computed in the graph is a ``prim::ListConstruct``), and every argument of the
@@ -37,7 +39,7 @@ from oxport.ir import Type
 class SourceValue:
     """A value of a source graph: a graph input, a node output, or a block input."""
 
-    __slots__ = ("_type", "_name", "_node", "_offset", "_uses", "_constant")
+    __slots__ = ("_type", "_name", "_node", "_offset", "_uses", "_constant", "_traced_sizes")
 
     def __init__(self, name: str, type_: Type, node: SourceNode | None = None,
                  offset: int = 0) -> None:
@@ -47,6 +49,7 @@ class SourceValue:
         self._offset = offset
         self._uses: list[SourceNode] = []
         self._constant: Any = None
+        self._traced_sizes: list[int | None] | None = None
 
     def unique(self) -> int:
         return id(self)
@@ -70,6 +73,16 @@ class SourceValue:
 
     def offset(self) -> int:
         return self._offset
+
+    def traced_sizes(self) -> list[int | None] | None:
+        """The example's sizes (symbolic dims at their example size); the type's static sizes
+        when the front end recorded none."""
+        if self._traced_sizes is not None:
+            return list(self._traced_sizes)
+        return self._type.varyingSizes() if self._type.kind() == "TensorType" else None
+
+    def set_traced_sizes(self, sizes: Sequence[int | None]) -> None:
+        self._traced_sizes = list(sizes)
 
     def toIValue(self) -> Any:  # noqa: N802
         """The Python value of a ``prim::Constant``'s output (None for other values)."""
