@@ -155,10 +155,10 @@ class ExportResult:
         slots = self.input_leaves()
         if slots is None:
             slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-        names = [i.name for i in self.serialized.model.graph.input]
+        inputs = self.serialized.model.graph.input
         parts = [(value.meta or {}).get("arg_part") for value in self.graph.inputs]
-        return {name: trace.feed_array(leaves[leaf], part)
-                for name, leaf, part in zip(names, slots, parts)}
+        return {i.name: _as_input_dtype(trace.feed_array(leaves[leaf], part), i, leaves[leaf])
+                for i, leaf, part in zip(inputs, slots, parts)}
 
     def plugins_used(self) -> dict[str, int]:
         """How many TorchScript nodes each plugin converted."""
@@ -797,6 +797,15 @@ def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
         elif key not in (output_names or ()):
             return None
     return result
+
+
+def _as_input_dtype(array: Any, graph_input: Any, leaf: Any) -> Any:
+    """A Python number's feed in its input's dtype (a scripted ``float`` parameter given an
+    int is a float64 input)."""
+    if isinstance(leaf, torch.Tensor):
+        return array
+    return array.astype(onnx.helper.tensor_dtype_to_np_dtype(
+        graph_input.type.tensor_type.elem_type))
 
 
 def _input_leaves(graph: Graph) -> list[int] | None:

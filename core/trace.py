@@ -445,11 +445,12 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
     """Use a ScriptModule or ScriptFunction as given; ``args`` give the input types.
 
     Tensors in ``args`` type the graph inputs (dtype and shape); a tuple of tensors
-    becomes one input per tensor, a list of tensors one Sequence input (as torch.onnx
-    does); other values (int, float, bool, None) are hard-coded as constants, as
-    tracing does. A trailing dict names arguments, the signature's defaults fill the
-    rest. A ScriptModule is frozen first, so its non-tensor attributes become constants
-    and its submodules' methods are inlined; parameters and buffers stay initializers.
+    becomes one input per tensor, a list of tensors one Sequence input, and an int, float
+    or bool one 0-d input of :func:`as_input`'s dtype (as torch.onnx does); other values
+    (None, str) are hard-coded as constants. A trailing dict names arguments; the
+    signature's defaults fill the rest, hard-coded. A ScriptModule is frozen first, so its
+    non-tensor attributes become constants and its submodules' methods are inlined;
+    parameters and buffers stay initializers.
     Sizes of inputs fold to constants except at the axes ``dynamic_axes`` names.
     """
     positional, kwargs = normalize_args(args)
@@ -471,26 +472,32 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
-        bound = _bind_arguments(model, method, positional, kwargs, len(user_inputs))
-        _bind_script_inputs(graph, user_inputs, bound)
+        binding = _bind_arguments(model, method, positional, kwargs, len(user_inputs))
+        bound = tuple(value for value, _ in binding)
+        _bind_script_inputs(graph, user_inputs, binding)
         script_passes.fold_none_checks(graph)  # before tuples are lowered
         _lower_tuples(graph)
         problems = script_passes.unsupported_constructs(graph)
         if problems:
             raise UnsupportedOperatorError(
                 "The scripted model uses constructs ONNX cannot express:\n" + "\n".join(problems))
-        examples = [leaf for arg in bound for leaf in _input_examples(arg)]
+        inputs = [pair for arg in binding for pair in _script_inputs(*arg)]
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
-        if len(examples) != len(user_inputs):
+        if len(inputs) != len(user_inputs):
             raise InvalidExportArgumentError(
                 f"The scripted model's inputs ({len(user_inputs)} after flattening tuples) do "
-                f"not match the {len(examples)} tensors and lists of tensors in args; pass one "
-                "value per parameter of its forward.")
+                f"not match the {len(inputs)} tensors, lists of tensors and numbers in args; "
+                "pass one value per parameter of its forward.")
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
-        for index, (value, example) in enumerate(zip(user_inputs, examples)):
+        examples = []
+        for index, (value, (example, _)) in enumerate(zip(user_inputs, inputs)):
             name = input_names[index] if input_names and index < len(input_names) \
                 else names[index]
-            value.setType(_example_type(example, _axes(_axes_entry(dynamic_axes, name))))
+            if _is_number(example):
+                example = _number_input(graph, value, example)
+            else:
+                value.setType(_example_type(example, _axes(_axes_entry(dynamic_axes, name))))
+            examples.append(example)
         script_passes.fold_static_sizes(graph)  # before loops carry what their bodies mutate
         script_passes.unroll_number_loops(graph)
         _functional_passes(graph)
@@ -507,36 +514,60 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         for value, example in zip(graph_outputs, outputs):
             example_type = torch._C.TensorType.create_from_tensor(example)
             value.setType(example_type.with_sizes([None] * example.dim()))
+    slots = [slot for _, slot in inputs]
     return FrontEnd(graph, examples, names, params, [], notes, scripted=True,
-                    input_leaves=_script_input_leaves(positional, kwargs, bound, examples),
-                    output_names=output_names)
+                    input_leaves=[] if None in slots else slots, output_names=output_names)
 
 
-def _script_input_leaves(positional: tuple[Any, ...], kwargs: dict[str, Any],
-                         bound: tuple[Any, ...], examples: list[Any]) -> list[int]:
-    """The args leaf of each scripted input when args give every argument positionally as
-    tensors or tuples of tensors; [] (unknown) otherwise (named or default arguments, lists
-    of tensors)."""
-    leaves = pytree.tree_leaves((positional, kwargs))
-    slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    if kwargs or len(bound) != len(positional) or len(slots) != len(examples) \
-            or any(_is_tensor_list(example) for example in examples):
-        return []
-    return slots
-
-
-def _input_examples(arg: Any) -> list[Any]:
-    """The graph inputs one argument becomes: a tensor, each tensor of a tuple, or a list
-    of tensors (one Sequence input); other values are hard-coded."""
-    if isinstance(arg, torch.Tensor) or _is_tensor_list(arg):
-        return [arg]
+def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
+    """The graph inputs one argument becomes, each with the index of the args leaf it comes
+    from (``slot`` is ``arg`` with its leaves numbered; None for a default, which is
+    hard-coded): a tensor, a list of tensors (one Sequence input, from many leaves: None),
+    a number, and each of these in a tuple."""
+    if isinstance(arg, torch.Tensor) or _is_tensor_list(arg) or (
+            _is_number(arg) and slot is not None):
+        return [(arg, slot if isinstance(slot, int) else None)]
     if isinstance(arg, tuple):
-        return [leaf for item in arg for leaf in _input_examples(item)]
+        slots = slot if isinstance(slot, tuple) else (None,) * len(arg)
+        return [pair for item, item_slot in zip(arg, slots)
+                for pair in _script_inputs(item, item_slot)]
     return []
 
 
 def _is_tensor_list(arg: Any) -> bool:
     return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
+
+
+def _is_number(arg: Any) -> bool:
+    return isinstance(arg, (bool, int, float))
+
+
+#: A number parameter's type -> the dtype of its 0-d input (torch.onnx's) and the
+#: TorchScript op that reads that tensor back as the number.
+_NUMBER_INPUTS = {"BoolType": (torch.bool, "aten::Bool"), "IntType": (torch.int64, "aten::Int"),
+                  "FloatType": (torch.float64, "aten::Float")}
+
+
+def _number_input(graph: torch._C.Graph, value: torch._C.Value, number: Any) -> torch.Tensor:
+    """Make the graph input of a number argument a 0-d tensor of torch.onnx's dtype (that of
+    the parameter's type: an int given for a ``float`` is float64) that the graph reads back
+    as the number it computes with; returns the tensor, the input's example."""
+    if value.type().kind() not in _NUMBER_INPUTS:  # a Scalar parameter: the number's type
+        value.setType(_number_type(number))
+    dtype, read_op = _NUMBER_INPUTS[value.type().kind()]
+    example = torch.tensor(number, dtype=dtype)
+    read = graph.create(read_op, [value], 1)
+    read.output().setType(value.type())
+    read.insertBefore(_first_node(graph))
+    value.replaceAllUsesAfterNodeWith(read, read.output())
+    value.setType(torch._C.TensorType.create_from_tensor(example))
+    return example
+
+
+def _number_type(number: Any) -> torch._C.Type:
+    if isinstance(number, bool):
+        return torch._C.BoolType.get()
+    return torch._C.IntType.get() if isinstance(number, int) else torch._C.FloatType.get()
 
 
 def _axes_entry(dynamic_axes: Any, name: str) -> Any:
@@ -624,9 +655,10 @@ def _forward_name(model: Any, args: tuple[Any, ...]) -> str:
 
 
 def _bind_arguments(model: Any, method: str | None, args: tuple[Any, ...],
-                    kwargs: dict[str, Any], count: int) -> tuple[Any, ...]:
-    """One value per parameter of the scripted signature: ``args``, then ``kwargs`` by
-    name, then the defaults."""
+                    kwargs: dict[str, Any], count: int) -> tuple[tuple[Any, Any], ...]:
+    """One (value, slot) per parameter of the scripted signature: ``args``, then ``kwargs``
+    by name, then the defaults. ``slot`` is the value with each of its leaves replaced by
+    its index in the flattened args (None for a default)."""
     schema = model.schema if method is None else model._c._get_method(method).schema
     params = [a for a in schema.arguments if a.name != "self"]
     names = ", ".join(p.name for p in params)
@@ -643,18 +675,24 @@ def _bind_arguments(model: Any, method: str | None, args: tuple[Any, ...],
             f"The scripted model takes ({names}) but args has {len(args) + len(kwargs)} value"
             f"{'s' if len(args) + len(kwargs) != 1 else ''}; pass one per parameter without a "
             "default.")
-    return (*args, *(kwargs[p.name] if p.name in kwargs else p.default_value for p in rest))
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    slots, named_slots = pytree.tree_unflatten(list(range(len(leaves))), spec)
+    return (*zip(args, slots), *((kwargs[p.name], named_slots[p.name]) if p.name in kwargs
+                                 else (p.default_value, None) for p in rest))
 
 
 def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
-                        args: tuple[Any, ...]) -> None:
-    """Type tensor inputs from their examples; hard-code the other arguments."""
-    for value, example in reversed(list(zip(inputs, args))):
+                        args: tuple[tuple[Any, Any], ...]) -> None:
+    """Type tensor inputs from their examples, number inputs (an ``Optional[int]`` given an
+    int) from their values; hard-code the other arguments and the defaults."""
+    for value, (example, slot) in reversed(list(zip(inputs, args))):
         if isinstance(example, torch.Tensor) or _is_tensor_list(example):
             value.setType(_example_type(example))
-        elif isinstance(example, tuple) and any(
-                isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(example)):
-            continue  # a tuple of tensors: lowering tuples makes its tensors inputs
+        elif _is_number(example) and slot is not None:
+            if value.type().kind() == "OptionalType":  # given a number: never None
+                value.setType(value.type().getElementType())
+        elif isinstance(example, tuple) and _script_inputs(example, slot):
+            continue  # lowering tuples makes its tensors and numbers inputs
         else:
             with graph.insert_point_guard(_first_node(graph)):
                 constant = graph.insertConstant(example)

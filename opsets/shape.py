@@ -830,11 +830,12 @@ def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
     """``chunks`` pieces of ``min(step, max(size - i * step, 0))`` with ``step = ceil(size /
     chunks)``, the size read at run time (from opset 10): each is eager's piece ``i`` at any
     size, empty where eager has fewer pieces; the traced number of them are used. Along an
-    axis whose size neither the graph nor a trace knows (a scripted model's dynamic axis)
-    the number of pieces varies too: a Sequence of them."""
+    axis whose size neither the graph nor a trace knows (a scripted model's dynamic axis),
+    or for a ``chunks`` computed at run time (a scripted model's int argument), the number
+    of pieces varies too: a Sequence of them."""
     dim = dim if dim is not None else g.python_constant(0)
-    if _size_known_only_at_run_time(g, self, dim):
-        return _chunk_sequence(g, self, sh._get_const(chunks, "i", "chunks"),
+    if not chunks.is_const or _size_known_only_at_run_time(g, self, dim):
+        return _chunk_sequence(g, self, chunks if not chunks.is_const else chunks.const,
                                sh._get_const(dim, "i", "dim") % rank_of("aten::chunk", self))
     axis, size = _split_dim(g, "aten::chunk", self, dim)
     chunks = sh._get_const(chunks, "i", "chunks")
@@ -871,13 +872,15 @@ def _size_known_only_at_run_time(g, x: Value, dim: Value) -> bool:
         sizes is None or len(sizes) != rank or sizes[axis] is None)
 
 
-def _chunk_sequence(g, x: Value, chunks: int, axis: int) -> Value:
+def _chunk_sequence(g, x: Value, chunks: int | Value, axis: int) -> Value:
     """``x.chunk(chunks, axis)`` as a Sequence of pieces of ceil(size / chunks) (opset 11)."""
     if g.opset < 11:
         sh._onnx_opset_unsupported_detailed(
-            "aten::chunk", g.opset, 11, "chunks of an axis whose size only the run knows (a "
-            "list of as many pieces as the size gives) need SplitToSequence")
-    step = _int_op(g, "Div", _int_op(g, "Add", dim_size(g, x, axis), chunks - 1), chunks)
+            "aten::chunk", g.opset, 11, "chunks of an axis whose size only the run knows, or "
+            "a number of chunks only the run knows (a list of as many pieces as they give), "
+            "need SplitToSequence")
+    rounded_up = _int_op(g, "Add", dim_size(g, x, axis), _int_op(g, "Sub", chunks, 1))
+    step = _int_op(g, "Div", rounded_up, chunks)
     return g.op("SplitToSequence", x, step, axis_i=axis).setType(
         Type("ListType", elem=Type.tensor(x.type().dtype(), [None] * x.type().dim())))
 

@@ -159,8 +159,7 @@ def export_and_run(model, args, *others, opset=None, **kwargs):
     session = ort.InferenceSession(proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     for inputs in (args, *others):
-        tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
-        got = session.run(None, {i.name: t.numpy() for i, t in zip(session.get_inputs(), tensors)})
+        got = session.run(None, result.feeds(inputs))
         with torch.no_grad():
             want = flatten_expected(model(*[_copy(a) for a in inputs]))
         assert len(got) == len(want)

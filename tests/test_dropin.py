@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from typing import List, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -152,6 +153,113 @@ def test_graph_signature_is_torch_onnx_s(model, args, inputs):
     got = session.run(None, result.feeds(args))
     want = model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
     np.testing.assert_allclose(got[0], want.numpy(), rtol=1e-6)
+
+
+class ScriptedNumbers(torch.nn.Module):
+    def forward(self, x, n: int, f: float, b: bool, unused: int):
+        y = x * n + f
+        if b:
+            y = y - 1
+        return y
+
+
+class ScriptedCount(torch.nn.Module):
+    def forward(self, x, n: int):
+        for _ in range(n):
+            x = x + 1
+        return x.chunk(n, 0)[0]
+
+
+class ScriptedPair(torch.nn.Module):
+    def forward(self, x, pair: Tuple[int, float]):
+        return x * pair[0] + pair[1]
+
+
+class ScriptedScale(torch.nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale
+
+
+_X = torch.randn(4, 3)
+
+
+@pytest.mark.parametrize("opset", [13, 17, 20])
+@pytest.mark.parametrize("model, args, again, inputs", [
+    (ScriptedNumbers(), (_X, 3, 2.5, True, 7), (_X, -2, 0.5, False, 1),
+     [("FLOAT", 2), ("INT64", 0), ("DOUBLE", 0), ("BOOL", 0)]),
+    (ScriptedNumbers(), (_X, 3, 2.5, {"b": True, "unused": 7}), (_X, 2, 1.5, {"b": False,
+                                                                         "unused": 1}),
+     [("FLOAT", 2), ("INT64", 0), ("DOUBLE", 0), ("BOOL", 0)]),
+    (ScriptedCount(), (_X, 2), (_X, 3), [("FLOAT", 2), ("INT64", 0)]),
+    (ScriptedPair(), (_X, (2, 0.5)), (_X, (-1, 3.0)),
+     [("FLOAT", 2), ("INT64", 0), ("DOUBLE", 0)]),
+    (ScriptedScale(), (_X, 2), (_X, 3), [("FLOAT", 2), ("DOUBLE", 0)]),
+], ids=["used_and_unused", "by_name", "loop_and_chunk_count", "tuple", "int_for_float"])
+def test_scripted_number_arguments_are_inputs_as_in_torch_onnx(model, args, again, inputs,
+                                                                opset):
+    """A scripted model's int, float and bool arguments are 0-d inputs of the parameter's
+    dtype, unused ones dropped, as in torch.onnx; fed other numbers, both files give eager's
+    results."""
+    import onnxruntime as ort
+
+    from oxport.trace import normalize_args
+    scripted = torch.jit.script(model)
+    result = oxport.convert(scripted, args, opset_version=opset)
+    theirs = _torch_onnx(scripted, args, opset_version=opset)
+    assert _signature(result.model_proto()) == _signature(theirs)
+    assert _signature(theirs)[0] == inputs
+    positional, named = normalize_args(again)
+    want = scripted(*positional, **named).numpy()
+    feeds = list(result.feeds(again).values())
+    for data in (result.to_bytes(), theirs.SerializeToString()):
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        got, = session.run(None, dict(zip([i.name for i in session.get_inputs()], feeds)))
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+class ScriptedOptionalCount(torch.nn.Module):
+    def forward(self, x, n: Optional[int]):
+        return x if n is None else x * n
+
+
+class ScriptedListOfNumbers(torch.nn.Module):
+    def forward(self, x, sizes: List[int]):
+        return x * sizes[0]
+
+
+class ScriptedDefaultCount(torch.nn.Module):
+    def forward(self, x, n: int = 3):
+        return x * n
+
+
+@pytest.mark.parametrize("model, args, opset", [
+    (ScriptedOptionalCount(), (_X, 3), 17),
+    (ScriptedListOfNumbers(), (_X, [2, 3]), 13),
+], ids=["optional_int", "list_of_ints"])
+def test_scripted_number_arguments_torch_onnx_cannot_run(model, args, opset):
+    """The intended differences of docs/scripting.md: torch.onnx's input for an
+    Optional[int] (opset 15 on) or a List[int] argument has a type ONNX Runtime refuses;
+    oxport's file (an int64 input, a hard-coded list) loads and gives eager's results."""
+    import onnxruntime as ort
+    scripted = torch.jit.script(model)
+    with pytest.raises(Exception, match="INVALID_GRAPH|FAIL"):
+        ort.InferenceSession(_torch_onnx(scripted, args, opset_version=opset)
+                             .SerializeToString(), providers=["CPUExecutionProvider"])
+    result = oxport.convert(scripted, args, opset_version=opset)
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    got, = session.run(None, result.feeds(args))
+    np.testing.assert_allclose(got, scripted(*args).numpy(), rtol=1e-6)
+
+
+def test_scripted_number_left_to_its_default_is_hard_coded():
+    """torch.onnx declares an input for a number parameter left to its default, which args
+    give nothing to feed; oxport keeps the default as a constant (docs/scripting.md)."""
+    scripted = torch.jit.script(ScriptedDefaultCount())
+    theirs = _torch_onnx(scripted, (_X,), opset_version=17)
+    assert _signature(theirs)[0] == [("FLOAT", 2), ("INT64", 0)]
+    result = oxport.convert(scripted, (_X,), opset_version=17)
+    assert _signature(result.model_proto())[0] == [("FLOAT", 2)]
+    assert list(result.feeds((_X,))) == ["x"]
 
 
 def test_input_names_name_inputs_before_unused_ones_are_dropped():

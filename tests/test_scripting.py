@@ -225,16 +225,16 @@ def test_scripted_function_returning_a_tuple():
 def test_script_module_freezes_attributes_and_keeps_state_names():
     torch.manual_seed(0)
     model = script(Stateful()).eval()
-    proto = export_and_run(model, (torch.randn(5, 3), 2))
+    proto = export_and_run(model, (torch.randn(5, 3), 2), (torch.randn(5, 3), 3))
     names = {init.name for init in proto.graph.initializer}
     assert {"linear.weight", "linear.bias", "norm.running_mean"} <= names
-    assert [i.name for i in proto.graph.input] == ["x"]  # the int argument is hard-coded
+    assert [i.name for i in proto.graph.input] == ["x", "steps"]  # the int is an input
 
 
 def test_scripted_decoder_over_library_modules():
     torch.manual_seed(0)
     model = script(GreedyDecoder()).eval()
-    export_and_run(model, (torch.randn(2, 4), 5), opset=13)
+    export_and_run(model, (torch.randn(2, 4), 5), (torch.randn(2, 4), 2), opset=13)
 
 
 def test_scripted_lstm_with_an_overloaded_forward():
@@ -258,7 +258,7 @@ def test_default_arguments_of_a_scripted_function():
 
 
 def test_row_writes_in_a_loop():
-    export_and_run(fill_rows, (torch.ones(3), 4))
+    export_and_run(fill_rows, (torch.ones(3), 4), (torch.ones(3), 2))
 
 
 def test_slice_writes_in_a_loop():

@@ -59,6 +59,15 @@ def _chunk_list(x: torch.Tensor) -> torch.Tensor:
 pack.case("aten::chunk", _chunk_list, (3, 5), name="scripted_dynamic", script=True,
           input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=11)
 pack.case("aten::chunk", lambda x: x.chunk(2, 0)[-1] + 1, lambda: torch.zeros(0, 3), name="empty")
+
+
+def _chunk_count(x: torch.Tensor, chunks: int) -> torch.Tensor:
+    pieces = x.chunk(chunks, 0)  # scripted, the int argument is an input: pieces at run time
+    return pieces[0] * 2 + pieces[-1][:1]
+
+
+pack.case("aten::chunk", _chunk_count, (7, 3), 3, name="run_time_count", script=True,
+          min_opset=11)
 pack.case("aten::unsafe_chunk", lambda x: torch.ops.aten.unsafe_chunk(x, 2), (4, 2))
 pack.case("aten::tensor_split", lambda x: x.tensor_split(3, 1), (2, 7))
 pack.case("aten::tensor_split", lambda x: x.tensor_split([1, -1], 0), (4, 2), name="indices")
