@@ -233,29 +233,57 @@ def embedding(g, weight: Value, indices: Value, *_: Value) -> Value:
     return g.op("Gather", weight, indices, axis_i=0)
 
 
-@pack.symbolic("aten::embedding_renorm_", since=11)
+def _renormed(g, self: Value, max_norm: float, norm_type: float, hit: Value) -> Value:
+    """``self`` with the rows ``hit`` (a (rows, 1) bool mask) marks whose p-norm exceeds
+    ``max_norm`` scaled to ``max_norm / (norm + 1e-7)``."""
+    dtype = self.type().dtype() or torch.float32
+    norms = sh._run_symbolic(g, "aten::linalg_vector_norm", self, norm_type, [1], True, None,
+                             type_=Type.tensor(dtype, [None, 1]))
+    limit = g.constant(torch.tensor(max_norm, dtype=dtype))
+    too_long = g.op("And", hit, g.op("Greater", norms, limit))
+    scale = g.op("Div", limit, g.op("Add", norms, g.constant(torch.tensor(1e-7, dtype=dtype))))
+    return g.op("Where", too_long, g.op("Mul", self, scale), self)
+
+
+def _flat_indices(g, self: Value, indices: Value) -> Value:
+    """``indices`` as one int64 vector (for a 2-D weight ``self``)."""
+    if sh._get_tensor_rank(self) != 2:
+        sh._unimplemented("aten::embedding_renorm_", "a weight that is not 2-D")
+    return sh._reshape_helper(g, sh._cast_to(g, indices, torch.int64), [-1])
+
+
+@pack.symbolic("aten::embedding_renorm_", since=9)
 @sh.parse_args("v", "v", "f", "f")
 def embedding_renorm_(g, self, indices, max_norm, norm_type):
     """The rows ``indices`` name whose p-norm exceeds ``max_norm`` scaled to
     ``max_norm / (norm + 1e-7)``; returns the whole new weight, which the walker writes
-    through to what ``self`` views (F.embedding passes ``weight.detach()``)."""
-    dtype = self.type().dtype() or torch.float32
-    if sh._get_tensor_rank(self) != 2:
-        sh._unimplemented("aten::embedding_renorm_", "a weight that is not 2-D")
-    norms = sh._run_symbolic(g, "aten::linalg_vector_norm", self, norm_type, [1], True, None,
-                             type_=Type.tensor(dtype, [None, 1]))
-    flat = sh._reshape_helper(g, indices, [-1])
+    through to what ``self`` views (F.embedding passes ``weight.detach()``). The rows named
+    are found by comparing every index with every row number (a static row count)."""
+    flat = _flat_indices(g, self, indices)
+    rows = sh._get_tensor_dim_size(self, 0)
+    if rows is None:
+        sh._onnx_opset_unsupported_detailed("aten::embedding_renorm_", g.opset, 11,
+                                            "a weight whose row count is not static")
+    g.uses_traced_size(self, 0, "aten::embedding_renorm_'s row numbers")
+    matches = g.op("Equal", sh._unsqueeze_helper(g, flat, [0]),
+                   g.constant(torch.arange(rows).unsqueeze(1)))
+    named = g.op("ReduceMax", sh._cast_to(g, matches, torch.float32), axes_i=[1], keepdims_i=1)
+    return _renormed(g, self, max_norm, norm_type, sh._cast_to(g, named, torch.bool))
+
+
+@pack.symbolic("aten::embedding_renorm_", since=11)
+@sh.parse_args("v", "v", "f", "f")
+def embedding_renorm_11(g, self, indices, max_norm, norm_type):
+    """As from opset 9, the rows named marked by scattering ones (ScatterElements): linear
+    in the rows and indices, where comparing every pair is their product."""
+    flat = _flat_indices(g, self, indices)
     rows = sh._slice_helper(g, g.op("Shape", self), [0], [0], [1])
     hit = g.op("ScatterElements",
                g.op("ConstantOfShape", rows, value_t=torch.tensor([0], dtype=torch.int64)), flat,
                g.op("ConstantOfShape", g.op("Shape", flat),
                     value_t=torch.tensor([1], dtype=torch.int64)), axis_i=0)
-    limit = g.constant(torch.tensor(max_norm, dtype=dtype))
-    too_long = g.op("And", sh._unsqueeze_helper(g, sh._cast_to(
-        g, hit.setType(Type.tensor(torch.int64, [None])), torch.bool), [1]),
-        g.op("Greater", norms, limit))
-    scale = g.op("Div", limit, g.op("Add", norms, g.constant(torch.tensor(1e-7, dtype=dtype))))
-    return g.op("Where", too_long, g.op("Mul", self, scale), self)
+    return _renormed(g, self, max_norm, norm_type, sh._unsqueeze_helper(g, sh._cast_to(
+        g, hit.setType(Type.tensor(torch.int64, [None])), torch.bool), [1]))
 
 
 _BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
