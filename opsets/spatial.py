@@ -303,6 +303,54 @@ def _resize_10(g, resample: _Resample) -> Value:
     return g.op("Resize", resample.input, resample.scales_input(g), mode_s="nearest")
 
 
+def _linear_weights(size: int, out: int, align_corners: bool, scale: float | None
+                    ) -> np.ndarray:
+    """The (out, size) matrix of PyTorch's linear interpolation along one axis: each output
+    mixes the two inputs around its source coordinate (half-pixel, clamped at 0, or
+    align_corners); a scale factor the call gave sets the spacing, as in PyTorch."""
+    if align_corners:
+        source = np.arange(out) * ((size - 1) / (out - 1) if out > 1 else 0.0)
+    else:
+        spacing = 1.0 / scale if scale else size / out
+        source = np.maximum((np.arange(out) + 0.5) * spacing - 0.5, 0.0)
+    low = np.minimum(np.floor(source).astype(np.int64), size - 1)
+    high = np.minimum(low + 1, size - 1)
+    fraction = source - low
+    weights = np.zeros((out, size))
+    np.add.at(weights, (np.arange(out), low), 1.0 - fraction)
+    np.add.at(weights, (np.arange(out), high), fraction)
+    return weights
+
+
+def _linear_by_matmul(g, resample: _Resample, align_corners: bool) -> Value:
+    """Linear (1-3 d) resampling as one MatMul per spatial axis with constant weights (for
+    opsets before 11, whose Upsample and Resize-10 have no half-pixel or align_corners
+    coordinates): needs static input and output sizes."""
+    sizes = resample.input_sizes()
+    if sizes is None or (resample.sizes is not None and not _is_static(resample.sizes)):
+        sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 11,
+                                            "linear resampling to a run-time size")
+    rank = 2 + resample.spatial
+    for axis in range(2, rank):
+        g.uses_traced_size(resample.input, axis, f"{resample.op}'s interpolation weights")
+    scales = resample.scales or [None] * resample.spatial
+    outs = resample.sizes or [int(np.floor(size * scale)) for size, scale in zip(sizes, scales)]
+    dtype = resample.input.type().dtype() or torch.float32
+    x = resample.input
+    for i in reversed(range(resample.spatial)):
+        weights = torch.tensor(_linear_weights(sizes[i], outs[i], align_corners, scales[i]),
+                               dtype=dtype)
+        if i == resample.spatial - 1:  # (..., W) @ (W, W')
+            x = g.op("MatMul", x, g.constant(weights.t().contiguous()))
+        elif i == resample.spatial - 2:  # (H', H) @ (..., H, W')
+            x = g.op("MatMul", g.constant(weights), x)
+        else:  # depth: (D', D) @ (N, C, D, H' * W'), then H' and W' apart again
+            flat = sh._reshape_helper(g, x, [0, 0, sizes[i], -1])
+            x = sh._reshape_helper(g, g.op("MatMul", g.constant(weights), flat),
+                                   [0, 0, *outs[i:]])
+    return x
+
+
 def _resize_11(g, resample: _Resample, mode: str, align_corners: bool | None = None,
                antialias: bool = False) -> Value:
     """Resize with PyTorch's coordinate mapping (opset 11 on)."""
@@ -346,6 +394,17 @@ def _register_nearest(name: str, spatial: int) -> None:
         pack.symbolic(op, since=since)(symbolic)
 
 
+def _register_linear_by_matmul(name: str, spatial: int) -> None:
+    op = f"aten::{name}"
+
+    def symbolic(g, input, output_size, align_corners, *scales):
+        return _linear_by_matmul(g, _Resample(op, input, spatial, output_size, scales),
+                                 bool(sh._get_const(align_corners, "b", "align_corners")))
+    symbolic.__name__ = name
+    symbolic.__doc__ = f"``{op}`` as a MatMul per spatial axis (static sizes)."
+    pack.symbolic(op, since=7)(symbolic)
+
+
 def _register_resize(name: str, spatial: int, mode: str, since: int = 11,
                      antialias: bool = False) -> None:
     op = f"aten::{name}"
@@ -372,7 +431,7 @@ def __interpolate(g, input: Value, size: Value, scale_factor: Value, mode: Value
                   align_corners: Value, recompute_scale_factor: Value,
                   antialias: Value | None = None) -> Value:
     """``F.interpolate`` as TorchScript's builtin (which has no antialiasing): what the
-    matching ``upsample_*`` exports (nearest from opset 7, the other modes from 11)."""
+    matching ``upsample_*`` exports (nearest and linear from opset 7, the others from 11)."""
     op = "aten::__interpolate"
     spatial = _rank(input, op) - 2
     name = sh._get_const(mode, "s", "mode")
@@ -388,19 +447,22 @@ def __interpolate(g, input: Value, size: Value, scale_factor: Value, mode: Value
         return build(g, resample)
     if name not in _INTERPOLATE_MODES:
         sh._unimplemented(op, f"mode={name!r}")
-    if g.opset < 11:
-        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, f"mode={name!r}")
     corners = None if sh._is_none(align_corners) else sh._get_const(align_corners, "b",
                                                                      "align_corners")
+    if g.opset < 11 and _INTERPOLATE_MODES[name] == "linear":
+        return _linear_by_matmul(g, resample, bool(corners))
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 11, f"mode={name!r}")
     return _resize_11(g, resample, _INTERPOLATE_MODES[name], corners)
 
 
 for _n in (1, 2, 3):
     _register_nearest(f"upsample_nearest{_n}d", _n)
     _register_resize(f"_upsample_nearest_exact{_n}d", _n, "nearest-exact")
-_register_resize("upsample_linear1d", 1, "linear")
-_register_resize("upsample_bilinear2d", 2, "linear")
-_register_resize("upsample_trilinear3d", 3, "linear")
+for _n, _name in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"),
+                  (3, "upsample_trilinear3d")):
+    _register_linear_by_matmul(_name, _n)
+    _register_resize(_name, _n, "linear")
 _register_resize("upsample_bicubic2d", 2, "cubic")
 _register_resize("_upsample_bilinear2d_aa", 2, "linear", since=18, antialias=True)
 _register_resize("_upsample_bicubic2d_aa", 2, "cubic", since=18, antialias=True)

@@ -257,24 +257,14 @@ _REPEATED_2D = (torch.zeros(3, 2), torch.tensor([[1, 1], [1, 0]]), torch.ones(2,
 TORCH_WRONG = {
     "aten::index_add": (_index_add, _REPEATED, 13, 16),
     "aten::scatter_add": (_scatter_add, _REPEATED_2D, 13, 16),
-    "aten::upsample_bilinear2d": (
-        lambda x: torch.nn.functional.interpolate(x, scale_factor=2.0, mode="bilinear"),
-        (torch.arange(16.0).reshape(1, 1, 4, 4),), 10, 11),
-    "aten::upsample_linear1d": (
-        lambda x: torch.nn.functional.interpolate(x, scale_factor=2.0, mode="linear"),
-        (torch.arange(4.0).reshape(1, 1, 4),), 10, 11),
-    "aten::upsample_trilinear3d": (
-        lambda x: torch.nn.functional.interpolate(x, scale_factor=2.0, mode="trilinear"),
-        (torch.arange(8.0).reshape(1, 1, 2, 2, 2),), 10, 11),
 }
 
 
 @pytest.mark.parametrize("name", sorted(TORCH_WRONG))
 def test_torch_result_is_wrong(name):
     """torch.onnx exports it below the opset that can express it, and ONNX Runtime's result
-    differs from eager (repeated indices are added once; Upsample's linear mode maps
-    coordinates asymmetrically); oxport refuses there, naming the opset that works, and
-    matches eager from it on."""
+    differs from eager (repeated indices are added once); oxport refuses there, naming the
+    opset that works, and matches eager from it on."""
     fn, args, torch_opset, needed = TORCH_WRONG[name]
     expected = fn(*args).numpy()
     wrong = run_ort(torch_onnx(fn, args, torch_opset), args)[0]
@@ -296,6 +286,30 @@ PROOFS: dict[str, Any] = {
 
 
 # -- intended differences --------------------------------------------------------------------
+_LINEAR_UPSAMPLING = {
+    "linear": torch.arange(4.0).reshape(1, 1, 4),
+    "bilinear": torch.arange(16.0).reshape(1, 1, 4, 4),
+    "trilinear": torch.arange(8.0).reshape(1, 1, 2, 2, 2),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(_LINEAR_UPSAMPLING))
+def test_linear_upsampling_before_opset_11_matches_eager(mode):
+    """Upsample (and Resize-10) map coordinates asymmetrically, so torch.onnx's opsets 9-10
+    linear upsampling differs from eager; oxport's constant MatMul per axis matches it."""
+    x = _LINEAR_UPSAMPLING[mode]
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(t, scale_factor=2.0, mode=mode)
+
+    expected = fn(x).numpy()
+    for opset in (9, 10):
+        assert not np.allclose(run_ort(torch_onnx(fn, (x,), opset), (x,))[0], expected,
+                               atol=1e-4)
+        np.testing.assert_allclose(run_ort(oxport_onnx(fn, (x,), opset), (x,))[0], expected,
+                                   rtol=1e-5, atol=1e-6)
+
+
 def test_bernoulli_draws_ones_with_probability_p():
     """ONNX Runtime's Bernoulli kernel (which torch.onnx uses from opset 15) draws 1 with
     probability 1 - p; oxport draws a uniform sample below p at every opset."""

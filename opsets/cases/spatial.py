@@ -82,7 +82,7 @@ pack.case("aten::upsample_bilinear2d",
           name="fractional")
 pack.case("aten::upsample_bilinear2d",
           lambda x, y: F.interpolate(x, size=y.shape[2:], mode="bilinear"), (1, 2, 3, 4),
-          (1, 1, 6, 5), name="dynamic_size", input_names=["x", "y"],
+          (1, 1, 6, 5), name="dynamic_size", input_names=["x", "y"], min_opset=11,
           dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}, "y": {2: "h2", 3: "w2"}})
 pack.case("aten::upsample_trilinear3d",
           lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (1, 1, 2, 3, 2))
@@ -146,9 +146,9 @@ def _interpolate_trilinear(x: torch.Tensor) -> torch.Tensor:
 pack.case("aten::__interpolate", _interpolate_nearest, (1, 2, 3, 4), script=True, min_opset=9)
 pack.case("aten::__interpolate", _interpolate_size, (1, 2, 5), name="size", script=True)
 pack.case("aten::__interpolate", _interpolate_bilinear, (1, 2, 3, 4), name="bilinear",
-          script=True, min_opset=11)
+          script=True)
 pack.case("aten::__interpolate", _interpolate_trilinear, (1, 2, 3, 4, 2), name="trilinear",
-          script=True, min_opset=11)
+          script=True)
 pack.case("aten::__interpolate", _interpolate_bicubic, (1, 2, 8, 8), name="bicubic",
           script=True, min_opset=11, atol=1e-4)
 pack.case("aten::affine_grid_generator",
