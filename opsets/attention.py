@@ -293,6 +293,15 @@ def _nested_tensor_from_mask(g, t, mask, mask_check=None):
     return _as_nested(g, t, sh._cast_to(g, mask, torch.bool))
 
 
+@pack.symbolic("aten::_nested_tensor_from_mask_left_aligned", since=9)
+def _nested_tensor_from_mask_left_aligned(g, t: Value, mask: Value) -> Value:
+    """True: whether ``mask`` makes a nested tensor of ``t`` (nn.TransformerEncoder's
+    ``mask_check``, scripted). Any mask does here, the nested tensor being the padded batch
+    with its mask; eager, with padding not at the end of the rows, takes the unfused path,
+    whose padded positions hold values where this path has zeros (docs/scripting.md)."""
+    return g.python_constant(True)
+
+
 @pack.symbolic("aten::to_padded_tensor", since=9)
 @sh.parse_args("v", "f", "v")
 def to_padded_tensor(g, self, padding, output_size=None):

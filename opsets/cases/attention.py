@@ -125,3 +125,5 @@ for _op in ("aten::_nested_tensor_from_mask", "aten::to_padded_tensor"):
               input_names=["x", "mask"],
               dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}},
               not_exportable=_NO_NESTED_PATH)
+pack.case("aten::_nested_tensor_from_mask_left_aligned", _PaddedEncoder, (3, 5, 8), None,
+          _left_padding(3, 5), script=True)
