@@ -370,3 +370,62 @@ def test_the_op_test_runner_runs_traced_cases_scripted_lambdas_too():
         testing.run(case_run, registry)
     scripted = testing._script(testing._as_function(case.model))
     assert "aten::mul" in str(scripted.graph)
+
+
+def test_the_op_test_runner_leaves_a_scripted_modules_running_stats_alone():
+    """A scripted module shares its buffers with the eager one but keeps its own training
+    flag (True when built): the runner runs it in the case's mode, so an eval case's check
+    run does not move the running stats the export then reads."""
+    from oxport import testing
+    from oxport.registry import OpCase
+
+    norm = torch.nn.BatchNorm2d(3)
+    before = norm.running_mean.clone()
+    case = OpCase("aten::batch_norm", norm, ((2, 3, 4, 4),))
+    registry = testing.registry_view()
+    (run,) = testing.expand([registry.lookup("aten::batch_norm", 17)], [case],
+                            front_ends=("script",))[1:2]
+    testing.run(run, registry)
+    assert torch.equal(norm.running_mean, before)
+
+
+def test_the_op_test_runner_skips_a_case_torchscript_itself_computes_differently():
+    """Scripted ``F.embedding(max_norm=...)`` drops its in-place renormalization (TorchScript
+    compiles it away; torch.onnx's file has no renorm either): nothing to match eager with."""
+    from oxport import testing
+    from oxport.registry import OpCase
+
+    case = OpCase("aten::embedding_renorm_",
+                  lambda x, w: torch.nn.functional.embedding(x, w, max_norm=1.0),
+                  (lambda: torch.tensor([[1, 3]]), (10, 4)))
+    registry = testing.registry_view()
+    (run,) = testing.expand([registry.lookup("aten::embedding_renorm_", 17)], [case],
+                            front_ends=("script",))[1:2]
+    with pytest.raises(pytest.skip.Exception, match="TorchScript's own run .* differs"):
+        testing.run(run, registry)
+
+
+def test_scripted_transformer_encoder_with_padding_not_at_the_end():
+    """Scripted nn.TransformerEncoder takes the nested path for every padding mask
+    (``_nested_tensor_from_mask_left_aligned`` is True). For padding at the end of the rows
+    that is eager's path; for padding elsewhere eager takes the unfused path: the positions
+    that are not padding match, the padded ones are zeros through the final norm (its bias)
+    where eager computed values no position reads."""
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    model = script(torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(8)).eval())
+    x = torch.randn(3, 5, 8, generator=torch.Generator().manual_seed(0))
+    at_end = torch.arange(5) >= torch.tensor([[5], [2], [4]])
+    at_start = at_end.flip(1)
+    result = oxport.convert(model, (x, {"src_key_padding_mask": at_end}), opset_version=17)
+    session = ort.InferenceSession(result.model_proto().SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        for mask in (at_end, at_start):
+            (got,) = session.run(None, {i.name: a.numpy() for i, a in
+                                        zip(session.get_inputs(), (x, mask))})
+            want = model(x, src_key_padding_mask=mask)
+            np.testing.assert_allclose(got[~mask.numpy()], want[~mask].numpy(), atol=1e-5)
+            bias = model.norm.bias.numpy()
+            np.testing.assert_allclose(got[mask.numpy()], np.broadcast_to(
+                bias, got[mask.numpy()].shape), atol=1e-5)
+            assert mask is at_end or not np.allclose(got[mask.numpy()], want[mask].numpy())
