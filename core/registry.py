@@ -108,6 +108,10 @@ class OpCase:
     #: Why torch.export cannot capture the case (its runs through that front end are left
     #: out, and the support table lists the reason); empty when it can.
     not_exportable: str = ""
+    #: Why the TorchScript front end cannot capture the case (a construct only torch.export
+    #: has, such as its scan higher-order op): it runs through torch.export alone, whichever
+    #: front ends are asked for; empty when it can.
+    not_traceable: str = ""
     provenance: Provenance | None = None
 
     def __str__(self) -> str:

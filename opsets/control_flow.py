@@ -446,3 +446,36 @@ def _is_scan_slot(g: Any, body: Any, k: int, init: Value) -> bool:
     return (user.kind() == "aten::append" and user.owningBlock() == body
             and user.inputsAt(0) == block_input and returned in (block_input, user.output())
             and all(u.user == body.returnNode() for u in user.output().uses()))
+
+
+# -- torch.export's scan and map -------------------------------------------------------------
+@pack.symbolic("higher_order::scan", since=9)
+def scan(g, *operands: Value, carried_i: int) -> Value | tuple[Value, ...]:
+    """torch.export's ``scan(combine, init, xs)`` as ONNX Scan: the carried values, then the
+    tensors scanned along axis 0; the block returns the next carried values, then one item
+    of each stacked output."""
+    return _scan(g, list(operands), carried_i)
+
+
+@pack.symbolic("higher_order::map_impl", since=9)
+def map_impl(g, *scanned: Value, carried_i: int = 0) -> Value | tuple[Value, ...]:
+    """torch.export's ``map(f, xs, *args)`` as an ONNX Scan carrying nothing: ``f`` of each
+    item of ``xs`` along axis 0, stacked."""
+    return _scan(g, list(scanned), carried_i)
+
+
+def _scan(g: Any, operands: list[Value], carried: int) -> Value | tuple[Value, ...]:
+    node = g.original_node
+    body = next(node.blocks())
+    sub = g.subgraph("scan_body")
+    inputs = [sub.graph.add_input(sub.graph.fresh_name(_hint(ts_value)),
+                                  Type.of(ts_value.type()))
+              for ts_value in body.inputs()]
+    finish_subgraph(sub, sub.convert_block(body, inputs))
+    ts_outputs = list(node.outputs())
+    result = g.op("Scan", *[g.graph.materialize(v) for v in operands], body_g=sub.graph,
+                  num_scan_inputs_i=len(operands) - carried, outputs=len(ts_outputs))
+    results = [result] if len(ts_outputs) == 1 else list(result)
+    for value, ts_value in zip(results, ts_outputs):
+        value.setType(Type.of(ts_value.type()))
+    return tuple(results) if len(results) != 1 else results[0]

@@ -370,8 +370,9 @@ class _Reader:
         return outputs
 
     def higher_order(self, block: SourceBlock, node: torch.fx.Node) -> bool:
-        """torch.cond as TorchScript's ``prim::If``, while_loop as ``prim::Loop``; grad-mode
-        and autocast wrappers inlined. False for another op."""
+        """torch.cond as TorchScript's ``prim::If``, while_loop as ``prim::Loop``, scan and
+        map as ``higher_order::`` nodes with a block; grad-mode and autocast wrappers inlined.
+        False for another op."""
         target, args = node.target, node.args
         if target is torch.ops.higher_order.cond:
             predicate, true_module, false_module, operands = args
@@ -403,6 +404,9 @@ class _Reader:
             self.emit(block, node, "prim::Loop", "(no schema)", [trips, condition, *initial],
                       None, blocks=[body])
             return True
+        if target in (torch.ops.higher_order.scan, torch.ops.higher_order.map_impl):
+            self.scan(block, node)
+            return True
         wrapped = _WRAPPERS.get(target)
         if wrapped is not None:
             module, operands = self.env[args[wrapped]], args[wrapped + 1:]
@@ -410,6 +414,28 @@ class _Reader:
                                          [self.argument(block, a, None) for a in operands])
             return True
         return False
+
+    def scan(self, block: SourceBlock, node: torch.fx.Node) -> None:
+        """``scan(combine, init, xs, additional_inputs)`` and ``map_impl(body, xs, args)`` as
+        a ``higher_order::scan`` / ``higher_order::map_impl`` node taking the carried values,
+        then the scanned tensors; its block takes the carried values and one item of each,
+        and reads the extra inputs from outside (as ONNX subgraphs may). Attribute
+        ``carried``: how many operands are carried."""
+        if node.target is torch.ops.higher_order.scan:
+            module, carried, scanned, extra = node.args
+        else:
+            (module, scanned, extra), carried = node.args, []
+        module = self.env[module]
+        operands = [self.argument(block, a, None) for a in (*carried, *scanned)]
+        outer = [self.argument(block, a, None) for a in extra]
+        placeholders = [p for p in module.graph.nodes if p.op == "placeholder"]
+        inputs = [self.typed(SourceValue(f"{p.name}.item", self.type_of(p.meta.get("val"))),
+                             p.meta.get("val")) for p in placeholders[:len(operands)]]
+        body = SourceBlock(inputs)
+        body.set_outputs(self.inline(body, module, [*inputs, *outer]))
+        kind = f"higher_order::{node.target.__name__}"
+        self.emit(block, node, kind, "(no schema)", operands, None, blocks=[body],
+                  attributes={"carried": ("i", len(carried))})
 
     def outputs(self, graph: SourceGraph, node: torch.fx.Node, notes: list[str]
                 ) -> list[SourceValue]:
@@ -508,7 +534,8 @@ class _Reader:
 
     def emit(self, graph: SourceBlock, node: torch.fx.Node, kind: str, schema: str,
              inputs: list[SourceValue], returns: Sequence[Any] | None,
-             blocks: Sequence[SourceBlock] = ()) -> None:
+             blocks: Sequence[SourceBlock] = (),
+             attributes: dict[str, tuple[str, Any]] | None = None) -> None:
         example = node.meta.get("val")
         source = _stack(node.meta.get("stack_trace"))
         scope = _scope(node.meta.get("nn_module_stack"), self._prefix)
@@ -524,7 +551,8 @@ class _Reader:
         else:
             types = [self.type_of(example)]
         made = graph.append(SourceNode(kind, schema, inputs, types, names=[node.name],
-                                       source=source, scope=scope, blocks=blocks))
+                                       source=source, scope=scope, blocks=blocks,
+                                       attributes=attributes))
         if is_list and isinstance(example, (list, tuple)):
             unpack = graph.append(SourceNode(
                 "prim::ListUnpack", "(no schema)", [made.output()],

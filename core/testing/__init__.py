@@ -18,6 +18,8 @@ Each case runs through the TorchScript front end. With ``OXPORT_TEST_FRONT_ENDS=
 (or ``front_ends=``) it also runs through the torch.export front end (``dynamo=True``) at
 its lowest and highest opset, unless it is scripted or declares ``not_exportable``; there
 the results must match eager, whichever symbolics made them (torch may decompose the op).
+A case declaring ``not_traceable`` (a construct only torch.export has) runs through
+torch.export alone, always, and its symbolic must convert it.
 It doubles the cases' time, so CI leaves it off; ``benchmarks/export_cases.py`` measures it.
 ``script`` runs each traced case scripted (``torch.jit.script`` of its model) at opsets
 13, 17 and 20 where it serves them, skipping a model ``torch.jit.script`` refuses; the
@@ -123,6 +125,10 @@ def expand(entries: Iterable[SymbolicEntry], cases: Iterable[OpCase],
     for entry in entries:
         for case in by_op.get(entry.name, []):
             opsets = _opsets(entry, case)
+            if case.not_traceable:
+                runs.extend(CaseRun(case, entry, opset, "export")
+                            for opset in sorted({*opsets[:1], *opsets[-1:]}))
+                continue
             if "trace" in front_ends:
                 runs.extend(CaseRun(case, entry, opset) for opset in opsets)
             if "script" in front_ends and not case.script and opsets:
@@ -313,7 +319,8 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
         if case_run.front_end == "script":
             _runs_or_skip(model, inputs, case, expected)
     args = (*_cloned(inputs), case.kwargs) if case.kwargs else _cloned(inputs)
-    any_symbolics = case_run.front_end != "trace"  # results must match, whoever made them
+    # Through another front end than the case's own, results must match, whoever made them.
+    any_symbolics = case_run.front_end != "trace" and not case.not_traceable
     result = oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
                             input_names=case.input_names, training=training,
                             dynamo=case_run.front_end == "export", **case.export_kwargs)

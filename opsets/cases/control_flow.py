@@ -108,3 +108,54 @@ pack.case("prim::Loop", _scan_loop, (2, 3), _count(4), name="scan", script=True,
 pack.case("prim::Loop", _loop_optional, (3, 2), name="optional", script=True, min_opset=16)
 pack.case("prim::Loop", _sequence_loop, (2, 3), _count(3), name="sequence", script=True,
           min_opset=13)
+
+
+# torch.export's higher-order scan and map (torch.jit.trace cannot record them).
+_EXPORT_ONLY = "a torch.export higher-order op"
+
+
+class _CumulativeScan(torch.nn.Module):
+    """A running sum scaled by a weight the combine function reads from outside, and a
+    second output stacked per step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, init: torch.Tensor, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        from torch._higher_order_ops.scan import scan
+
+        def combine(carry: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            total = carry + x * self.weight
+            return total, total.relu()
+
+        return scan(combine, init, xs)
+
+
+def _reverse_scan(init: torch.Tensor, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    from torch._higher_order_ops.scan import scan
+
+    def combine(carry: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return carry * x, carry + x
+
+    return scan(combine, init, xs, dim=1, reverse=True)
+
+
+def _map(xs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    from torch._higher_order_ops.map import map as map_over
+
+    return map_over(lambda x, y: (x @ y).tanh(), xs, y)
+
+
+pack.case("higher_order::scan", _CumulativeScan, (3,), (4, 3),
+          not_traceable=_EXPORT_ONLY)
+pack.case("higher_order::scan", _reverse_scan, (2,), (2, 5),
+          name="reverse_dim", min_opset=10, not_traceable=_EXPORT_ONLY)  # aten::flip
+pack.case("higher_order::scan", _CumulativeScan, (3,), (4, 3),
+          name="dynamic", input_names=["init", "xs"], dynamic_axes={"xs": {0: "steps"}},
+          not_traceable=_EXPORT_ONLY)
+pack.case("higher_order::map_impl", _map, (4, 2, 3), (3, 2),
+          not_traceable=_EXPORT_ONLY)
+pack.case("higher_order::map_impl", _map, (4, 2, 3), (3, 2),
+          name="dynamic", input_names=["xs", "y"], dynamic_axes={"xs": {0: "items", 1: "rows"}},
+          not_traceable=_EXPORT_ONLY)
