@@ -50,13 +50,18 @@ def scatter_along(g, base: Value, axis: int, positions: Value, new: Value,
         raise UnsupportedOperatorError(
             f"Writing in place into a slice or an element of a tensor ({g.original_node.kind()} "
             f"at {g.source or 'unknown'}) needs Scatter: export with opset_version=9 or higher.")
-    rank = rank_of("scatter_along", base)
-    spread = [1] * rank
-    spread[axis] = -1
-    index = g.op("Expand", sh._reshape_helper(g, positions, spread), shape_of(g, new))
+    index = spread_along(g, positions, axis, rank_of("scatter_along", base), new)
     op_type = "ScatterElements" if g.opset >= 11 else "Scatter"
     return g.op(op_type, base, index, sh._cast_to(g, new, base.type().dtype()),
                 axis_i=axis, reduction_s=reduction).setType(base.type())
+
+
+def spread_along(g, positions: Value, axis: int, rank: int, like: Value) -> Value:
+    """The 1-D ``positions`` laid along ``axis`` and broadcast to ``like``'s shape (of rank
+    ``rank``): ScatterElements' index for writing ``like`` at those positions."""
+    spread = [1] * rank
+    spread[axis] = -1
+    return g.op("Expand", sh._reshape_helper(g, positions, spread), shape_of(g, like))
 
 
 def normalize_index(g, index: Value, x: Value, axis: int) -> Value:

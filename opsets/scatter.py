@@ -26,8 +26,19 @@ from oxport.opsets.indexing import (
     linear_index,
     normalize_index,
     scatter_along,
+    spread_along,
 )
-from oxport.opsets.shape import dim_size, ints, rank_of, scalar_int, shape_of, shape_slice, shape_with
+from oxport.opsets.creation import _range
+from oxport.opsets.shape import (
+    _transpose,
+    dim_size,
+    ints,
+    rank_of,
+    scalar_int,
+    shape_of,
+    shape_slice,
+    shape_with,
+)
 
 pack = OpPack("oxport.scatter", cases="oxport.opsets.cases.scatter")
 
@@ -93,7 +104,9 @@ def select_scatter(g, self: Value, src: Value, dim: Value, index: Value) -> Valu
 def index_put(g, self: Value, indices: Value, values: Value,
               accumulate: Value | None = None) -> Value:
     """``x[indices] = values`` (``+=`` with accumulate): Where for a mask and one value,
-    else ScatterND (opset 11; accumulate 16) on ``x`` with its indexed dims flattened."""
+    else ScatterND (opset 11) on ``x`` with its indexed dims flattened; accumulate adds
+    with ScatterND's reduction from opset 16, by one-hot rows before (exact with repeated
+    indices either way)."""
     op = "aten::index_put"
     add = bool(sh._maybe_get_const(accumulate, "b")) if accumulate is not None else False
     entries = index_entries(op, self, indices)
@@ -106,9 +119,6 @@ def index_put(g, self: Value, indices: Value, values: Value,
     if g.opset < 11:
         sh._onnx_opset_unsupported_detailed(op, g.opset, 11, "assigning through tensor indices "
                                             "needs ScatterND")
-    if add and g.opset < 16:
-        sh._onnx_opset_unsupported_detailed(op, g.opset, 16, "accumulate=True needs ScatterND "
-                                            "with reduction='add'")
     indexed = index_rows(g, op, self, entries)
     flat, perm = indexed_first(g, self, indexed.dims)
     linear = linear_index(g, self, indexed)
@@ -126,8 +136,12 @@ def index_put(g, self: Value, indices: Value, values: Value,
             range(start)) + list(range(start + b, b + rest)))
     updates = g.op("Reshape", spread, g.op("Concat", ints(g, [-1]), shape_slice(g, flat, 1),
                                            axis_i=0))
-    out = g.op("ScatterND", flat, sh._reshape_helper(g, linear, [-1, 1]), updates,
-               reduction_s="add" if add else None)
+    if add and g.opset < 16:
+        rows = spread_along(g, sh._reshape_helper(g, linear, [-1]), 0, rank_of(op, flat), updates)
+        out = _reduce_by_onehot(g, flat, 0, rows, updates, "sum", partial=False)
+    else:
+        out = g.op("ScatterND", flat, sh._reshape_helper(g, linear, [-1, 1]), updates,
+                   reduction_s="add" if add else None)
     if len(indexed.dims) > 1:
         rank = rank_of(op, self)
         out = g.op("Reshape", out, g.op("Gather", shape_of(g, self), ints(g, perm), axis_i=0))
@@ -184,21 +198,40 @@ def index_fill(g, self: Value, dim: Value, index: Value, value: Value) -> Value:
 pack.alias(index_fill, "aten::index_fill_", since=9)
 
 
-@pack.symbolic("aten::index_add", since=16)
-def index_add(g, self: Value, dim: Value, index: Value, source: Value,
-              alpha: Value | None = None) -> Value:
-    """``source`` (times ``alpha``) added into rows ``index`` along ``dim``: ScatterElements
-    with reduction='add' (exact with repeated indices, so opset 16)."""
-    axis = _axis("aten::index_add", self, dim)
+def _index_add_source(g, self: Value, axis: int, source: Value,
+                      alpha: Value | None) -> Value:
+    """``index_add``'s ``source`` as ``self``'s rank, times ``alpha``."""
     if source.type().dim() is not None and source.type().dim() < rank_of("aten::index_add", self):
         source = sh._unsqueeze_helper(g, source, [axis])
     scale = 1 if alpha is None else sh._maybe_get_const(alpha, "f")
     if isinstance(scale, Value) or scale != 1:
         source = g.op("Mul", source, _like(g, alpha, source))
+    return _like(g, source, self)
+
+
+@pack.symbolic("aten::index_add", since=9)
+def index_add(g, self: Value, dim: Value, index: Value, source: Value,
+              alpha: Value | None = None) -> Value:
+    """``source`` (times ``alpha``) added into rows ``index`` along ``dim``, by one-hot rows
+    (exact with repeated indices; ScatterElements adds from opset 16)."""
+    axis = _axis("aten::index_add", self, dim)
+    source = _index_add_source(g, self, axis, source, alpha)
+    positions = sh._cast_to(g, sh._reshape_helper(g, index, [-1]), torch.int64)
+    rows = spread_along(g, positions, axis, rank_of("aten::index_add", self), source)
+    return _reduce_by_onehot(g, self, axis, rows, source, "sum", partial=False)
+
+
+@pack.symbolic("aten::index_add", since=16)
+def index_add_16(g, self: Value, dim: Value, index: Value, source: Value,
+                 alpha: Value | None = None) -> Value:
+    """ScatterElements with reduction='add'."""
+    axis = _axis("aten::index_add", self, dim)
+    source = _index_add_source(g, self, axis, source, alpha)
     return scatter_along(g, self, axis, sh._reshape_helper(g, index, [-1]), source, "add")
 
 
-pack.alias(index_add, "aten::index_add_", since=16)
+pack.alias(index_add, "aten::index_add_", since=9)
+pack.alias(index_add_16, "aten::index_add_", since=16)
 
 
 
@@ -214,14 +247,56 @@ def _scatter(g, op: str, op_type: str, self: Value, dim: Value, index: Value, sr
     if not sh._is_tensor(src) or (src.is_const and not isinstance(src.const, torch.Tensor)):
         src = g.op("Expand", _like(g, src, self), shape_of(g, index))
     else:
-        src = _like(g, src, self)
-        if src.type().varyingSizes() != index.type().varyingSizes():
-            rank = rank_of(op, index)
-            if g.opset < 10:
-                sh._onnx_opset_unsupported_detailed(op, g.opset, 10, "src larger than index")
-            src = g.op("Slice", src, ints(g, [0] * rank), shape_of(g, index),
-                       ints(g, list(range(rank))))
+        src = _cut_to(g, op, _like(g, src, self), index)
     return g.op(op_type, self, index, src, axis_i=axis, reduction_s=reduction)
+
+
+def _cut_to(g, op: str, src: Value, index: Value) -> Value:
+    """``src`` sliced to ``index``'s shape where they differ (scatter reads only that part)."""
+    if src.type().varyingSizes() == index.type().varyingSizes():
+        return src
+    rank = rank_of(op, index)
+    if g.opset < 10:
+        sh._onnx_opset_unsupported_detailed(op, g.opset, 10, "src larger than index")
+    return g.op("Slice", src, ints(g, [0] * rank), shape_of(g, index),
+                ints(g, list(range(rank))))
+
+
+def _spans(self: Value, index: Value, axis: int) -> bool:
+    """Whether ``index`` is statically as large as ``self`` in every dim but ``axis``."""
+    ours, theirs = self.type().varyingSizes(), index.type().varyingSizes()
+    return ours is not None and theirs is not None and all(
+        a is not None and a == b for d, (a, b) in enumerate(zip(ours, theirs)) if d != axis)
+
+
+def _reduce_by_onehot(g, self: Value, axis: int, index: Value, src: Value, mode: str,
+                      partial: bool) -> Value:
+    """``self`` with ``src`` (shaped like ``index``) reduced into it at ``index`` along
+    ``axis`` (sum, amax or amin), exact with repeated indices and without ScatterElements'
+    reductions: each ``src`` item meets a one-hot row of the positions along ``axis``; the
+    rows are reduced over ``axis``, moved into place and combined with ``self``. Where
+    ``index`` may span less of ``self``'s other dims (``partial``), the reduced rows are
+    written onto the reduction's identity first."""
+    reduce_op, combine_op = _ONEHOT_REDUCTIONS[mode]
+    rank = rank_of(g.original_node.kind(), self)
+    dtype = self.type().dtype()
+    identity = torch.tensor([_identity(mode, dtype)], dtype=dtype)
+    positions = _range(g, 0, dim_size(g, self, axis), 1, torch.int64, g.original_node.kind())
+    onehot = g.op("Equal", sh._unsqueeze_helper(g, index, [rank]), positions)
+    rows = g.op("Where", onehot, sh._unsqueeze_helper(g, src, [rank]),
+                g.constant(identity.reshape(())))
+    reduced = sh._reduce_helper(g, reduce_op, rows, [axis], keepdims_i=0)
+    placed = _transpose(g, reduced, [*range(axis), rank - 1, *range(axis, rank - 1)])
+    placed.setType(Type.tensor(dtype, [None] * rank))
+    if partial:
+        base = g.op("ConstantOfShape", shape_of(g, self), value_t=identity).setType(self.type())
+        placed = scatter_along(g, base, axis, positions, placed)
+    return g.op(combine_op, self, placed).setType(self.type())
+
+
+#: mode: (the reduction over one-hot rows, how its result combines with self)
+_ONEHOT_REDUCTIONS = {"sum": ("ReduceSum", "Add"), "amax": ("ReduceMax", "Max"),
+                      "amin": ("ReduceMin", "Min")}
 
 
 @pack.symbolic("aten::scatter", since=9)
@@ -255,22 +330,32 @@ pack.alias(scatter_11, "aten::scatter_", since=11)
 pack.alias(scatter_16, "aten::scatter_", since=16)
 
 
-@pack.symbolic("aten::scatter_add", since=16)
+@pack.symbolic("aten::scatter_add", since=9)
 def scatter_add(g, self: Value, dim: Value, index: Value, src: Value) -> Value:
-    """ScatterElements with reduction='add' (exact with repeated indices, so opset 16)."""
+    """By one-hot rows (exact with repeated indices; ScatterElements adds from opset 16)."""
+    op = "aten::scatter_add"
+    axis = _axis(op, self, dim)
+    return _reduce_by_onehot(g, self, axis, index, _cut_to(g, op, _like(g, src, self), index),
+                             "sum", partial=not _spans(self, index, axis))
+
+
+@pack.symbolic("aten::scatter_add", since=16)
+def scatter_add_16(g, self: Value, dim: Value, index: Value, src: Value) -> Value:
+    """ScatterElements with reduction='add'."""
     return _scatter(g, "aten::scatter_add", "ScatterElements", self, dim, index, src, "add")
 
 
-pack.alias(scatter_add, "aten::scatter_add_", since=16)
+pack.alias(scatter_add, "aten::scatter_add_", since=9)
+pack.alias(scatter_add_16, "aten::scatter_add_", since=16)
 
 
 @pack.symbolic("aten::scatter_reduce", since=16)
 def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce: Value,
                    include_self: Value | None = None) -> Value:
-    """ScatterElements with sum/prod/amax/amin reductions (amax/amin by masks before 18);
-    ``mean`` divides the
-    sums by the counts (floored for integers). With include_self=False the positions that
-    ``index`` reaches first take the reduction's identity, so only ``src`` counts there."""
+    """ScatterElements with sum/prod/amax/amin reductions (amax/amin by one-hot rows
+    before 18); ``mean`` divides the sums by the counts (floored for integers). With
+    include_self=False the positions that ``index`` reaches first take the reduction's
+    identity, so only ``src`` counts there."""
     op = "aten::scatter_reduce"
     mode = sh._get_const(reduce, "s", "reduce")
     include = include_self is None or sh._get_const(include_self, "b", "include_self")
@@ -283,7 +368,9 @@ def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce:
         self = g.op("ScatterElements", self, index, identity,
                     axis_i=_axis(op, self, dim)).setType(self.type())
     if mode in ("amax", "amin") and g.opset < 18:
-        return _extreme_by_mask(g, op, self, dim, index, src, mode)
+        axis = _axis(op, self, dim)
+        return _reduce_by_onehot(g, self, axis, index, _cut_to(g, op, _like(g, src, self), index),
+                                 mode, partial=not _spans(self, index, axis))
     if mode != "mean":
         return _scatter(g, op, "ScatterElements", self, dim, index, src, _REDUCTIONS[mode])
     sums = _scatter(g, op, "ScatterElements", self, dim, index, src, "add")
@@ -298,32 +385,6 @@ def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce:
     quotient = g.op("Div", sh._cast_to(g, sums, torch.float64),
                     sh._cast_to(g, counts, torch.float64))
     return sh._cast_to(g, g.op("Floor", quotient), dtype)
-
-
-def _extreme_by_mask(g, op: str, self: Value, dim: Value, index: Value, src: Value,
-                     mode: str) -> Value:
-    """amax/amin before ScatterElements had them (opset 18): each ``src`` item meets a
-    one-hot row of the positions along ``dim``; the rows are reduced over ``dim``, moved
-    into place, padded with the identity to ``self``'s shape and combined with ``self``."""
-    axis = _axis(op, self, dim)
-    rank = rank_of(op, index)
-    dtype = self.type().dtype()
-    identity = g.constant(torch.tensor(_identity(mode, dtype), dtype=dtype))
-    src = g.op("Slice", _like(g, src, self), ints(g, [0] * rank), shape_of(g, index),
-               ints(g, list(range(rank))))
-    positions = g.op("Range", g.constant(torch.tensor(0)), dim_size(g, self, axis),
-                     g.constant(torch.tensor(1)))
-    onehot = g.op("Equal", g.op("Unsqueeze", index, ints(g, [-1])), positions)
-    rows = g.op("Where", onehot, g.op("Unsqueeze", src, ints(g, [-1])), identity)
-    reduced = g.op("ReduceMax" if mode == "amax" else "ReduceMin", rows, axes_i=[axis],
-                   keepdims_i=1)
-    perm = list(range(rank + 1))
-    perm[axis], perm[rank] = rank, axis
-    placed = g.op("Squeeze", g.op("Transpose", reduced, perm_i=perm), ints(g, [rank]))
-    pads = g.op("Concat", ints(g, [0] * rank),
-                g.op("Sub", shape_of(g, self), shape_of(g, placed)), axis_i=0)
-    padded = g.op("Pad", placed, pads, identity)
-    return g.op("Max" if mode == "amax" else "Min", self, padded).setType(self.type())
 
 
 def _identity(mode: str, dtype: torch.dtype) -> float | int:

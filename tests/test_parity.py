@@ -18,7 +18,6 @@ import torch
 
 import oxport
 from oxport import plugins
-from oxport.errors import UnsupportedOperatorError
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "parity.md"
 OPSETS = range(9, 21)
@@ -242,46 +241,12 @@ def test_conj_runs_only_on_complex_tensors():
 COMPLEX_ONLY = {"aten::_conj"}
 
 
-# -- torch.onnx's result is wrong ------------------------------------------------------------
-def _index_add(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
-    return x.index_add(0, index, source)
-
-
-def _scatter_add(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
-    return x.scatter_add(0, index, source)
-
-
-_REPEATED = (torch.zeros(3, 2), torch.tensor([1, 1, 0]), torch.ones(3, 2))
-_REPEATED_2D = (torch.zeros(3, 2), torch.tensor([[1, 1], [1, 0]]), torch.ones(2, 2))
-#: name: (model, args, opset torch.onnx exports it at, opset oxport needs)
-TORCH_WRONG = {
-    "aten::index_add": (_index_add, _REPEATED, 13, 16),
-    "aten::scatter_add": (_scatter_add, _REPEATED_2D, 13, 16),
-}
-
-
-@pytest.mark.parametrize("name", sorted(TORCH_WRONG))
-def test_torch_result_is_wrong(name):
-    """torch.onnx exports it below the opset that can express it, and ONNX Runtime's result
-    differs from eager (repeated indices are added once); oxport refuses there, naming the
-    opset that works, and matches eager from it on."""
-    fn, args, torch_opset, needed = TORCH_WRONG[name]
-    expected = fn(*args).numpy()
-    wrong = run_ort(torch_onnx(fn, args, torch_opset), args)[0]
-    assert not np.allclose(wrong, expected, atol=1e-4)
-    with pytest.raises(UnsupportedOperatorError, match=f"opset_version={needed} or higher"):
-        oxport_onnx(fn, args, torch_opset)
-    np.testing.assert_allclose(run_ort(oxport_onnx(fn, args, needed), args)[0], expected,
-                               rtol=1e-5, atol=1e-6)
-
-
 #: The tests that justify the entries of docs/parity.md, and what each covers.
 PROOFS: dict[str, Any] = {
     "test_torch_refuses": TORCH_REFUSES,
     "test_not_an_operator": NOT_OPERATORS,
     "test_recorded_as_another_op": RECORDED_INSTEAD,
     "test_conj_runs_only_on_complex_tensors": COMPLEX_ONLY,
-    "test_torch_result_is_wrong": TORCH_WRONG,
 }
 
 
@@ -310,6 +275,28 @@ def test_linear_upsampling_before_opset_11_matches_eager(mode):
                                    rtol=1e-5, atol=1e-6)
 
 
+#: name: (model, args with a repeated index, the opsets below 16 it is exported at)
+_REPEATED_ADDS = {
+    "scatter_add": (lambda x, i, s: x.scatter_add(0, i, s), torch.tensor([[1, 1], [1, 0]]),
+                    (9, 13)),
+    "index_add": (lambda x, i, s: x.index_add(0, i, s), torch.tensor([1, 1, 0]), (9, 13)),
+    "index_put": (lambda x, i, s: torch.index_put(x, (i,), s, accumulate=True),
+                  torch.tensor([1, 1, 0]), (11, 13)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REPEATED_ADDS))
+def test_repeated_indices_add_up_before_opset_16(name):
+    """Below opset 16 torch.onnx scatters without a reduction, so a repeated index is added
+    once; oxport's one-hot rows add every value, as eager does."""
+    fn, index, opsets = _REPEATED_ADDS[name]
+    args = (torch.zeros(3, 2), index, torch.ones(index.shape[0], 2))
+    expected = fn(*args).numpy()
+    for opset in opsets:
+        assert not np.allclose(run_ort(torch_onnx(fn, args, opset), args)[0], expected)
+        np.testing.assert_allclose(run_ort(oxport_onnx(fn, args, opset), args)[0], expected)
+
+
 def test_bernoulli_draws_ones_with_probability_p():
     """ONNX Runtime's Bernoulli kernel (which torch.onnx uses from opset 15) draws 1 with
     probability 1 - p; oxport draws a uniform sample below p at every opset."""
@@ -319,18 +306,3 @@ def test_bernoulli_draws_ones_with_probability_p():
     for opset in (9, 17, 20):
         np.testing.assert_array_equal(run_ort(oxport_onnx(fn, (probs,), opset), (probs,))[0],
                                       probs.numpy())
-
-
-def _accumulate(x: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    return torch.index_put(x, (index,), values, accumulate=True)
-
-
-def test_index_put_accumulate_refused_before_opset_16():
-    """torch.onnx adds values at a repeated index once below opset 16 (ScatterND onto zeros,
-    then Add); oxport refuses there, naming opset 16, and adds exactly from it on."""
-    args = (torch.zeros(3, 2), torch.tensor([1, 1, 0]), torch.ones(3, 2))
-    expected = _accumulate(*args).numpy()
-    assert not np.allclose(run_ort(torch_onnx(_accumulate, args, 13), args)[0], expected)
-    with pytest.raises(UnsupportedOperatorError, match="opset 16 would support it"):
-        oxport_onnx(_accumulate, args, 13)
-    np.testing.assert_allclose(run_ort(oxport_onnx(_accumulate, args, 16), args)[0], expected)

@@ -75,7 +75,11 @@ pack.case("aten::copy_", lambda x, y: x.copy_(y) * 1, (2, 3), (3,), name="whole"
 pack.case("aten::index_put", lambda x, i, v: x.index_put((i,), v), (4, 3), _long(0, 2), (3,),
           min_opset=11)
 pack.case("aten::index_put", lambda x, i, v: x.index_put((i,), v, accumulate=True), (4, 3),
-          _long(0, 2, 0), (3, 3), name="accumulate", min_opset=16)
+          _long(0, 2, 0), (3, 3), name="accumulate", min_opset=11)
+pack.case("aten::index_put", lambda x, i, j, v: x.index_put((i, j), v, accumulate=True),
+          (4, 3, 2), _long(0, 2, 0, 0), _long(1, 1, 1, 2), (4, 2), name="accumulate_rank2",
+          min_opset=11, input_names=["x", "i", "j", "v"],
+          dynamic_axes={"x": [0], "i": [0], "j": [0], "v": [0]})
 pack.case("aten::index_put", lambda x, m: x.index_put((m,), torch.tensor(0.5)), (3, 4),
           _mask(3, 4), name="mask")
 pack.case("aten::index_put_", _put, (4, 3), _long(-1, 1), (2, 3), min_opset=11,
@@ -115,6 +119,12 @@ pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(1, i, s), (3, 4),
           _long([0, 0, 3], [1, 1, 1]), (2, 3))
 pack.case("aten::scatter_add_", lambda x, i, s: x.scatter_add_(0, i, s), (3, 2),
           _long([0, 0], [2, 0]), (2, 2))
+pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(0, i, s), (4, 3),
+          _long([0, 1, 0], [0, 0, 3], [0, 0, 3]), (3, 3), name="repeated_dynamic",
+          input_names=["x", "i", "s"], dynamic_axes={"x": [0], "i": [0], "s": [0]})
+pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(1, i, s),
+          _long([1, 2, 3], [4, 5, 6]), _long([2, 2], [0, 2]), _long([7, 8, 1], [9, 10, 1]),
+          name="int64_src_larger", min_opset=10)
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "sum"), (3,),
           _long(0, 0, 2, 1), (4,))
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(1, i, s, "amax"), (2, 3),
@@ -147,6 +157,8 @@ pack.case("aten::index_add", lambda x, i, s: x.index_add(1, i, s), (3, 4), _long
           (3, 3), input_names=["x", "i", "s"], dynamic_axes={"x": [0], "s": [0]})
 pack.case("aten::index_add", lambda x, i, s: x.index_add(0, i, s, alpha=-2), (3, 4),
           _long(1, 1), (2, 4), name="alpha")
+pack.case("aten::index_add", lambda x, i, s: x.index_add(1, i, s), (3, 4),
+          lambda: torch.tensor([2, 0, 2], dtype=torch.int32), (3, 3), name="int32_index")
 
 
 # torch.export's functional forms of writes into views.
