@@ -7,8 +7,10 @@ histc, grouped matmuls), DeepSeek-V2 (rotary embeddings as complex products: pol
 view_as_complex, view_as_real), FNet (Fourier mixing: fft_fftn, real) and Qwen3-Next
 (gated delta-rule linear attention: linalg_solve_triangular) at 17 and 20; TAPAS question
 answering (segment reductions: scatter_reduce without self) and MobileViTV2 (fold: col2im)
-at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im) and VideoPrism
-(position embeddings resized with antialias: _upsample_bilinear2d_aa) at 18 and 20;
+at 18 and 20; WavTokenizer (a Vocos decoder: polar, fft_irfft, col2im), VideoPrism and
+DINOv2 with registers (position embeddings resized with antialias: _upsample_bilinear2d_aa,
+_upsample_bicubic2d_aa) at 18 and 20; GIT (its causal mask OR-ed with a blockwise one and
+AND-ed with the padding, on bool tensors: __or__, __and__) at 17 and 20;
 Deformable DETR (multi-scale deformable attention: grid_sampler) at 16 and 20; SEW (a conv
 feature extractor over a dynamic number of samples), ProphetNet (n-gram streams chunked
 along a dynamic axis) and SEW-D (an autograd Function whose static
@@ -16,7 +18,8 @@ symbolic calls torch.onnx's own symbolics; dynamic batch only) at 13 and 17. Eac
 exported with a dynamic batch and sequence axis, checked by the full ONNX checker and run in
 ONNX Runtime at the traced sizes and at a second batch and sequence length, against eager
 PyTorch (rtol 1e-3, atol 1e-4). Attention masks are inputs, with padding in the first row;
-``return_dict=False`` is passed as a keyword.
+``return_dict=False`` is passed as a keyword. The ops a model is here for (``OPS``) must be
+among those its export converted.
 """
 
 from __future__ import annotations
@@ -226,6 +229,22 @@ def _wavtokenizer() -> torch.nn.Module:
         decoder_num_layers=1, decoder_attention_num_groups=4, num_lstm_layers=1))
 
 
+def _dinov2_with_registers() -> torch.nn.Module:
+    return transformers.Dinov2WithRegistersModel(transformers.Dinov2WithRegistersConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=1, image_size=32,
+        patch_size=8, num_register_tokens=2))
+
+
+def _git() -> torch.nn.Module:
+    """Text only (no pixel values): the image-token group ids are all -1."""
+    return transformers.GitModel(transformers.GitConfig(
+        vision_config={"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "intermediate_size": 17, "image_size": 16, "patch_size": 8},
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        vocab_size=VOCAB, max_position_embeddings=64, use_cache=False, bos_token_id=0,
+        eos_token_id=0, pad_token_id=0))
+
+
 def _videoprism() -> torch.nn.Module:
     return transformers.VideoPrismVisionModel(transformers.VideoPrismVisionConfig(
         image_size=32, num_frames=2, tubelet_size=[1, 8, 8], hidden_size=32,
@@ -319,9 +338,36 @@ SPECS: dict[str, Spec] = {
          "last_hidden_state": {0: "batch", 1: "tokens"},
          "spatial_hidden_state": {0: "batch_x_patches"},
          "temporal_hidden_state": {0: "batch_x_frames", 1: "patches"}}, opsets=(18, 20)),
+    # Images of 32x32 and 48x48 (16 and 36 patches): under tracing the position embeddings
+    # are always resized.
+    "dinov2_with_registers": Spec(
+        _dinov2_with_registers, lambda b, s: {"pixel_values": torch.randn(
+            b, 3, 32 + 16 * (s > 7), 32 + 16 * (s > 7))},
+        {"pixel_values": {0: "batch", 2: "height", 3: "width"},
+         "last_hidden_state": {0: "batch", 1: "tokens"}, "pooler_output": {0: "batch"}},
+        opsets=(18, 20)),
+    "git": Spec(_git, _decoder_inputs, {"input_ids": _BS, "attention_mask": _BS,
+                                        "last_hidden_state": _BS}, opsets=(17, 20)),
     "fnet": Spec(_fnet, lambda b, s: {"input_ids": _tokens(b, s)},
                  {"input_ids": _BS, "last_hidden_state": _BS, "pooler_output": {0: "batch"}},
                  opsets=(17, 20)),
+}
+
+#: The ops each model is in this file for (issue 16: what real models need): its export must
+#: convert them.
+OPS: dict[str, set[str]] = {
+    "mixtral": {"aten::histc", "aten::_grouped_mm"},
+    "deepseek_v3": {"aten::histc", "aten::_grouped_mm"},
+    "deepseek_v2": {"aten::polar", "aten::view_as_complex", "aten::view_as_real"},
+    "qwen3_next": {"aten::linalg_solve_triangular"},
+    "fnet": {"aten::fft_fftn", "aten::real"},
+    "tapas": {"aten::scatter_reduce"},
+    "mobilevitv2": {"aten::col2im"},
+    "wavtokenizer": {"aten::col2im", "aten::polar"},
+    "videoprism": {"aten::_upsample_bilinear2d_aa"},
+    "dinov2_with_registers": {"aten::_upsample_bicubic2d_aa"},
+    "git": {"aten::__or__", "aten::__and__"},
+    "llama": {"aten::__and__"},
 }
 
 #: keyword arguments every call gets (constants in the graph)
@@ -361,9 +407,11 @@ def test_transformers_model(name: str, opset: int) -> None:
     traced = fixture.inputs[SIZES[0]]
     output_names = [key for key in spec.axes if key not in traced]
     buffer = io.BytesIO()
-    oxport.export(fixture.model, ({**traced, **_CALL, **_EXTRA.get(name, {})},), buffer,
+    result = oxport.export(fixture.model, ({**traced, **_CALL, **_EXTRA.get(name, {})},), buffer,
                   opset_version=opset, input_names=list(traced), output_names=output_names,
                   dynamic_axes=spec.axes)
+    converted = {entry.name for entry in result.used}
+    assert OPS.get(name, set()) <= converted, f"not in the export: {OPS[name] - converted}"
     proto = onnx.load_from_string(buffer.getvalue())
     onnx.checker.check_model(proto, full_check=True)
     assert [i.name for i in proto.graph.input] == list(traced)
@@ -381,3 +429,12 @@ def test_transformers_model(name: str, opset: int) -> None:
             np.testing.assert_allclose(g, w, rtol=spec.rtol, atol=spec.atol, equal_nan=False,
                                        err_msg=f"{name} opset {opset} size {size} "
                                                f"output {output_names[index]}")
+
+
+def test_every_op_real_models_need_has_a_model() -> None:
+    """Issue 16's list of ops that real transformers models need: each is in ``OPS``."""
+    needed = {"histc", "_grouped_mm", "linalg_solve_triangular", "_upsample_bilinear2d_aa",
+              "_upsample_bicubic2d_aa", "col2im", "fft_fftn", "real", "polar",
+              "view_as_complex", "view_as_real", "scatter_reduce", "__or__", "__and__"}
+    assert {f"aten::{op}" for op in needed} <= set().union(*OPS.values())
+    assert set(OPS) <= set(SPECS)
