@@ -290,12 +290,24 @@ def run_child(model: str, exporter: str, verify: bool, env: dict[str, str], time
     return {"error": f"child exited {proc.returncode}: {tail[0][:300]}", "load": load}
 
 
+#: Figures that are times: ``--best`` takes their minimum over the runs.
+_TIMES = ("seconds", "trace_s", "write_s")
+
+
 def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in runs if r.get(key) is not None and "error" not in r]
     return statistics.median(values) if values else None
 
 
-def summarize(model: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _least(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None and "error" not in r]
+    return min(values) if values else None
+
+
+def summarize(model: str, runs: dict[str, list[dict[str, Any]]], best: bool = False
+              ) -> dict[str, Any]:
+    """Per exporter the median of each figure over the runs (``best``: times are the
+    minimum, the run least slowed by other processes)."""
     summary: dict[str, Any] = {"model": model}
     for exporter, results in runs.items():
         ok = [r for r in results if "error" not in r]
@@ -303,7 +315,7 @@ def summarize(model: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, An
         if not ok:
             entry["error"] = results[0].get("error") if results else "not run"
         for key in ("seconds", "extra_bytes", "peak_bytes", "file_bytes", "trace_s", "write_s"):
-            entry[key] = _median(ok, key)
+            entry[key] = (_least if best and key in _TIMES else _median)(ok, key)
         first = next((r for r in ok if "nodes" in r), None)
         if first:
             for key in ("nodes", "max_err", "ort_ok", "dyn_err", "dyn_ok", "files", "ort_error",
@@ -312,7 +324,8 @@ def summarize(model: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, An
                     entry[key] = first[key]
         if exporter in ("oxport", "oxport-export") and ok:
             phases = [r["phases"] for r in ok if "phases" in r]
-            entry["phases"] = {k: statistics.median(p.get(k, 0.0) for p in phases)
+            pick = min if best else statistics.median
+            entry["phases"] = {k: pick(p.get(k, 0.0) for p in phases)
                                for k in phases[0]} if phases else {}
         if ok:
             summary["weight_bytes"] = ok[0]["weight_bytes"]
@@ -467,7 +480,10 @@ def main(argv: list[str] | None = None) -> int:
                         default=list(EXPORTERS[1:]), help="the floor always runs")
     parser.add_argument("--repeat", type=int, help="runs per exporter (default 3, quick 1)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
-    parser.add_argument("--json", help="also write the summaries to this file")
+    parser.add_argument("--best", action="store_true",
+                        help="times are the best (minimum) of the runs, not the median")
+    parser.add_argument("--json", help="also write the summaries to this file (rewritten "
+                                       "after each model, so an interrupted run keeps them)")
     parser.add_argument("--readme", action="store_true",
                         help="write the tables into benchmarks/README.md")
     parser.add_argument("--report", nargs="+", metavar="JSON",
@@ -482,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(json.load(handle))
         summaries = [s for r in results for s in r["summaries"]]
         publish(summaries, min(r["repeat"] for r in results), results[0]["machine"],
-                "full", args.readme)
+                "full", args.readme, all(r.get("best") for r in results))
         return 0
 
     if args.child:
@@ -522,20 +538,20 @@ def main(argv: list[str] | None = None) -> int:
                          else f"FAILED: {result.get('error')}")
                 print(f"  {spec.name:18} {LABELS[exporter]:11} run {rep + 1}: {shown} "
                       f"(load {result['load']:.1f})", flush=True)
-        summaries.append(summarize(spec.name, runs))
+        summaries.append(summarize(spec.name, runs, args.best))
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump({"machine": machine(), "mode": mode, "repeat": repeat,
+                           "best": args.best, "summaries": summaries}, handle, indent=1)
     elapsed = time.perf_counter() - started
 
     print(f"{len(specs)} models, {repeat} run(s) each, {elapsed:.0f} s")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"machine": machine(), "mode": mode, "repeat": repeat,
-                       "summaries": summaries}, handle, indent=1)
-    publish(summaries, repeat, machine(), mode, args.readme)
+    publish(summaries, repeat, machine(), mode, args.readme, args.best)
     return 0
 
 
 def publish(summaries: list[dict[str, Any]], repeat: int, described: str, mode: str,
-            readme: bool) -> None:
+            readme: bool, best: bool = False) -> None:
     """Print the tables; with ``readme``, write them into README.md under ``mode``."""
     text = tables(summaries)
     problems = failures(summaries)
@@ -543,7 +559,8 @@ def publish(summaries: list[dict[str, Any]], repeat: int, described: str, mode: 
     print("\n" + text + ("\n" + problems if problems else ""))
     print(f"mean load average {load:.1f}")
     if readme:
-        note = (f"{described}. {repeat} interleaved run(s) per exporter, median; mean load "
+        note = (f"{described}. {repeat} interleaved run(s) per exporter, "
+                f"{'best time, median memory' if best else 'median'}; mean load "
                 f"average {load:.1f} during the runs ({time.strftime('%Y-%m-%d')}).")
         write_readme(note + "\n\n" + text + ("\nFailures:\n\n" + problems if problems else ""),
                      mode)
