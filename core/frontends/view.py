@@ -13,10 +13,11 @@ TorchScript's answer (the surface symbolics written for torch.onnx already use):
   ``outputs()``), ``sourceRange()`` (the stack, innermost user frame first) and
   ``scopeName()`` (the module calls, ``__module.model.a/__module.model.a.b``);
 - a value: ``unique()`` (an id), ``type()`` (dtype and shape; a dim is an int, a symbol
-  name for a symbolic dim, or None), ``debugName()``, ``uses()``, ``node()``, for a
-  constant ``toIValue()``, and ``traced_sizes()``: the sizes of the example the front end
-  ran (a symbolic dim's example size), which TorchScript's traced types give as their
-  ``varyingSizes()`` (read through :func:`oxport.symbolic_helper.traced_sizes`).
+  name for a symbolic dim, or None), ``debugName()``, ``uses()`` (each with ``user``, the
+  node, and ``offset``, the input's position), ``node()``, for a constant ``toIValue()``,
+  and ``traced_sizes()``: the sizes of the example the front end ran (a symbolic dim's
+  example size), which TorchScript's traced types give as their ``varyingSizes()`` (read
+  through :func:`oxport.symbolic_helper.traced_sizes`).
 
 Constant arguments are inputs too, made by ``prim::Constant`` nodes (a list containing
 values computed in the graph is a ``prim::ListConstruct``), and every argument of the
@@ -31,9 +32,16 @@ that read another graph kind (torch.export's FX graphs).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from oxport.ir import Type
+
+
+class Use(NamedTuple):
+    """One use of a value, as TorchScript's ``Value.uses()`` gives it."""
+
+    user: SourceNode
+    offset: int
 
 
 class SourceValue:
@@ -47,7 +55,7 @@ class SourceValue:
         self._name = name
         self._node = node
         self._offset = offset
-        self._uses: list[SourceNode] = []
+        self._uses: list[Use] = []
         self._constant: Any = None
         self._traced_sizes: list[int | None] | None = None
 
@@ -64,8 +72,8 @@ class SourceValue:
     def debugName(self) -> str:  # noqa: N802
         return self._name
 
-    def uses(self) -> list[SourceNode]:
-        return self._uses
+    def uses(self) -> list[Use]:
+        return list(self._uses)
 
     def node(self) -> SourceNode:
         """The node that makes this value; a graph or block input's is ``prim::Param``."""
@@ -106,8 +114,8 @@ class SourceNode:
         self._kind = kind
         self._schema = schema
         self._inputs = list(inputs)
-        for value in self._inputs:
-            value._uses.append(self)
+        for offset, value in enumerate(self._inputs):
+            value._uses.append(Use(self, offset))
         self._outputs = [SourceValue(names[i] if i < len(names) else f"{kind}.{i}", type_,
                                      self, i) for i, type_ in enumerate(output_types)]
         self._blocks = list(blocks)
@@ -194,8 +202,8 @@ class SourceBlock:
     def set_outputs(self, outputs: Sequence[SourceValue]) -> None:
         """The block's results; each counts as a use (TorchScript's return node uses them)."""
         self._outputs = list(outputs)
-        for value in self._outputs:
-            value._uses.append(_RETURN)
+        for offset, value in enumerate(self._outputs):
+            value._uses.append(Use(_RETURN, offset))
 
 
 class SourceGraph(SourceBlock):
