@@ -542,36 +542,57 @@ def is_in_onnx_export() -> bool:
 
 
 def unconvertible_ops(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,
-                      opset_version: int | None = None
-                      ) -> tuple[torch._C.Graph, list[str]]:
-    """The TorchScript graph and every op kind that would fail to convert (one entry per
-    failing node, so ``set(...)`` gives the kinds). See
-    :func:`unconvertible_op_details` for counts, source lines and minimum opsets."""
-    graph, details = _collect_unconvertible(model, args, training, opset_version)
+                      opset_version: int | None = None, *, dynamo: bool = False
+                      ) -> tuple[Any, list[str]]:
+    """The source graph (TorchScript's; with ``dynamo=True`` the torch.export front end's
+    view) and every op kind that would fail to convert (one entry per failing node, so
+    ``set(...)`` gives the kinds). See :func:`unconvertible_op_details` for counts, source
+    lines and minimum opsets."""
+    graph, details = _collect_unconvertible(model, args, training, opset_version, dynamo)
     return graph, [info.kind for info in details for _ in range(info.count)]
 
 
 def unconvertible_op_details(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,
-                             opset_version: int | None = None) -> list[Unconvertible]:
+                             opset_version: int | None = None, *, dynamo: bool = False
+                             ) -> list[Unconvertible]:
     """Every op kind that would fail to convert: its count, source lines, the reason, and
-    ``min_opset``, the lowest opset at which some symbolic serves it (None if none does)."""
-    return _collect_unconvertible(model, args, training, opset_version)[1]
+    ``min_opset``, the lowest opset at which some symbolic serves it (None if none does).
+    ``dynamo=True`` reads the model through the torch.export front end."""
+    return _collect_unconvertible(model, args, training, opset_version, dynamo)[1]
 
 
 def _collect_unconvertible(model: Any, args: Any, training: TrainingMode,
-                           opset_version: int | None
-                           ) -> tuple[torch._C.Graph, list[Unconvertible]]:
+                           opset_version: int | None, dynamo: bool = False,
+                           dynamic_shapes: Any = None
+                           ) -> tuple[Any, list[Unconvertible]]:
+    """The source graph and every op in it that would not convert (the walker's
+    collect-only mode), through the front end ``dynamo`` selects."""
     opset = _check_opset(opset_version)
     _check_model(model)
     training = _check_training(training)
-    manager = plugin_loader.load()
-    registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
+    registry = _loaded_registry()
     training_graph = _is_training(model, training)
     with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
-        front = _front_end(model, args)
+        front = _source_front_end(model, args, registry, opset, dynamo, dynamic_shapes)
         conversion = Conversion(registry, opset, collect_only=True, training=training_graph)
         conversion.walk(front)
     return front.graph, list(conversion.unconvertible.values())
+
+
+def _loaded_registry() -> RegistryView:
+    """The symbolics of the plugins loaded by default, with those registered at run time."""
+    return RegistryView(plugin_loader.load().registry, plugin_loader.runtime_registry())
+
+
+def _source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
+                      dynamo: bool, dynamic_shapes: Any) -> trace.FrontEnd:
+    """The front end ``export(..., dynamo=dynamo)`` reads ``model`` with (torch.export for
+    ``dynamo=True`` or an ExportedProgram, else the TorchScript tracer), its options
+    checked as ``export`` checks them. Call it in ``_exporting()`` and ``no_grad()``."""
+    _check_front_end_options(model, dynamo, dynamic_shapes)
+    if dynamo or isinstance(model, torch.export.ExportedProgram):
+        return _exported_front_end(model, args, registry, opset, dynamic_shapes, None, None)
+    return _front_end(model, args)
 
 
 def enable_log() -> None:

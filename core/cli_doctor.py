@@ -4,7 +4,9 @@ It lists every op that would not convert (with its count, source line, the lowes
 opset that serves it, the installed plugins that serve it at other opsets and the
 fallback modes that would take it) and the tracing pitfalls the model shows (Python
 values from ``.item()``, NumPy, ``Tensor.data``, in-place updates of sizes), and exits
-non-zero when the export would fail.
+non-zero when the export would fail. ``--dynamo`` checks the torch.export front end's
+reading of the model (``export(..., dynamo=True)``) instead of the tracer's: the source
+lines come from the FX nodes' stack traces.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ def add_doctor_command(sub: Any, help: str) -> None:
                         "(repeatable, in forward's order)")
     p.add_argument("--opset", type=opset_arg, default=None,
                    help=f"the target opset (default {DEFAULT_OPSET})")
+    p.add_argument("--dynamo", action="store_true",
+                   help="check the torch.export front end (oxport export --dynamo) instead of "
+                        "the TorchScript tracer")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(run=run_doctor)
 
@@ -125,15 +130,18 @@ class Diagnosis:
         return "\n".join(lines).lstrip("\n")
 
 
-def diagnose(model: Any, args: Any, opset_version: int | None = None) -> Diagnosis:
+def diagnose(model: Any, args: Any, opset_version: int | None = None, *,
+             dynamo: bool = False) -> Diagnosis:
     """Check ``model`` on ``args`` without writing anything: unconvertible ops (through
     the walker's collect-only mode) and tracing pitfalls; when every op converts, a full
-    in-memory conversion catches any other failure."""
+    in-memory conversion catches any other failure. ``dynamo=True`` checks the
+    torch.export front end (as ``export(..., dynamo=True)`` reads the model)."""
     opset = api._check_opset(opset_version)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            graph, details = api._collect_unconvertible(model, args, TrainingMode.EVAL, opset)
+            graph, details = api._collect_unconvertible(model, args, TrainingMode.EVAL, opset,
+                                                        dynamo)
         except OnnxExporterError as exc:
             return Diagnosis(opset, [], report.source_pitfalls(model), str(exc))
     traced = list(caught)
@@ -145,7 +153,7 @@ def diagnose(model: Any, args: Any, opset_version: int | None = None) -> Diagnos
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = api.convert(model, args, opset_version=opset)
+                result = api.convert(model, args, opset_version=opset, dynamo=dynamo)
             names = [i.name for i in result.serialized.model.graph.input]
             pitfalls.append(report.graph_pitfalls(result.graph, names))
         except OnnxExporterError as exc:
@@ -153,12 +161,12 @@ def diagnose(model: Any, args: Any, opset_version: int | None = None) -> Diagnos
     return Diagnosis(opset, ops, report.merge_pitfalls(*pitfalls), error)
 
 
-def _finding(info: Any, graph: torch._C.Graph, registry: RegistryView) -> OpFinding:
+def _finding(info: Any, graph: Any, registry: RegistryView) -> OpFinding:
     providers = []
     for entry in registry.entries(info.kind):
         upper = f"..{entry.until}" if entry.until is not None else "+"
         providers.append(f"{entry.provenance} serves opsets {entry.since}{upper}")
-    nodes = graph.findAllNodes(info.kind, True)
+    nodes = _nodes_of_kind(graph, info.kind)
     modes = {name: export_type for export_type, names in api.EXPORT_TYPE_FALLBACKS.items()
              for name in names}
     fallbacks = []
@@ -171,6 +179,17 @@ def _finding(info: Any, graph: torch._C.Graph, registry: RegistryView) -> OpFind
                              f"{how}")
     return OpFinding(info.kind, info.count, list(info.sources), info.min_opset, info.reason,
                      providers, fallbacks)
+
+
+def _nodes_of_kind(block: Any, kind: str) -> list[Any]:
+    """The nodes of ``kind`` in a source graph (either front end's), blocks included."""
+    found = []
+    for node in block.nodes():
+        if node.kind() == kind:
+            found.append(node)
+        for inner in node.blocks():
+            found += _nodes_of_kind(inner, kind)
+    return found
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -186,13 +205,14 @@ def run_doctor(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     torch.manual_seed(0)
     inputs = tuple(random_input(shape, dtype) for shape, dtype in args.input)
-    diagnosis = diagnose(model, inputs, args.opset)
+    diagnosis = diagnose(model, inputs, args.opset, dynamo=args.dynamo)
     if args.json:
         print(json.dumps({"target": args.target, **diagnosis.to_json()}, indent=2))
     else:
         shapes = ", ".join(("x".join(map(str, s)) or "scalar")
                            + f":{str(d).removeprefix('torch.')}" for s, d in args.input)
-        print(f"oxport doctor: {args.target} with inputs {shapes}\n")
+        how = " through torch.export (--dynamo)" if args.dynamo else ""
+        print(f"oxport doctor: {args.target} with inputs {shapes}{how}\n")
         print(diagnosis.to_text())
     return EXIT_FAILED if diagnosis.would_fail else EXIT_OK
 

@@ -1,11 +1,14 @@
-"""``find_mismatch``: bisect the TorchScript graph to the smallest partitions whose
-export differs from TorchScript (the seed's ``GraphInfo`` tree).
+"""``find_mismatch``: bisect the source graph to the smallest partitions whose
+export differs from PyTorch (the seed's ``GraphInfo`` tree).
 
-The model is traced once and its graph run once, keeping every intermediate value.
-A partition is a run of op nodes (constants and list constructions follow the nodes
-that use them); its free values become graph inputs fed with the traced values, it
-is exported with oxport's walker and run in ONNX Runtime, and compared with the
-values TorchScript computed.
+The model is traced (or, with ``dynamo=True``, captured with torch.export) once and its
+graph run once, keeping every intermediate value: TorchScript runs a traced graph, torch.fx
+the ExportedProgram's. A partition is a run of op nodes (constants and list constructions
+follow the nodes that use them); its free values become graph inputs fed with the
+computed values, it is exported with oxport's walker and run in ONNX Runtime, and
+compared with the values PyTorch computed. Both front ends give the same view of their
+graph (:mod:`oxport.frontends.view`), so partitions, the report and each node's source
+line and module read the same from either.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from oxport import api, serialize, trace
+from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue, constant
+from oxport.ir import Type
 from oxport.types import TrainingMode
 from oxport.verification import VerificationOptions, compare, ort_session, run_ort
 from oxport.walk import source_of
@@ -29,27 +35,45 @@ _BOUNDARY_TYPES = frozenset({"TensorType", "IntType", "FloatType", "BoolType"})
 
 
 class _Search:
-    """What every partition of one :func:`find_mismatch` shares: the TorchScript graph,
-    every intermediate value of one run of it, and the export options."""
+    """What every partition of one :func:`find_mismatch` shares: the source graph, every
+    intermediate value of one run of it, and the export options."""
 
-    def __init__(self, front: trace.FrontEnd, export_kwargs: dict[str, Any]) -> None:
+    def __init__(self, front: trace.FrontEnd, export_kwargs: dict[str, Any],
+                 user_inputs: list[Any]) -> None:
         self.front = front
         self.graph = front.graph
         self.export_kwargs = export_kwargs
         self.nodes = list(self.graph.nodes())
         self.essential = [n for n in self.nodes if n.kind() not in _FOLLOWERS]
+        #: Each node inside a block (an If branch, a Loop body) -> its top-level node.
+        self.top: dict[Any, Any] = {}
+        for node in self.nodes:
+            self._enclose(node, node)
         inputs = list(self.graph.inputs())
         self.user_count = len(inputs) - len(front.params)
         self.params = {v.unique(): front.params[i - self.user_count]
                        for i, v in enumerate(inputs) if i >= self.user_count}
         self.values: dict[int, Any] = {}
-        for value, example in zip(inputs, [*front.example_inputs,
-                                           *(t for _, t in front.params)]):
+        for value, example in zip(inputs, [*user_inputs, *(t for _, t in front.params)]):
             self.values[value.unique()] = example
-        self._evaluate()
+        if front.evaluate is not None:
+            self.values.update(front.evaluate(user_inputs))
+        else:
+            self._evaluate(user_inputs)
 
-    def _evaluate(self) -> None:
-        """Run the graph once, keeping a copy of every essential node's outputs."""
+    def _enclose(self, node: Any, top: Any) -> None:
+        for block in node.blocks():
+            for inner in block.nodes():
+                self.top[inner] = top
+                self._enclose(inner, top)
+
+    def outer(self, node: Any) -> Any:
+        """The top-level node that is or holds ``node``."""
+        return self.top.get(node, node)
+
+    def _evaluate(self, user_inputs: list[Any]) -> None:
+        """Run the TorchScript graph once, keeping a copy of every essential node's
+        outputs."""
         copy = self.graph.copy()
         kept, originals = [], []
         copy_nodes = list(copy.nodes())
@@ -71,15 +95,14 @@ class _Search:
         for value in kept:
             copy.registerOutput(value)
         count = len(list(self.graph.outputs()))
-        inputs = [*self.front.example_inputs, *(t for _, t in self.front.params)]
+        inputs = [*user_inputs, *(t for _, t in self.front.params)]
         with torch.no_grad():
             results = torch._C._jit_interpret_graph(copy, tuple(inputs))
         if count + len(kept) == 1:
             results = (results,)
         self.values.update(zip(originals, list(results)[count:]))
 
-    def partition(self, essential: list[torch._C.Node]
-                  ) -> tuple[trace.FrontEnd, list[int]]:
+    def partition(self, essential: list[Any]) -> tuple[trace.FrontEnd, list[int]]:
         """The partition of ``essential`` nodes as a front end of its own, with the ids of
         its outputs (values that nodes outside it use)."""
         members = set(essential)
@@ -87,7 +110,7 @@ class _Search:
         while pending:
             for value in _used_values(pending.pop()):
                 producer = value.node()
-                if producer.kind() in _FOLLOWERS and producer.owningBlock().owningNode() is None \
+                if producer.kind() in _FOLLOWERS and producer not in self.top \
                         and producer not in members:
                     members.add(producer)
                     pending.append(producer)
@@ -100,48 +123,98 @@ class _Search:
                     free.setdefault(value.unique(), value)
         inside = set(essential)
         outputs = [o.unique() for n in essential for o in n.outputs()
-                   if any(_top_level(u.user) not in inside for u in o.uses())]
-        graph = torch._C.Graph()
-        env: dict[int, torch._C.Value] = {}
+                   if any(self.outer(u.user) not in inside for u in o.uses())]
         user_values = [v for v in free.values() if v.unique() not in self.params]
         param_values = [v for v in free.values() if v.unique() in self.params]
-        for value in [*user_values, *param_values]:
-            # The traced value's type: scripted graphs leave intermediate dtypes unknown.
-            example = self.values.get(value.unique())
-            env[value.unique()] = graph.addInput()
-            env[value.unique()].setType(
-                torch._C.TensorType.create_from_tensor(example)
-                if isinstance(example, torch.Tensor) else value.type())
-        for node in ordered:
-            clone = graph.createClone(node, lambda v: env[v.unique()])
-            graph.insertNode(clone)
-            for value, twin in zip(node.outputs(), clone.outputs()):
-                env[value.unique()] = twin
-        for unique in outputs:
-            graph.registerOutput(env[unique])
+        inputs = [*user_values, *param_values]
+        copy = _copy_script if isinstance(self.graph, torch._C.Graph) else _copy_source
+        graph = copy(inputs, [self.values.get(v.unique()) for v in inputs], ordered, outputs)
         front = trace.FrontEnd(graph, [self.values[v.unique()] for v in user_values],
                                [f"input_{i}" for i in range(len(user_values))],
                                [self.params[v.unique()] for v in param_values],
                                scripted=self.front.scripted)
         return front, outputs
 
-    def boundary_ok(self, upper: list[torch._C.Node]) -> bool:
-        """Whether every value ``upper`` hands to later nodes can be a graph input."""
+    def boundary_ok(self, upper: list[Any]) -> bool:
+        """Whether every value ``upper`` hands to later nodes can be a graph input: of a
+        tensor or number type, with its value known from the run."""
         inside = set(upper)
         for node in upper:
             for value in node.outputs():
-                if any(_top_level(u.user) not in inside for u in value.uses()) and \
-                        value.type().kind() not in _BOUNDARY_TYPES:
+                if any(self.outer(u.user) not in inside for u in value.uses()) and (
+                        value.type().kind() not in _BOUNDARY_TYPES
+                        or value.unique() not in self.values):
                     return False
         return True
 
 
-def _used_values(node: torch._C.Node) -> list[torch._C.Value]:
+def _copy_script(inputs: list[torch._C.Value], examples: list[Any],
+                 nodes: list[torch._C.Node], outputs: list[int]) -> torch._C.Graph:
+    """A TorchScript graph of ``nodes`` reading ``inputs``, returning ``outputs`` (ids)."""
+    graph = torch._C.Graph()
+    env: dict[int, torch._C.Value] = {}
+    for value, example in zip(inputs, examples):
+        # The computed value's type: scripted graphs leave intermediate dtypes unknown.
+        env[value.unique()] = graph.addInput()
+        env[value.unique()].setType(torch._C.TensorType.create_from_tensor(example)
+                                    if isinstance(example, torch.Tensor) else value.type())
+    for node in nodes:
+        clone = graph.createClone(node, lambda v: env[v.unique()])
+        graph.insertNode(clone)
+        for value, twin in zip(node.outputs(), clone.outputs()):
+            env[value.unique()] = twin
+    for unique in outputs:
+        graph.registerOutput(env[unique])
+    return graph
+
+
+def _copy_source(inputs: list[SourceValue], examples: list[Any], nodes: list[SourceNode],
+                 outputs: list[int]) -> SourceGraph:
+    """A source-graph view of ``nodes`` reading ``inputs``, returning ``outputs`` (ids)."""
+    env: dict[int, SourceValue] = {}
+    for value, example in zip(inputs, examples):
+        # The computed value's type: a partition is exported at the sizes of the run.
+        type_ = Type.of(example) if isinstance(example, torch.Tensor) else value.type()
+        env[value.unique()] = SourceValue(value.debugName(), type_)
+    graph = SourceGraph(list(env.values()))
+    for node in nodes:
+        _copy_source_node(graph, node, env)
+    graph.set_outputs([env[unique] for unique in outputs])
+    return graph
+
+
+def _copy_source_node(block: SourceBlock, node: SourceNode, env: dict[int, SourceValue]
+                      ) -> None:
+    """Append a copy of ``node`` (its blocks too) to ``block``, its inputs looked up in
+    ``env``, which then maps its outputs to the copies'."""
+    if node.kind() == "prim::Constant":
+        value = node.output()
+        env[value.unique()] = constant(block, value.toIValue(), value.type(), value.debugName())
+        return
+    blocks = []
+    for inner in node.blocks():
+        copy = SourceBlock([SourceValue(v.debugName(), v.type()) for v in inner.inputs()])
+        env.update(zip((v.unique() for v in inner.inputs()), copy.inputs()))
+        for child in inner.nodes():
+            _copy_source_node(copy, child, env)
+        copy.set_outputs([env[v.unique()] for v in inner.outputs()])
+        blocks.append(copy)
+    attributes = {name: (node.kindOf(name), getattr(node, node.kindOf(name))(name))
+                  for name in node.attributeNames()}
+    made = block.append(SourceNode(
+        node.kind(), node.schema(), [env[v.unique()] for v in node.inputs()],
+        [v.type() for v in node.outputs()], names=[v.debugName() for v in node.outputs()],
+        source=node.sourceRange(), scope=node.scopeName(), blocks=blocks,
+        attributes=attributes))
+    env.update(zip((v.unique() for v in node.outputs()), made.outputs()))
+
+
+def _used_values(node: Any) -> list[Any]:
     """The values ``node`` (with its blocks) reads that are defined outside it."""
     inner: set[int] = set()
     used: list[torch._C.Value] = []
 
-    def visit(n: torch._C.Node) -> None:
+    def visit(n: Any) -> None:
         used.extend(n.inputs())
         for block in n.blocks():
             inner.update(v.unique() for v in block.inputs())
@@ -154,26 +227,22 @@ def _used_values(node: torch._C.Node) -> list[torch._C.Value]:
     return list({v.unique(): v for v in used if v.unique() not in inner}.values())
 
 
-def _top_level(node: torch._C.Node) -> torch._C.Node:
-    while node.owningBlock().owningNode() is not None:
-        node = node.owningBlock().owningNode()
-    return node
-
-
 class GraphInfo:
-    """One partition of the TorchScript graph, its check, and its sub-partitions.
+    """One partition of the source graph, its check, and its sub-partitions.
 
     ``id`` is ``""`` for the whole graph; the upper half of partition ``p`` is ``p+"0"``,
     the lower ``p+"1"``. ``mismatch_error`` holds what differed (or why the export
     failed), None when ONNX Runtime matched TorchScript.
     """
 
-    def __init__(self, search: _Search, essential: list[torch._C.Node], id: str = "") -> None:
+    def __init__(self, search: _Search, essential: list[Any], id: str = "") -> None:
         self._search = search
         self.essential_nodes = essential
         self.id = id
         front, self._outputs = search.partition(essential)
-        self.graph: torch._C.Graph = front.graph
+        #: The partition's source graph (TorchScript's, or the torch.export front end's
+        #: view, :class:`~oxport.frontends.view.SourceGraph`).
+        self.graph: Any = front.graph
         self.input_args = tuple(front.example_inputs)
         self.params_dict = dict(front.params)
         self._front = front
@@ -190,7 +259,7 @@ class GraphInfo:
 
     # -- checks -----------------------------------------------------------------------
     def verify_export(self, options: VerificationOptions) -> str | None:
-        """Export this partition, run it in ONNX Runtime, compare with TorchScript."""
+        """Export this partition, run it in ONNX Runtime, compare with PyTorch's values."""
         self.mismatch_error = None
         try:
             with warnings.catch_warnings():
@@ -288,7 +357,7 @@ class GraphInfo:
                 converted.setdefault(use.kind, []).append(f"the {use.fallback!r} fallback")
         lines = []
 
-        def describe(node: torch._C.Node, depth: int) -> None:
+        def describe(node: Any, depth: int) -> None:
             scope = trace_scope(node)
             where = source_of(node) or "an unknown line"
             by = " and ".join(dict.fromkeys(converted.get(node.kind(), []))) or \
@@ -319,7 +388,9 @@ class GraphInfo:
         """The seed's mismatch report, then where each mismatching node came from."""
         out = [_banner(f"Mismatch info for graph partition {self.id}:")]
         if graph:
-            out += [_banner("TorchScript graph"), str(self.graph)]
+            out += ([_banner("TorchScript graph"), str(self.graph)]
+                    if isinstance(self.graph, torch._C.Graph) else
+                    [_banner("torch.export graph"), _source_text(self.graph)])
             if self.export_result is not None:
                 out += [_banner("ONNX graph"), api.pretty(self.export_result.serialized)]
         if not self.has_mismatch():
@@ -337,10 +408,23 @@ class GraphInfo:
         print(self.report(graph))
 
 
-def trace_scope(node: torch._C.Node) -> str:
-    """A TorchScript node's module path (``layers.1``)."""
+def trace_scope(node: Any) -> str:
+    """A source node's module path (``layers.1``)."""
     scope = node.scopeName().rsplit("/", 1)[-1]
     return scope.removeprefix("__module.model").removeprefix("__module").lstrip(".")
+
+
+def _source_text(block: Any, indent: str = "") -> str:
+    """A source-graph view as text, one node a line with its first user source line."""
+    lines = [f"{indent}inputs: {', '.join(f'%{v.debugName()}' for v in block.inputs())}"]
+    for node in block.nodes():
+        outputs = ", ".join(f"%{v.debugName()}" for v in node.outputs())
+        inputs = ", ".join(f"%{v.debugName()}" for v in node.inputs())
+        where = source_of(node)
+        lines.append(f"{indent}{outputs} = {node.kind()}({inputs}){f'  # {where}' if where else ''}")
+        lines += [_source_text(inner, indent + "  ") for inner in node.blocks()]
+    lines.append(f"{indent}return {', '.join(f'%{v.debugName()}' for v in block.outputs())}")
+    return "\n".join(lines)
 
 
 def _banner(title: str) -> str:
@@ -367,27 +451,37 @@ def _tree_lines(info: GraphInfo) -> list[str]:
 def find_mismatch(model: Any, input_args: Any, do_constant_folding: bool = True,
                   training: TrainingMode = TrainingMode.EVAL,
                   opset_version: int | None = None, keep_initializers_as_inputs: bool = True,
-                  verbose: bool = False, options: VerificationOptions | None = None
-                  ) -> GraphInfo:
+                  verbose: bool = False, options: VerificationOptions | None = None, *,
+                  dynamo: bool = False, dynamic_shapes: Any = None) -> GraphInfo:
     """Find the smallest parts of the model whose export differs from PyTorch.
 
     The model is traced (or taken as scripted) once; its TorchScript graph is run on
-    ``input_args`` to get every intermediate value. Then the graph is checked as a whole
-    and, where ONNX Runtime differs, split in two halves (by op nodes; constants follow
-    their users) and each half checked with the traced values as inputs, recursively.
-    The report is printed (``verbose`` adds both graphs of the whole model) and the
-    root :class:`GraphInfo` returned. Parameters are those of :func:`oxport.export`.
+    ``input_args`` to get every intermediate value. With ``dynamo=True`` (or an
+    ``ExportedProgram`` as ``model``) it is captured with torch.export instead, as
+    ``export(..., dynamo=True)`` reads it, and torch.fx runs that graph. Then the graph is
+    checked as a whole and, where ONNX Runtime differs, split in two halves (by op nodes;
+    constants follow their users) and each half checked with the computed values as
+    inputs, recursively. The report is printed (``verbose`` adds both graphs of the whole
+    model) and the root :class:`GraphInfo` returned. Parameters are those of
+    :func:`oxport.export`.
     """
     options = options or VerificationOptions()
+    opset = api._check_opset(opset_version)
     api._check_model(model)
     mode = api._check_training(training)
+    registry = api._loaded_registry()
     with api._exporting(), api.select_model_mode_for_export(model, mode), torch.no_grad():
-        front = api._front_end(model, input_args)
+        front = api._source_front_end(model, input_args, registry, opset, dynamo,
+                                      dynamic_shapes)
     graph_training = api._is_training(model, mode)
+    # The torch.export front end's examples are fake tensors: the run needs the real ones.
+    user_inputs = (list(front.example_inputs) if front.evaluate is None else
+                   [leaf for leaf in pytree.tree_leaves(trace.normalize_args(input_args))
+                    if isinstance(leaf, torch.Tensor)])
     search = _Search(front, {
-        "opset_version": opset_version, "do_constant_folding": do_constant_folding,
+        "opset_version": opset, "do_constant_folding": do_constant_folding,
         "training": TrainingMode.TRAINING if graph_training else TrainingMode.EVAL,
-        "keep_initializers_as_inputs": keep_initializers_as_inputs})
+        "keep_initializers_as_inputs": keep_initializers_as_inputs}, user_inputs)
     root = GraphInfo(search, search.essential)
     root.find_mismatch(options)
     root.pretty_print_mismatch(graph=verbose)

@@ -58,6 +58,10 @@ class FrontEnd:
     #: For each user input, the index of the leaf of the flattened args it was made from
     #: (``pytree.tree_leaves(normalize_args(args))``).
     input_leaves: list[int] = dataclasses.field(default_factory=list)
+    #: For a graph TorchScript cannot run (the torch.export front end's view): runs the
+    #: source program once on the given user inputs and returns the values its nodes
+    #: compute, by ``unique()`` (``find_mismatch`` compares partitions with them).
+    evaluate: Callable[[Sequence[torch.Tensor]], dict[int, Any]] | None = None
 
 
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -180,3 +180,55 @@ def test_diagnose_in_process_finds_source_pitfalls():
     assert pitfall.kind == "inplace-shape" and pitfall.code == "real_seq_length += 2"
     assert "real_seq_length = real_seq_length + ..." in pitfall.advice
     assert "the export would succeed at opset 17" in found.to_text()
+
+
+# -- --dynamo: the torch.export front end ----------------------------------------------
+EXPORT_DEMO = """
+    import torch
+
+
+    @torch.library.custom_op("doctor_export::scale", mutates_args=())
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+    @scale.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            y = torch.cond(x.sum() > 0, lambda t: t.relu(), lambda t: scale(t), (x,))
+            return scale(y).relu()
+"""
+
+
+def test_doctor_dynamo_lists_ops_with_the_fx_source_lines(tmp_path):
+    """A torch.library op with a fake kernel, once in a cond branch and once outside:
+    both uses counted, each at its line, from the FX nodes' stack traces."""
+    (tmp_path / "doctor_export.py").write_text(textwrap.dedent(EXPORT_DEMO))
+    result = doctor(tmp_path, "doctor_export:Net", "--input", "2x3", "--opset", "17",
+                    "--dynamo", "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    (op,) = data["unconvertible"]
+    lines = textwrap.dedent(EXPORT_DEMO).splitlines()
+    cond_line = 1 + next(i for i, line in enumerate(lines) if "torch.cond" in line)
+    assert op["op"] == "doctor_export::scale" and op["count"] == 2
+    assert sorted(op["sources"]) == sorted(
+        f"{tmp_path / 'doctor_export.py'}({line}): forward" for line in (cond_line, cond_line + 1))
+    assert "'fallthrough' fallback" in op["fallbacks"][0]
+
+
+def test_diagnose_dynamo_in_process():
+    # A custom op without a fake kernel: torch.export's own error, and what to do.
+    uncaptured = diagnose(CallsTwice(), (torch.randn(2),), dynamo=True)
+    assert uncaptured.would_fail and uncaptured.ops == []
+    assert "torch.export could not capture CallsTwice" in uncaptured.error
+    assert "register_fake" in uncaptured.error and "dynamo=False" in uncaptured.error
+    found = diagnose(InPlaceShape(), (torch.randn(2, 3),), 17, dynamo=True)
+    assert not found.would_fail and found.error == ""
+    assert [p.kind for p in found.pitfalls] == ["inplace-shape"]
+    scripted = diagnose(torch.jit.script(torch.nn.ReLU()), (torch.randn(2),), dynamo=True)
+    assert scripted.would_fail and "cannot read a scripted model" in scripted.error

@@ -151,6 +151,77 @@ def test_find_mismatch_reports_a_partition_that_fails_to_convert(capsys):
     assert "no plugin (it failed to convert)" in leaf.provenance()[0]
 
 
+# -- find_mismatch through the torch.export front end -----------------------------------
+def test_find_mismatch_dynamo_reproduces_the_seed_with_fx_source_lines(wrong_relu, capsys):
+    torch.manual_seed(0)
+    info = find_mismatch(SeedModel(), (torch.randn(2, 3),), opset_version=15, dynamo=True,
+                         verbose=True)
+    printed = capsys.readouterr().out
+    assert info.tree_text() == SEED_TREE
+    assert [leaf.id for leaf in info.all_mismatch_leaf_graph_info()] == ["01", "110"]
+    assert info.mismatch_node_kinds() == {"aten::relu": 2}
+    assert info.essential_node_kinds() == {"aten::linear", "aten::relu"}
+    # The FX node's stack trace gives the line; its nn_module_stack the module.
+    line = line_of(SeedModel.forward, "self.layers(x)")
+    assert f"01: aten::relu (layers.1) at {__file__}({line}): forward, converted by the " \
+        "symbolic from register_custom_op_symbolic" in printed
+    assert " torch.export graph ".center(80, "=") in printed
+    assert f"%relu = aten::relu(%linear)  # {__file__}({line}): forward" in printed
+    # A leaf is a source graph of its own, fed with the values torch.fx computed.
+    leaf = info.find_partition("110")
+    assert [n.kind() for n in leaf.graph.nodes()] == ["aten::relu"]
+    assert len(leaf.input_args) == 1 and leaf.input_args[0].shape == (2, 5)
+    assert not isinstance(leaf.input_args[0], torch._subclasses.FakeTensor)
+
+
+def test_find_mismatch_dynamo_on_a_correct_model_and_an_exported_program(wrong_neg, capsys):
+    assert not find_mismatch(SeedModel(), (torch.randn(2, 3),), opset_version=15,
+                             dynamo=True).has_mismatch()
+    program = torch.export.export(Branchy(), (torch.randn(3, 4),))
+    info = find_mismatch(program, (torch.randn(3, 4),), opset_version=15)
+    capsys.readouterr()
+    assert [leaf.essential_node_kinds() for leaf in info.all_mismatch_leaf_graph_info()] \
+        == [{"aten::neg"}]
+
+
+class Cond(torch.nn.Module):
+    def forward(self, x):
+        y = x * 3
+        y = torch.cond(y.sum() > 0, lambda t: t.neg() + 1, lambda t: t - 1, (y,))
+        return y.relu().sum(0)
+
+
+def test_find_mismatch_dynamo_names_the_op_inside_a_cond_branch(wrong_neg, capsys):
+    info = find_mismatch(Cond(), (torch.ones(2, 3),), opset_version=15, dynamo=True)
+    capsys.readouterr()
+    (leaf,) = info.all_mismatch_leaf_graph_info()
+    assert leaf.essential_node_kinds() == {"prim::If"}
+    # The branch's ops are at the torch.cond call (not in torch.fx's generated code).
+    where = f"{__file__}({line_of(Cond.forward, 'torch.cond')}): forward"
+    lines = leaf.provenance()
+    assert lines[0].startswith(f"prim::If at {where}")
+    assert f"  inside: aten::neg at {where}, converted by the symbolic from " \
+        "register_custom_op_symbolic" in lines
+
+
+def test_find_mismatch_dynamo_reports_a_partition_that_fails_to_convert(capsys):
+    @torch.library.custom_op("verification_test::thrice", mutates_args=())
+    def thrice(x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+    thrice.register_fake(lambda x: torch.empty_like(x))
+
+    class Custom(torch.nn.Module):
+        def forward(self, x):
+            return thrice(x.tanh()).relu()
+
+    info = find_mismatch(Custom(), (torch.randn(2, 3),), opset_version=15, dynamo=True)
+    capsys.readouterr()
+    (leaf,) = info.all_mismatch_leaf_graph_info()
+    assert leaf.essential_node_kinds() == {"verification_test::thrice"}
+    assert leaf.mismatch_error.startswith("UnsupportedOperatorError")
+
+
 # -- verify ---------------------------------------------------------------------------
 class Flatten(torch.nn.Module):
     def forward(self, x):

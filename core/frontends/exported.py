@@ -16,6 +16,7 @@ an input, exactly as TorchScript would give it, so the same symbolics serve it:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import re
@@ -612,11 +613,14 @@ def _constant_type(value: Any, schema_type: Any) -> Type:
 
 
 def _stack(trace: str | None) -> str:
-    """An FX stack trace as a source range: its frames, innermost first."""
+    """An FX stack trace as a source range: its frames, innermost first, without the
+    code torch.fx generated (a higher-order op's subgraph: the user's line is the call
+    of ``torch.cond``, ``while_loop``...)."""
     if not trace:
         return ""
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', trace)
-    return "\n".join(f"{path}({line}): {fn}" for path, line, fn in reversed(frames))
+    return "\n".join(f"{path}({line}): {fn}" for path, line, fn in reversed(frames)
+                     if not path.startswith("<eval_with_key>"))
 
 
 def _scope(stack: Mapping[str, tuple[str, Any]] | None, prefix: str) -> str:
@@ -645,6 +649,43 @@ def read(program: torch.export.ExportedProgram,
     (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it."""
     from oxport.trace import FrontEnd
 
-    graph, examples, names, params, more = _Reader(program, axis_names or {}, prefix).read()
+    reader = _Reader(program, axis_names or {}, prefix)
+    graph, examples, names, params, more = reader.read()
     return FrontEnd(graph, examples, list(input_names or names), params, [],
-                    [*notes, *more])
+                    [*notes, *more],
+                    evaluate=functools.partial(_evaluate, program, reader.env))
+
+
+def _evaluate(program: torch.export.ExportedProgram, env: Mapping[torch.fx.Node, Any],
+              tensors: Sequence[torch.Tensor]) -> dict[int, Any]:
+    """Run ``program``'s graph on the user's ``tensors`` (its tensor inputs, in order) and
+    return each top-level node's result by the ``unique()`` of the source value(s) read
+    from it. Nodes read from inside a subgraph (an inlined wrapper's) get no value."""
+    kinds = torch.export.graph_signature.InputKind
+    state = {**program.state_dict, **program.constants}
+    fed = iter(tensors)
+    feeds = []
+    for node, spec in zip(program.graph.find_nodes(op="placeholder"),
+                          program.graph_signature.input_specs):
+        if spec.kind != kinds.USER_INPUT:
+            feeds.append(state[spec.target])
+        elif isinstance(node.meta.get("val"), torch.Tensor):
+            feeds.append(next(fed))
+        else:  # a number torch.export specialized the graph on
+            feeds.append(node.meta.get("val"))
+    found: dict[int, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:
+            result = super().run_node(node)
+            read = env.get(node)
+            if isinstance(read, SourceValue):
+                found[read.unique()] = result
+            elif isinstance(read, (list, tuple)) and isinstance(result, (list, tuple)):
+                found.update((v.unique(), r) for v, r in zip(read, result)
+                             if isinstance(v, SourceValue))
+            return result
+
+    with torch.no_grad():
+        Recorder(program.graph_module).run(*feeds)
+    return found
