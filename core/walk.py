@@ -148,6 +148,9 @@ class Conversion:
         #: (value, axis, what the traced size fixed, source line): recorded by symbolics
         #: through ``g.uses_traced_size`` and checked against the dynamic axes after the walk.
         self.traced_sizes: list[tuple[Value, int, str, str]] = []
+        #: TorchScript value -> the deferred output of the unconvertible op it is computed
+        #: from: a symbolic failing on it blames that op (``_stands_for_unconvertible``).
+        self.downstream_of: dict[int, Value] = {}
 
     # -- entry points ------------------------------------------------------
     def run(self, front: FrontEnd) -> Graph:
@@ -233,6 +236,15 @@ class Conversion:
 
     # -- one node ----------------------------------------------------------
     def convert_node(self, node: torch._C.Node, graph: Graph) -> None:
+        self._convert_node(node, graph)
+        if self.downstream_of:  # what is computed from an unconvertible op's outputs
+            upstream = next((self.downstream_of[v.unique()] for v in node.inputs()
+                             if v.unique() in self.downstream_of), None)
+            if upstream is not None:
+                for ts_value in node.outputs():
+                    self.downstream_of.setdefault(ts_value.unique(), upstream)
+
+    def _convert_node(self, node: torch._C.Node, graph: Graph) -> None:
         kind = node.kind()
         env = self.env
         try:
@@ -260,6 +272,7 @@ class Conversion:
             args = [arg for index, arg in enumerate(args) if index not in outs]
         reason = ""
         complex_input = has_complex_input(node)
+        any_declined = False
         # A symbolic that declines hands the node to the next one serving it (a shadowed pack).
         for entry in self.symbolic_candidates(node, kind):
             g.entry = entry
@@ -274,8 +287,11 @@ class Conversion:
             except SymbolicDeclined as declined:
                 reason += (f"{'; ' if reason else ''}the symbolic from {entry.provenance} "
                            f"declined: {declined.reason}")
+                any_declined = True
                 continue
             except OnnxExporterError as exc:
+                if self._stands_for_unconvertible(node, graph):
+                    return
                 if self.collect_only:
                     reason = str(exc)
                 else:
@@ -284,6 +300,8 @@ class Conversion:
                                     f"symbolic from {entry.provenance})"
                                     + (f" {advice}" if advice else "")) from exc
             except Exception as exc:
+                if self._stands_for_unconvertible(node, graph):
+                    return
                 if self.collect_only:
                     reason = f"{type(exc).__name__}: {exc}"
                 else:
@@ -311,6 +329,8 @@ class Conversion:
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
                 return
 
+        if any_declined and self._stands_for_unconvertible(node, graph):
+            return
         self._record_unconvertible(node, graph, kind, g.source, reason)
 
     def _write_through(self, g: GraphContext, node: torch._C.Node, kind: str,
@@ -383,6 +403,23 @@ class Conversion:
             self.env[ts_value.unique()] = value
         return True
 
+    def _stands_for_unconvertible(self, node: torch._C.Node, graph: Graph) -> bool:
+        """After a symbolic failed or declined: if an input is computed from an
+        unconvertible op's output (which a scripted graph gives no sizes for, say), that op
+        is the cause. It is collected, so the error names it and not this node's symbolic,
+        and this node's outputs stand for it too. False when no input is."""
+        upstream = [self.downstream_of[v.unique()] for v in node.inputs()
+                    if v.unique() in self.downstream_of]
+        if not upstream:
+            return False
+        for value in upstream:
+            _collect_if_unconvertible(value)
+        for ts_value in node.outputs():
+            poison = Value(graph, ts_value.debugName(), Type.of(ts_value.type()))
+            poison.meta = {"unconvertible": upstream[0].meta["unconvertible"]}
+            self.env[ts_value.unique()] = poison
+        return True
+
     def _record_unconvertible(self, node: torch._C.Node, graph: Graph, kind: str,
                               source: str, reason: str) -> None:
         """Collect the node as unconvertible once the export needs it: its outputs are
@@ -423,6 +460,7 @@ class Conversion:
             deferred = graph.deferred(Type.of(ts_value.type()), materialize)
             deferred.meta = {"unconvertible": kind, "collect": record}
             self.env[ts_value.unique()] = deferred
+            self.downstream_of[ts_value.unique()] = deferred
         if not _may_defer(node):
             record()
 

@@ -253,3 +253,29 @@ def test_error_classes_share_one_base():
     for cls in (errors.UnsupportedOperatorError, errors.CheckerError, errors.SymbolicValueError,
                 errors.InvalidExportArgumentError, errors.SymbolicError):
         assert issubclass(cls, OnnxExporterError)
+
+
+def _scripted_qat_conv_bn() -> torch.jit.ScriptModule:
+    """A scripted QAT conv-bn-relu: its weight goes through aten::fused_moving_avg_obs_fake_quant
+    (which torch.onnx does not export either), and TorchScript gives that value no sizes."""
+    import warnings
+
+    from torch.ao.nn.intrinsic.qat import ConvBnReLU2d
+    from torch.ao.quantization import get_default_qat_qconfig
+
+    model = ConvBnReLU2d(3, 4, 3, qconfig=get_default_qat_qconfig("fbgemm")).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(model)
+
+
+def test_an_op_downstream_of_an_unconvertible_one_is_not_blamed(tmp_path):
+    """conv2d and batch_norm cannot convert a weight no symbolic computed: the error names
+    the op that has no symbolic, not theirs as a bug in their plugin."""
+    error = _fails(tmp_path, UnsupportedOperatorError, "Exporting 1 operator",
+                   model=_scripted_qat_conv_bn(), args=(torch.randn(2, 3, 8, 8),),
+                   opset_version=17)
+    assert [op.kind for op in error.ops] == ["aten::fused_moving_avg_obs_fake_quant"]
+    kinds = oxport.unconvertible_ops(_scripted_qat_conv_bn(), (torch.randn(2, 3, 8, 8),),
+                                     opset_version=17)[1]
+    assert kinds == ["aten::fused_moving_avg_obs_fake_quant"]
