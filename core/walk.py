@@ -314,9 +314,12 @@ class Conversion:
             else:
                 producer = (f"The symbolic for {kind} from {entry.provenance} (at "
                             f"{g.source or 'unknown'})")
+                result, writes = _split_writes(node, result)
                 if self._map(node, graph, result, producer):
                     self.used[entry] += 1
                     self._write_through(g, node, kind, outs)
+                    for index, value in writes:
+                        self._assign(g, node.inputsAt(index), value)
                     return
                 reason = f"the symbolic from {entry.provenance} returned None"
             break
@@ -351,7 +354,11 @@ class Conversion:
         link = self.views.get(target.unique())
         if link is not None:
             self.views[output.unique()] = link
-        value = self.env.get(output.unique())
+        self._assign(g, target, self.env.get(output.unique()))
+
+    def _assign(self, g: GraphContext, target: Any, value: Value | None) -> None:
+        """``target`` (a source value) is ``value`` from now on, and so is what it views in
+        every base it views."""
         while value is not None and target.type().kind() == "TensorType":
             self.env[target.unique()] = value
             link = self.views.get(target.unique())
@@ -539,6 +546,35 @@ def out_arguments(node: torch._C.Node) -> list[int]:
     return [index for index, argument in enumerate(arguments)
             if argument.kwarg_only and argument.alias_info is not None
             and argument.alias_info.is_write]
+
+
+def _split_writes(node: Any, result: Any) -> tuple[Any, list[tuple[int, Value]]]:
+    """A symbolic for an op that writes arguments it does not return (a custom op's
+    ``mutates_args``, ``Tensor(a!) out`` in its schema) may return the op's results followed
+    by the new value of each written argument, in schema order: (the results, [(argument
+    position, new value)]). Other results are returned as they are."""
+    written = _written_positions(node.schema())
+    values = list(result) if isinstance(result, (tuple, list)) else [result]
+    count = node.outputsSize()
+    if not written or len(values) != count + len(written):
+        return result, []
+    head = values[:count]
+    results = None if not head else head[0] if count == 1 else tuple(head)
+    return results, list(zip(written, values[count:]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _written_positions(schema: str) -> tuple[int, ...]:
+    """The positional tensor arguments a schema writes without returning them."""
+    if schema == "(no schema)" or "!" not in schema:
+        return ()
+    parsed = torch._C.parse_schema(schema)
+    returned = {name for r in parsed.returns if r.alias_info is not None
+                for name in r.alias_info.before_set}
+    return tuple(index for index, argument in enumerate(parsed.arguments)
+                 if not argument.kwarg_only and argument.alias_info is not None
+                 and argument.alias_info.is_write and argument.type.kind() == "TensorType"
+                 and not returned & set(argument.alias_info.before_set))
 
 
 def _collect_if_unconvertible(value: Value) -> None:

@@ -147,6 +147,89 @@ def test_a_custom_op_is_served_by_a_registered_symbolic() -> None:
     assert [n.op_type for n in proto.graph.node] == ["Add"]
 
 
+@torch.library.custom_op("oxport_test::scale_into", mutates_args=("acc",))
+def _scale_into(x: torch.Tensor, acc: torch.Tensor, k: float) -> torch.Tensor:
+    """Scales ``acc`` in place, returns ``x + acc``."""
+    acc.mul_(k)
+    return x + acc
+
+
+@_scale_into.register_fake
+def _(x: torch.Tensor, acc: torch.Tensor, k: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class _Accumulates(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        acc = y.clone()
+        return _scale_into(x, acc, 3.0), acc + 1
+
+
+@pytest.fixture
+def scale_into_symbolic():
+    """The symbolic returns the op's result, then the new value of ``acc`` it writes."""
+    def symbolic(g, x, acc, k):
+        scaled = g.op("Mul", acc, k)
+        return g.op("Add", x, scaled), scaled
+
+    oxport.register_custom_op_symbolic("oxport_test::scale_into", symbolic, 9)
+    yield
+    oxport.unregister_custom_op_symbolic("oxport_test::scale_into", 9)
+
+
+@pytest.mark.parametrize("capture", ["trace", "export", "auto_functionalized_v2",
+                                     "auto_functionalized"])
+def test_a_mutating_custom_op_writes_what_its_symbolic_returns(
+        capture: str, scale_into_symbolic) -> None:
+    """Later reads of the written argument see its new value: through the tracer, torch.export
+    capturing the op whole, and its functional forms (auto_functionalized v2, and v1)."""
+    model, x, y = _Accumulates(), torch.randn(3), torch.randn(3)
+    if capture == "trace":
+        source = model
+    elif capture == "export":
+        source = torch.export.export(model, (x, y))
+        assert "oxport_test.scale_into" in str(source.graph)
+    else:
+        with torch._export.config.patch(
+                enable_auto_functionalized_v2_for_export=capture.endswith("v2")):
+            source = torch.export.export(model, (x, y)).run_decompositions({})
+        assert {n.target.name() for n in source.graph.nodes
+                if isinstance(n.target, torch._ops.HigherOrderOperator)} == {capture}
+    proto = oxport.convert(source, (x, y), dynamo=capture != "trace").model_proto()
+    for got, want in zip(_run(proto, x, y), model(x, y)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
+
+
+def test_torch_onnx_drops_a_custom_op_s_write(scale_into_symbolic) -> None:
+    """Why oxport's results differ from torch.onnx's here: torch.onnx keeps only the op's
+    result, so a later read of the written tensor sees its old value."""
+    def symbolic(g, x, acc, k):
+        return g.op("Add", x, g.op("Mul", acc, k))
+
+    torch.onnx.register_custom_op_symbolic("oxport_test::scale_into", symbolic, 9)
+    try:
+        buffer = io.BytesIO()
+        model, x, y = _Accumulates(), torch.randn(3), torch.randn(3)
+        torch.onnx.export(model, (x, y), buffer, dynamo=False)
+    finally:
+        torch.onnx.unregister_custom_op_symbolic("oxport_test::scale_into", 9)
+    theirs = _run(onnx.load_from_string(buffer.getvalue()), x, y)
+    np.testing.assert_allclose(theirs[1], (y + 1).numpy(), rtol=1e-6)  # the write is lost
+    assert not np.allclose(theirs[1], model(x, y)[1].numpy())
+
+
+def test_a_custom_op_writing_a_view_is_refused_clearly(scale_into_symbolic) -> None:
+    class WritesARow(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            acc = y.clone()
+            _scale_into(x[0], acc[0], 2.0)
+            return acc
+
+    program = torch.export.export(WritesARow(), (torch.randn(2, 3), torch.randn(2, 3)))
+    with pytest.raises(OnnxExporterError, match="mutates acc, a view of another tensor"):
+        oxport.convert(program.run_decompositions({}), ())
+
+
 @pytest.mark.parametrize("call, fix", [
     (lambda m, x: oxport.export(m, (x,), None, dynamic_shapes={"x": {0: "b"}}),
      "dynamo=True"),

@@ -63,6 +63,9 @@ _DROPPED = re.compile(r"aten::(_assert_.*|_functional_assert_.*|sym_constrain_ra
                       r"_print)$")
 #: The trip count TorchScript gives a while loop (no limit).
 _WHILE_TRIPS = 2**63 - 1
+#: torch.export's functional forms of a mutating custom op.
+_FUNCTIONALIZED = (torch.ops.higher_order.auto_functionalized,
+                   torch.ops.higher_order.auto_functionalized_v2)
 #: Higher-order ops that only wrap a subgraph -> the position of that subgraph in their
 #: arguments (its inputs follow it).
 _WRAPPERS = {torch.ops.higher_order.wrap_with_set_grad_enabled: 1,
@@ -405,6 +408,9 @@ class _Reader:
             self.emit(block, node, "prim::Loop", "(no schema)", [trips, condition, *initial],
                       None, blocks=[body])
             return True
+        if target in _FUNCTIONALIZED:
+            self.functionalized(block, node)
+            return True
         if target in (torch.ops.higher_order.scan, torch.ops.higher_order.map_impl):
             self.scan(block, node)
             return True
@@ -437,6 +443,40 @@ class _Reader:
         kind = f"higher_order::{node.target.__name__}"
         self.emit(block, node, kind, "(no schema)", operands, None, blocks=[body],
                   attributes={"carried": ("i", len(carried))})
+
+    def functionalized(self, block: SourceBlock, node: torch.fx.Node) -> None:
+        """``auto_functionalized(op, **arguments)`` (a mutating custom op, made functional)
+        as the op itself, its mutated arguments read from their bases: the walker writes the
+        new values its symbolic returns into them, and the node's outputs after the op's
+        results are those arguments (v1) or the bases (v2), read after it."""
+        op, arguments = node.args[0], node.kwargs
+        bases = arguments.get("_all_bases")  # v2: each mutated argument is a whole base
+        schema_arguments = op._schema.arguments
+        if bases is not None:
+            arguments = dict(arguments)
+            for argument in schema_arguments:
+                index = arguments.get(f"_{argument.name}_base_index")
+                if any(key.startswith(f"_{argument.name}_") and not key.endswith("_base_index")
+                       for key in arguments):
+                    raise OnnxExporterError(
+                        f"{op._schema.name} mutates {argument.name}, a view of another tensor "
+                        f"(at {_stack(node.meta.get('stack_trace')).partition(chr(10))[0]}); "
+                        "oxport writes whole tensors only: pass the tensor itself, or export "
+                        "with dynamo=False.")
+                if index is not None:
+                    arguments[argument.name] = bases[index]
+        written = bases if bases is not None else [
+            arguments[a.name] for a in schema_arguments
+            if a.alias_info is not None and a.alias_info.is_write]
+        results = len(op._schema.returns)
+        fake = torch.fx.Node(node.graph, node.name, "call_function", op, (), arguments)
+        fake.meta = {**node.meta, "val": _first(node.meta.get("val"), results)}
+        self.emit(block, fake, op._schema.name, str(op._schema),
+                  self.schema_inputs(block, fake, schema_arguments), op._schema.returns)
+        made = self.env.pop(fake, None)
+        # An op returning nothing still has one (None) result slot before the written ones.
+        outputs = [None] if results == 0 else made if isinstance(made, list) else [made]
+        self.env[node] = [*outputs, *(self.argument(block, w, None) for w in written)]
 
     def outputs(self, graph: SourceGraph, node: torch.fx.Node, notes: list[str]
                 ) -> list[SourceValue]:
@@ -565,6 +605,13 @@ class _Reader:
             self.env[node] = [self.typed(v, e) for v, e in zip(made.outputs(), examples)]
         elif types:
             self.env[node] = self.typed(made.output(), example)
+
+
+def _first(example: Any, count: int) -> Any:
+    """The op's own results in a functionalized op's example outputs."""
+    if not isinstance(example, (list, tuple)):
+        return example
+    return None if count == 0 else example[0] if count == 1 else list(example[:count])
 
 
 def _example_size(size: int | torch.SymInt) -> int | None:
