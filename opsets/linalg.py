@@ -415,6 +415,11 @@ def _grouped_mm(g, self: Value, mat2: Value, offs: Value | None = None,
     return _finish_grouped(g, out, dtype, out_dtype)
 
 
+# transformers' stand-in for _grouped_mm where torch.export cannot use it (weights other
+# than bfloat16), e.g. Mixtral's experts: a custom op of the same meaning, zeros past offs[-1].
+pack.alias(_grouped_mm, "transformers::grouped_mm_fallback", since=11)
+
+
 def _finish_grouped(g, out: Value, dtype: torch.dtype, out_dtype: Value | None) -> Value:
     target = _dtype(out_dtype) or dtype
     return (sh._cast_to(g, out, target) if target != dtype else out).setType(Type.tensor(target))

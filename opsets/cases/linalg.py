@@ -96,10 +96,25 @@ def _offsets() -> torch.Tensor:
     return torch.tensor([3, 3, 7], dtype=torch.int32)
 
 
+#: torch.export runs _grouped_mm's meta kernel, which takes bfloat16 only (eager takes
+#: float32 on CPU); transformers calls its grouped_mm_fallback op instead under torch.export.
+_BF16_META = "torch.export's meta kernel for _grouped_mm takes bfloat16 only"
 pack.case("aten::_grouped_mm", lambda x, w, offs: torch._grouped_mm(x, w, offs=offs), (7, 8),
-          (3, 8, 4), _offsets, name="offsets")
+          (3, 8, 4), _offsets, name="offsets", not_exportable=_BF16_META)
 pack.case("aten::_grouped_mm", lambda x, w: torch._grouped_mm(x, w), (3, 5, 8), (3, 8, 4),
-          name="batched")
+          name="batched", not_exportable=_BF16_META)
+
+
+def _grouped_mm_fallback(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    from transformers.integrations import moe  # noqa: F401 - registers the custom op
+
+    return torch.ops.transformers.grouped_mm_fallback(x, w, offs)
+
+
+pack.case("transformers::grouped_mm_fallback", _grouped_mm_fallback, (7, 8), (3, 8, 4),
+          _offsets)
+pack.case("transformers::grouped_mm_fallback", _grouped_mm_fallback, (7, 8), (3, 8, 4),
+          lambda: torch.tensor([2, 5, 5]), name="rows_past_the_last_group")
 
 pack.case("aten::linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 2, 0), scalar,
           name="0d")
