@@ -460,7 +460,7 @@ class _Reader:
                        for key in arguments):
                     raise OnnxExporterError(
                         f"{op._schema.name} mutates {argument.name}, a view of another tensor "
-                        f"(at {_stack(node.meta.get('stack_trace')).partition(chr(10))[0]}); "
+                        f"(at {_user_line(node)}); "
                         "oxport writes whole tensors only: pass the tensor itself, or export "
                         "with dynamo=False.")
                 if index is not None:
@@ -469,11 +469,10 @@ class _Reader:
             arguments[a.name] for a in schema_arguments
             if a.alias_info is not None and a.alias_info.is_write]
         results = len(op._schema.returns)
-        fake = torch.fx.Node(node.graph, node.name, "call_function", op, (), arguments)
-        fake.meta = {**node.meta, "val": _first(node.meta.get("val"), results)}
-        self.emit(block, fake, op._schema.name, str(op._schema),
-                  self.schema_inputs(block, fake, schema_arguments), op._schema.returns)
-        made = self.env.pop(fake, None)
+        inputs = self.schema_inputs(block, (), arguments, schema_arguments)
+        self.emit(block, node, op._schema.name, str(op._schema), inputs, op._schema.returns,
+                  example=_first(node.meta.get("val"), results))
+        made = self.env.pop(node, None)
         # An op returning nothing still has one (None) result slot before the written ones.
         outputs = [None] if results == 0 else made if isinstance(made, list) else [made]
         self.env[node] = [*outputs, *(self.argument(block, w, None) for w in written)]
@@ -507,7 +506,7 @@ class _Reader:
             kind = schema.partition("(")[0].partition(".")[0]
             arguments = torch._C.parse_schema(schema).arguments if schema != str(
                 target._schema) else target._schema.arguments
-            inputs = self.schema_inputs(graph, node, arguments)
+            inputs = self.schema_inputs(graph, node.args, node.kwargs, arguments)
             self.emit(graph, node, kind, schema, inputs, target._schema.returns)
             return
         if target in _SYM_OPERATORS:
@@ -538,15 +537,15 @@ class _Reader:
     def _example(self, arg: Any) -> Any:
         return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
 
-    def schema_inputs(self, graph: SourceGraph, node: torch.fx.Node,
+    def schema_inputs(self, graph: SourceGraph, args: Sequence[Any], kwargs: Mapping[str, Any],
                       arguments: Sequence[Any]) -> list[SourceValue]:
         """Every argument of the schema in order, defaults filled in, as TorchScript has."""
         inputs = []
         for index, argument in enumerate(arguments):
-            if index < len(node.args) and not argument.kwarg_only:
-                value = node.args[index]
-            elif argument.name in node.kwargs:
-                value = node.kwargs[argument.name]
+            if index < len(args) and not argument.kwarg_only:
+                value = args[index]
+            elif argument.name in kwargs:
+                value = kwargs[argument.name]
             elif argument.has_default_value():
                 value = argument.default_value
             else:
@@ -576,8 +575,11 @@ class _Reader:
     def emit(self, graph: SourceBlock, node: torch.fx.Node, kind: str, schema: str,
              inputs: list[SourceValue], returns: Sequence[Any] | None,
              blocks: Sequence[SourceBlock] = (),
-             attributes: dict[str, tuple[str, Any]] | None = None) -> None:
-        example = node.meta.get("val")
+             attributes: dict[str, tuple[str, Any]] | None = None, example: Any = None
+             ) -> None:
+        """``node`` as a source node of ``kind`` (typed by ``example``, else the node's own
+        example value)."""
+        example = node.meta.get("val") if example is None else example
         source = _stack(node.meta.get("stack_trace"))
         scope = _scope(node.meta.get("nn_module_stack"), self._prefix)
         is_list = returns is not None and len(returns) == 1 and \
@@ -605,6 +607,11 @@ class _Reader:
             self.env[node] = [self.typed(v, e) for v, e in zip(made.outputs(), examples)]
         elif types:
             self.env[node] = self.typed(made.output(), example)
+
+
+def _user_line(node: torch.fx.Node) -> str:
+    """The innermost frame of a node's stack trace."""
+    return _stack(node.meta.get("stack_trace")).partition("\n")[0] or "unknown"
 
 
 def _first(example: Any, count: int) -> Any:
