@@ -34,6 +34,7 @@ from oxport.opsets.shape import (
     dim_size,
     ints,
     rank_of,
+    scalar_as_vector,
     scalar_int,
     shape_of,
     shape_slice,
@@ -200,16 +201,18 @@ pack.alias(index_fill, "aten::index_fill_", since=9)
 
 def _index_add_source(g, self: Value, axis: int, source: Value,
                       alpha: Value | None) -> Value:
-    """``index_add``'s ``source`` as ``self``'s rank, times ``alpha``."""
+    """``index_add``'s ``source`` in ``self``'s dtype and rank, times ``alpha``."""
+    source = _like(g, source, self)
     if source.type().dim() is not None and source.type().dim() < rank_of("aten::index_add", self):
         source = sh._unsqueeze_helper(g, source, [axis])
     scale = 1 if alpha is None else sh._maybe_get_const(alpha, "f")
     if isinstance(scale, Value) or scale != 1:
-        source = g.op("Mul", source, _like(g, alpha, source))
-    return _like(g, source, self)
+        source = g.op("Mul", source, _like(g, alpha, self))
+    return source
 
 
 @pack.symbolic("aten::index_add", since=9)
+@scalar_as_vector
 def index_add(g, self: Value, dim: Value, index: Value, source: Value,
               alpha: Value | None = None) -> Value:
     """``source`` (times ``alpha``) added into rows ``index`` along ``dim``, by one-hot rows
@@ -222,6 +225,7 @@ def index_add(g, self: Value, dim: Value, index: Value, source: Value,
 
 
 @pack.symbolic("aten::index_add", since=16)
+@scalar_as_vector
 def index_add_16(g, self: Value, dim: Value, index: Value, source: Value,
                  alpha: Value | None = None) -> Value:
     """ScatterElements with reduction='add'."""
@@ -276,7 +280,11 @@ def _reduce_by_onehot(g, self: Value, axis: int, index: Value, src: Value, mode:
     reductions: each ``src`` item meets a one-hot row of the positions along ``axis``; the
     rows are reduced over ``axis``, moved into place and combined with ``self``. Where
     ``index`` may span less of ``self``'s other dims (``partial``), the reduced rows are
-    written onto the reduction's identity first."""
+    written onto the reduction's identity first. Bools (sum: "or") go through int32."""
+    if self.type().dtype() == torch.bool:
+        as_ints = _reduce_by_onehot(g, sh._cast_to(g, self, torch.int32), axis, index,
+                                    sh._cast_to(g, src, torch.int32), mode, partial)
+        return sh._cast_to(g, as_ints, torch.bool)
     reduce_op, combine_op = _ONEHOT_REDUCTIONS[mode]
     rank = rank_of(g.original_node.kind(), self)
     dtype = self.type().dtype()

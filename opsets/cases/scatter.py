@@ -125,6 +125,8 @@ pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(0, i, s), (4, 3),
 pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(1, i, s),
           _long([1, 2, 3], [4, 5, 6]), _long([2, 2], [0, 2]), _long([7, 8, 1], [9, 10, 1]),
           name="int64_src_larger", min_opset=10)
+pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(0, i, s), _mask(3, 2),
+          _long([0, 0], [2, 0]), _mask(2, 2), name="bool")
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "sum"), (3,),
           _long(0, 0, 2, 1), (4,))
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(1, i, s, "amax"), (2, 3),
@@ -159,6 +161,8 @@ pack.case("aten::index_add", lambda x, i, s: x.index_add(0, i, s, alpha=-2), (3,
           _long(1, 1), (2, 4), name="alpha")
 pack.case("aten::index_add", lambda x, i, s: x.index_add(1, i, s), (3, 4),
           lambda: torch.tensor([2, 0, 2], dtype=torch.int32), (3, 3), name="int32_index")
+pack.case("aten::index_add", lambda x, i, s: x.index_add(0, i, s, alpha=2),
+          lambda: torch.tensor(1.5), _long(0), lambda: torch.tensor(-0.5), name="scalar")
 
 
 # torch.export's functional forms of writes into views.
