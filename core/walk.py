@@ -314,7 +314,7 @@ class Conversion:
             else:
                 producer = (f"The symbolic for {kind} from {entry.provenance} (at "
                             f"{g.source or 'unknown'})")
-                result, writes = _split_writes(node, result)
+                result, writes = _split_writes(node, result, producer)
                 if self._map(node, graph, result, producer):
                     self.used[entry] += 1
                     self._write_through(g, node, kind, outs)
@@ -548,30 +548,40 @@ def out_arguments(node: torch._C.Node) -> list[int]:
             and argument.alias_info.is_write]
 
 
-def _split_writes(node: Any, result: Any) -> tuple[Any, list[tuple[int, Value]]]:
+def _split_writes(node: Any, result: Any, producer: str) -> tuple[Any, list[tuple[int, Value]]]:
     """A symbolic for an op that writes arguments it does not return (a custom op's
-    ``mutates_args``, ``Tensor(a!) out`` in its schema) may return the op's results followed
-    by the new value of each written argument, in schema order: (the results, [(argument
-    position, new value)]). Other results are returned as they are."""
-    written = _written_positions(node.schema())
+    ``mutates_args``, ``Tensor(a!) out`` in its schema) returns the op's results followed by
+    the new value of each written argument, in schema order: (the results, [(argument
+    position, new value)]). One that returns only the results (torch.onnx's form) drops the
+    writes, with a warning."""
+    written = _written_arguments(node.schema())
+    if not written:
+        return result, []
     values = list(result) if isinstance(result, (tuple, list)) else [result]
     count = node.outputsSize()
-    if not written or len(values) != count + len(written):
-        return result, []
-    head = values[:count]
-    results = None if not head else head[0] if count == 1 else tuple(head)
-    return results, list(zip(written, values[count:]))
+    news = values[count:]
+    if len(values) == count + len(written) and all(v is not None for v in news):
+        head = values[:count]
+        results = None if not head else head[0] if count == 1 else tuple(head)
+        return results, [(index, value) for (index, _), value in zip(written, news)]
+    warnings.warn(
+        f"oxport: {producer} returned no new value for {', '.join(n for _, n in written)}, "
+        "which the op writes in place: later reads see the old value (as in torch.onnx's "
+        "file). Return the op's results, then the new value of each argument it writes.",
+        UserWarning, stacklevel=_user_stacklevel())
+    return result, []
 
 
 @functools.lru_cache(maxsize=1024)
-def _written_positions(schema: str) -> tuple[int, ...]:
-    """The positional tensor arguments a schema writes without returning them."""
+def _written_arguments(schema: str) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each positional tensor argument a schema writes without
+    returning it."""
     if schema == "(no schema)" or "!" not in schema:
         return ()
     parsed = torch._C.parse_schema(schema)
     returned = {name for r in parsed.returns if r.alias_info is not None
                 for name in r.alias_info.before_set}
-    return tuple(index for index, argument in enumerate(parsed.arguments)
+    return tuple((index, argument.name) for index, argument in enumerate(parsed.arguments)
                  if not argument.kwarg_only and argument.alias_info is not None
                  and argument.alias_info.is_write and argument.type.kind() == "TensorType"
                  and not returned & set(argument.alias_info.before_set))
