@@ -51,10 +51,16 @@ class RNNModel(nn.Module):
         nn.init.uniform_(self.decoder.weight, -initrange, initrange)
 
     def forward(self, tokens: torch.Tensor, hidden: Hidden) -> tuple[torch.Tensor, Hidden]:
-        emb = self.drop(self.encoder(tokens))
-        output, hidden = self.rnn(emb, hidden)
+        output, hidden = self.rnn(self.embed(tokens), hidden)
+        return self.decode(output), hidden
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.encoder(tokens))
+
+    def decode(self, output: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities of the RNN's outputs, flattened to ``(seq * batch, ntoken)``."""
         decoded = self.decoder(self.drop(output)).view(-1, self.ntoken)
-        return F.log_softmax(decoded, dim=1), hidden
+        return F.log_softmax(decoded, dim=1)
 
     def init_hidden(self, bsz: int) -> Hidden:
         """Zero states for a batch of ``bsz`` sequences."""
