@@ -23,6 +23,8 @@ _NO_CONST = object()
 #: The real dtype of each complex dtype's parts.
 REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32,
                    torch.complex128: torch.float64}
+#: The complex dtype whose parts have each real dtype.
+COMPLEX_OF_REAL = {real: complex_ for complex_, real in REAL_OF_COMPLEX.items()}
 
 
 class Type:

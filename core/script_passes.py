@@ -13,7 +13,8 @@ Inside a block the walker then tracks the mutation like straight-line code.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -334,7 +335,7 @@ def fold_static_sizes(graph: torch._C.Graph, dynamic: dict[int, set[int]] | None
     if folded:
         if not traced:
             torch._C._jit_pass_constant_propagation_immutable_types(graph)
-        _fold_size_arithmetic(graph)
+        _fold_size_arithmetic(graph, lists=not traced)
 
 
 #: Ops on numbers (or the 0-d tensors a trace makes of them) that fold on constants.
@@ -343,26 +344,70 @@ _ARITHMETIC = frozenset(f"aten::{name}" for name in (
     "ceil", "Int", "Float", "Bool", "ScalarImplicit")) | {"prim::NumToTensor"}
 
 
-def _fold_size_arithmetic(graph: torch._C.Graph) -> None:
+#: Ops on lists of numbers that fold on constants (``[1] * (3 - x.dim()) + list(x.size())``
+#: in ``torch.stft``), which TorchScript's constant propagation of immutable types leaves;
+#: run in Python, whose list operators these are (TorchScript's generic list ops take no
+#: Python lists).
+_LIST_OPS: dict[str, Callable[..., object]] = {
+    "aten::list": list, "aten::add": operator.add, "aten::mul": operator.mul,
+    "aten::slice": lambda items, start, end, step: items[start:end:step],
+    "aten::__getitem__": operator.getitem, "aten::len": len}
+_NUMBER_LIST_KINDS = ("IntType", "FloatType", "BoolType")
+
+
+def _fold_size_arithmetic(graph: torch._C.Graph, *, lists: bool = False) -> None:
     """Arithmetic on constants producing a number or a 0-d tensor runs now: a trace records
     ``x.size(0) // 2`` as tensor ops on the size (``prim::NumToTensor``, ``floor_divide``,
-    ``aten::Int``), which TorchScript's constant propagation of numbers leaves."""
+    ``aten::Int``), which TorchScript's constant propagation of numbers leaves. With
+    ``lists``, lists of numbers built from constants and never written (``[1] * n``,
+    ``list(x.size())``, ``a + b``, ``shape[-2:]``) fold too."""
     for node in list(graph.nodes()):
-        if node.kind() not in _ARITHMETIC or node.outputsSize() != 1 \
+        if lists and _is_constant_number_list(node):
+            with graph.insert_point_guard(node):
+                node.output().replaceAllUsesWith(graph.insertConstant(
+                    [v.toIValue() for v in node.inputs()]))
+            node.destroy()
+            continue
+        on_lists = any(_is_number_list(v) for v in node.inputs())
+        if node.kind() not in (_LIST_OPS if on_lists else _ARITHMETIC) \
+                or not lists and on_lists or node.outputsSize() != 1 \
                 or any(v.node().kind() != "prim::Constant" for v in node.inputs()):
             continue
         out = node.output().type()
-        if out.kind() == "TensorType" and out.dim() != 0:
+        if out.kind() == "TensorType" and out.dim() != 0 or out.kind() == "ListType" and not (
+                _is_number_list(node.output()) and _never_written(node.output())):
             continue
-        operation = torch._C._jit_get_operation(node.kind())
-        operation = operation[0] if isinstance(operation, tuple) else operation
+        if on_lists:
+            operation = _LIST_OPS[node.kind()]
+        else:
+            operation = torch._C._jit_get_operation(node.kind())
+            operation = operation[0] if isinstance(operation, tuple) else operation
         try:
             result = operation(*(v.toIValue() for v in node.inputs()))
-        except RuntimeError:  # e.g. a division by zero: left for the export to run
+        except (RuntimeError, IndexError):  # division by zero, an index out of range: left to run
             continue
         with graph.insert_point_guard(node):
             node.output().replaceAllUsesWith(graph.insertConstant(result))
         node.destroy()
+
+
+def _is_number_list(value: torch._C.Value) -> bool:
+    t = value.type()
+    return t.kind() == "ListType" and t.getElementType().kind() in _NUMBER_LIST_KINDS
+
+
+def _never_written(value: torch._C.Value) -> bool:
+    """Whether no use of a list can change it: no op writes it (``append``, ``x[i] = v``)
+    and no block receives it (a loop or branch might)."""
+    return all(not list(use.user.blocks()) and value not in mutated_inputs(use.user)
+               for use in value.uses())
+
+
+def _is_constant_number_list(node: torch._C.Node) -> bool:
+    """A ``prim::ListConstruct`` of constant numbers that nothing writes afterwards."""
+    return node.kind() == "prim::ListConstruct" and _is_number_list(node.output()) \
+        and all(v.node().kind() == "prim::Constant" for v in node.inputs()) \
+        and _never_written(node.output())
 
 
 def _static_size(node: torch._C.Node, dynamic: set[int]) -> int | list[int] | None:

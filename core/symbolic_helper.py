@@ -233,6 +233,18 @@ def accepts_complex(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def mark_complex_pairs(value: Any) -> Any:
+    """Record that ``value`` carries a complex tensor as real pairs, so the walker can type
+    the source value complex where the front end left its dtype unknown (scripted code)."""
+    value.meta = {**(value.meta or {}), "complex_pairs": True}
+    return value
+
+
+def carries_complex_pairs(value: Any) -> bool:
+    """Whether a symbolic marked ``value`` with :func:`mark_complex_pairs`."""
+    return bool(getattr(value, "meta", None) and value.meta.get("complex_pairs"))
+
+
 def has_complex_input(node: Any) -> bool:
     """Whether a TorchScript node reads a complex tensor."""
     return any(is_tensor_type(v.type()) and v.type().dtype() is not None

@@ -35,9 +35,9 @@ from oxport.errors import (
     how_to_set,
 )
 from oxport.infer import infer_value, needs_inference
-from oxport.ir import Graph, Type, Value
+from oxport.ir import COMPLEX_OF_REAL, Graph, Type, Value
 from oxport.registry import RegistryView, SymbolicEntry
-from oxport.symbolic_helper import has_complex_input
+from oxport.symbolic_helper import carries_complex_pairs, has_complex_input
 from oxport.trace import FrontEnd
 
 log = logging.getLogger("oxport.walk")
@@ -407,6 +407,7 @@ class Conversion:
                 value.setType(value.type().with_sizes(theirs.shape))
             if needs_inference(value):  # scripted code: TorchScript knew no dtype or rank
                 infer_value(value, self.opset)
+            _type_complex_pairs(ts_value, value)
             self.env[ts_value.unique()] = value
         return True
 
@@ -600,6 +601,17 @@ def _may_defer(node: torch._C.Node) -> bool:
         return False
     schema = node.schema()
     return schema != "(no schema)" and "!" not in schema
+
+
+def _type_complex_pairs(ts_value: Any, value: Value) -> None:
+    """Type a TorchScript value complex when its symbolic made it as complex pairs and
+    TorchScript knew no dtype (scripted code), so the ops reading it see a complex tensor
+    (``is_complex``, the walker's accepts_complex check) as traced code's types tell them."""
+    ts_type = ts_value.type()
+    real = value.type().dtype()
+    if isinstance(ts_type, torch._C.TensorType) and ts_type.dtype() is None \
+            and real in COMPLEX_OF_REAL and carries_complex_pairs(value):
+        ts_value.setType(ts_type.with_dtype(COMPLEX_OF_REAL[real]))
 
 
 def _merge(ours: Type, theirs: Type) -> Type:

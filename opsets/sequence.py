@@ -380,7 +380,10 @@ def list_slice(g, self: Value, start: Value | None = None, end: Value | None = N
     if isinstance(stride, Value):
         sh._unimplemented("aten::slice.t", "a step computed at run time")
     out = sh._slice_helper(g, values, [0], [begin], [stop], [stride] if stride != 1 else None)
-    return out.setType(Type.tensor(values.type().dtype(), [None]))
+    known = values.type().shape
+    length = len(range(known[0])[slice(*bounds)]) if static and known and \
+        isinstance(known[0], int) else None
+    return out.setType(Type.tensor(values.type().dtype(), [length]))
 
 
 @pack.symbolic("aten::list.t", since=7)

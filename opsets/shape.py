@@ -543,13 +543,13 @@ def _target_dtype(g, args: Sequence[Value], dtype_arg: int | None) -> torch.dtyp
 def to(g, self: Value, *args: Value) -> Value:
     """A Cast for every overload that names a dtype (or another tensor); device moves are
     identities."""
-    if is_complex(g, 0, "aten::to"):
-        return complex_cast(g, self)
     overload = g.original_node.schema().partition("(")[0].partition(".")[2]
-    if overload == "other":
-        dtype = args[0].type().dtype()
+    if overload == "other":  # scripted code: only a complex tensor's source type has a dtype
+        dtype = g.original_node.inputsAt(1).type().dtype() or args[0].type().dtype()
     else:
         dtype = _target_dtype(g, args, _TO_DTYPE_ARG.get(overload))
+    if is_complex(g, 0, "aten::to"):
+        return complex_cast(g, self, dtype)
     if dtype is None or dtype == self.type().dtype():
         return self
     return sh._cast_to(g, self, dtype)

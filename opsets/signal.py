@@ -36,14 +36,20 @@ def is_complex(g, position: int, *kinds: str) -> bool:
 
 
 def as_pairs(g, value: Value, output: int = 0) -> Value:
-    """``value`` typed as the real pairs of the node's complex output ``output``."""
-    return value.setType(Type.of(g.original_node.outputsAt(output).type()).as_real_pairs())
+    """``value`` marked as the real pairs of the node's complex output ``output``, typed as
+    them where the front end knows that output's dtype (scripted code leaves it to
+    inference)."""
+    pairs = Type.of(g.original_node.outputsAt(output).type()).as_real_pairs()
+    if pairs.dtype() is not None:
+        value.setType(pairs)
+    return sh.mark_complex_pairs(value)
 
 
-def complex_cast(g, pairs: Value) -> Value:
-    """Complex pairs cast to the node's complex output dtype (a cast to a real dtype, which
-    drops the imaginary part with a warning in PyTorch, is declined)."""
-    target = g.original_node.output().type().dtype()
+def complex_cast(g, pairs: Value, target: torch.dtype | None) -> Value:
+    """Complex pairs cast to the complex dtype ``target`` (None: kept as they are; a cast to
+    a real dtype, which drops the imaginary part with a warning in PyTorch, is declined)."""
+    if target is None:
+        return as_pairs(g, pairs)
     if target not in REAL_OF_COMPLEX:
         sh._unimplemented(g.original_node.kind(), f"a complex tensor cast to {target}; take "
                                                   f".real or .abs() first")
