@@ -313,9 +313,10 @@ def fold_static_sizes(graph: torch._C.Graph, dynamic: dict[int, set[int]] | None
     sizes of that one run, and what a model computes from its own tensors' sizes is the
     packs' to convert. Without it every type is trusted (a scripted graph's inputs
     leave their dynamic axes unknown, and nothing else has sizes). A scripted graph then
-    propagates the constants through numbers, branches and lists (TorchScript's pass); a
-    ``traced`` one only runs the arithmetic the tracer recorded on sizes (its other ops on
-    constants are left for the packs to convert).
+    propagates the constants through numbers and branches (TorchScript's pass) and folds
+    lists of numbers built from constants (``[1] * 6``, ``[1] * k + list(x.size())``),
+    folded sizes or not; a ``traced`` one only runs the arithmetic the tracer recorded on
+    sizes (its other ops on constants are left for the packs to convert).
     """
     inputs = {value.unique(): index for index, value in enumerate(graph.inputs())}
     folded = False
@@ -332,9 +333,9 @@ def fold_static_sizes(graph: torch._C.Graph, dynamic: dict[int, set[int]] | None
                 node.output().replaceAllUsesWith(graph.insertConstant(known))
             node.destroy()
             folded = True
-    if folded:
-        if not traced:
-            torch._C._jit_pass_constant_propagation_immutable_types(graph)
+    if folded and not traced:
+        torch._C._jit_pass_constant_propagation_immutable_types(graph)
+    if folded or not traced:
         _fold_size_arithmetic(graph, lists=not traced)
 
 

@@ -374,11 +374,12 @@ def list_slice(g, self: Value, start: Value | None = None, end: Value | None = N
     if kind == "TensorType":
         sh._unimplemented("aten::slice.t", "slicing a list of tensors built at run time")
     values = as_number_tensor(g, self, kind)
-    begin = 0 if bounds[0] is None else bounds[0]
-    stop = 2**62 if bounds[1] is None else bounds[1]
     stride = 1 if bounds[2] is None else bounds[2]
     if isinstance(stride, Value):
         sh._unimplemented("aten::slice.t", "a step computed at run time")
+    first, past = (0, 2**62) if stride > 0 else (2**62, -2**62)  # Slice clamps them
+    begin = first if bounds[0] is None else bounds[0]
+    stop = past if bounds[1] is None else bounds[1]
     out = sh._slice_helper(g, values, [0], [begin], [stop], [stride] if stride != 1 else None)
     known = values.type().shape
     length = len(range(known[0])[slice(*bounds)]) if static and known and \

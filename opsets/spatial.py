@@ -28,14 +28,19 @@ def _rank(input: Value, op: str) -> int:
     return rank
 
 
-def _int_items(value: Value, op: str) -> list[int | Value]:
-    """A list argument as Python ints, or Values where computed at run time."""
+def _int_items(g, value: Value, op: str) -> list[int | Value]:
+    """A list argument as Python ints, or Values where computed at run time (the items of a
+    list a scripted model computes whole, like ``y.shape[-2:]``, are read from it)."""
     const = sh._maybe_get_const(value, "is")
     if isinstance(const, list):
         return const
-    if not sh._is_packed_list(value):
-        sh._unimplemented(op, "a size list that is not built element-wise")
-    return [sh._maybe_get_const(item, "i") for item in sh._unpack_list(value)]
+    if sh._is_packed_list(value):
+        return [sh._maybe_get_const(item, "i") for item in sh._unpack_list(value)]
+    shape = value.type().shape if value.type().kind() == "TensorType" else None
+    if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
+        sh._unimplemented(op, "a size list of unknown length")
+    return [g.op("Gather", value, g.constant(torch.tensor(index)), axis_i=0)
+            for index in range(shape[0])]
 
 
 def _is_static(items: list[int | Value]) -> bool:
@@ -156,7 +161,7 @@ def _register_pad(name: str, mode: str | None, ladder=((7, _pad_attr), (11, _pad
                 value = args[0]
             if pad_mode not in _PAD_MODES:
                 sh._unimplemented(op, f"padding mode {pad_mode!r}")
-            return pad_fn(g, input, _int_items(pad, op), pad_mode, value, op)
+            return pad_fn(g, input, _int_items(g, pad, op), pad_mode, value, op)
         symbolic.__name__ = name
         symbolic.__doc__ = f"``{op}`` as ONNX Pad."
         return symbolic
@@ -205,7 +210,7 @@ def affine_grid_generator_20(g, theta: Value, size: Value, align_corners: Value)
     at -1 with align_corners, PyTorch at 0)."""
     if sh._is_constant(size):
         return affine_grid_generator(g, theta, size, align_corners)
-    return g.op("AffineGrid", theta, _int64_vector(g, _int_items(size, "aten::affine_grid")),
+    return g.op("AffineGrid", theta, _int64_vector(g, _int_items(g, size, "aten::affine_grid")),
                 align_corners_i=int(sh._get_const(align_corners, "b", "align_corners")))
 
 
@@ -213,7 +218,7 @@ def affine_grid_generator_20(g, theta: Value, size: Value, align_corners: Value)
 class _Resample:
     """What an ``aten::upsample_*`` node asks for: output sizes or scale factors."""
 
-    def __init__(self, op: str, input: Value, spatial: int, output_size: Value | None,
+    def __init__(self, g, op: str, input: Value, spatial: int, output_size: Value | None,
                  scales: tuple[Value, ...]) -> None:
         self.op = op
         self.input = input
@@ -221,7 +226,7 @@ class _Resample:
         self.sizes: list[int | Value] | None = None
         self.scales: list[float] | None = None
         if not sh._is_none(output_size):
-            self.sizes = _int_items(output_size, op)
+            self.sizes = _int_items(g, output_size, op)
         else:
             self.scales = self._parse_scales(scales)
 
@@ -388,7 +393,7 @@ def _register_nearest(name: str, spatial: int) -> None:
     for since, build in ((7, _upsample_7), (9, _upsample_9), (10, _resize_10),
                          (11, lambda g, r: _resize_11(g, r, "nearest"))):
         def symbolic(g, input, output_size, *scales, _build=build):
-            return _build(g, _Resample(op, input, spatial, output_size, scales))
+            return _build(g, _Resample(g, op, input, spatial, output_size, scales))
         symbolic.__name__ = name
         symbolic.__doc__ = f"``{op}``: nearest (floor) resampling."
         pack.symbolic(op, since=since)(symbolic)
@@ -413,7 +418,7 @@ def _register_resize(name: str, spatial: int, mode: str, since: int = 11,
     def symbolic(g, input, output_size, *args):
         align_corners = sh._maybe_get_const(args[0], "b") if has_align else None
         scales = args[1:] if has_align else args
-        return _resize_11(g, _Resample(op, input, spatial, output_size, scales), mode,
+        return _resize_11(g, _Resample(g, op, input, spatial, output_size, scales), mode,
                           align_corners, antialias)
     symbolic.__name__ = name
     symbolic.__doc__ = f"``{op}`` as Resize (mode {mode!r})."
@@ -440,7 +445,7 @@ def __interpolate(g, input: Value, size: Value, scale_factor: Value, mode: Value
         sh._unimplemented(op, "antialias=True (TorchScript's builtin refuses it too)")
     if size.is_const and isinstance(size.const, int):  # the int overload: every dim
         size = g.python_constant([size.const] * spatial)
-    resample = _Resample(op, input, spatial, size, () if sh._is_none(scale_factor) else
+    resample = _Resample(g, op, input, spatial, size, () if sh._is_none(scale_factor) else
                          (scale_factor,))
     if name == "nearest":
         build = next(build for since, build in _NEAREST_LADDER if g.opset >= since)
@@ -564,7 +569,7 @@ def col2im_7(g, self, output_size, kernel_size, dilation, padding, stride):
     """The adjoint of im2col's one-hot Conv: a grouped ConvTranspose with the same kernels
     adds each patch element back at its place (static sizes; Col2Im from 18)."""
     rank = _rank(self, "aten::col2im")
-    size, rows = _int_items(output_size, "aten::col2im"), sh._get_tensor_dim_size(self, -2)
+    size, rows = _int_items(g, output_size, "aten::col2im"), sh._get_tensor_dim_size(self, -2)
     if not _is_static(size) or rows is None:
         sh._onnx_opset_unsupported_detailed("aten::col2im", g.opset, 18,
                                             "a run-time output size or number of rows")
@@ -590,7 +595,7 @@ def col2im(g, self, output_size, kernel_size, dilation, padding, stride):
     """Col2Im (opset 18); unbatched input gets a batch axis for it."""
     unbatched = _rank(self, "aten::col2im") == 2
     out = g.op("Col2Im", sh._unsqueeze_helper(g, self, [0]) if unbatched else self,
-               _int64_vector(g, _int_items(output_size, "aten::col2im")),
+               _int64_vector(g, _int_items(g, output_size, "aten::col2im")),
                g.constant(torch.tensor(kernel_size, dtype=torch.int64)),
                dilations_i=dilation, pads_i=padding + padding, strides_i=stride)
     return sh._squeeze_helper(g, out, [0]) if unbatched else out
