@@ -371,12 +371,12 @@ def list_slice(g, self: Value, start: Value | None = None, end: Value | None = N
     static = not any(isinstance(b, Value) for b in bounds)
     if sh._is_packed_list(self) and static:
         return packed_list(g, sh._unpack_list(self)[slice(*bounds)], list_type)
-    if kind == "TensorType":
-        sh._unimplemented("aten::slice.t", "slicing a list of tensors built at run time")
-    values = as_number_tensor(g, self, kind)
     stride = 1 if bounds[2] is None else bounds[2]
     if isinstance(stride, Value):
         sh._unimplemented("aten::slice.t", "a step computed at run time")
+    if kind == "TensorType":
+        return _sequence_slice(g, as_sequence(g, self, op="aten::slice.t"), *bounds[:2], stride)
+    values = as_number_tensor(g, self, kind)
     first, past = (0, 2**62) if stride > 0 else (2**62, -2**62)  # Slice clamps them
     begin = first if bounds[0] is None else bounds[0]
     stop = past if bounds[1] is None else bounds[1]
@@ -385,6 +385,54 @@ def list_slice(g, self: Value, start: Value | None = None, end: Value | None = N
     length = len(range(known[0])[slice(*bounds)]) if static and known and \
         isinstance(known[0], int) else None
     return out.setType(Type.tensor(values.type().dtype(), [length]))
+
+
+def _sequence_slice(g: Any, items: Value, start: int | Value | None,
+                    end: int | Value | None, step: int) -> Value:
+    """``l[start:end:step]`` of a Sequence: the positions Python's slice picks (a Range of the
+    bounds clamped as Python clamps them to the run-time length), each item inserted into a
+    new Sequence by a Loop (opset 13, whose Loop carries Sequences)."""
+    if g.opset < 13:
+        sh._onnx_opset_unsupported_detailed(
+            "aten::slice.t", g.opset, 13, "slicing a list of tensors built at run time needs "
+            "a Loop carrying a Sequence")
+    dtype = elem_dtype(items)
+    if dtype is None:
+        raise OnnxExporterError(
+            f"aten::slice.t at {g.source or 'unknown'}: the dtype of the sliced list's items "
+            "is unknown here; append to it before slicing it.")
+    size = g.op("SequenceLength", items).setType(Type.tensor(torch.int64, ()))
+    lowest, highest = (0, size) if step > 0 else (-1, g.op("Sub", size, _int64(g, 1)))
+    first, past = (lowest, highest) if step > 0 else (highest, lowest)
+
+    def clamped(bound: int | Value | None, default: int | Value) -> int | Value:
+        if bound is None:
+            return default
+        bound = _int64(g, bound)
+        wrapped = g.op("Where", g.op("Less", bound, _int64(g, 0)),
+                       g.op("Add", bound, size), bound)
+        return g.op("Min", g.op("Max", wrapped, _int64(g, lowest)), _int64(g, highest))
+
+    positions = g.op("Range", _int64(g, clamped(start, first)), _int64(g, clamped(end, past)),
+                     _int64(g, step))
+    body = g.subgraph("slice_body")
+    iteration = body.graph.add_input(body.graph.fresh_name("iter"), Type.tensor(torch.int64, ()))
+    condition = body.graph.add_input(body.graph.fresh_name("cond"), Type.tensor(torch.bool, ()))
+    picked = body.graph.add_input(body.graph.fresh_name("picked"), sequence_type(dtype))
+    position = body.op("Gather", positions, iteration, axis_i=0).setType(
+        Type.tensor(torch.int64, ()))
+    item = body.op("SequenceAt", items, position).setType(item_type(items))
+    body.graph.outputs = [body.op("Identity", condition).setType(condition.type()),
+                          body.op("SequenceInsert", picked, item).setType(sequence_type(dtype))]
+    empty = _construct(g, [], dtype, "aten::slice.t")
+    return g.op("Loop", g.op("Size", positions), None, empty, body_g=body.graph).setType(
+        sequence_type(dtype))
+
+
+def _int64(g: Any, value: int | Value) -> Value:
+    """A 0-d int64 Value of a Python int or a number Value."""
+    return g.constant(torch.tensor(value)) if isinstance(value, int) else \
+        sh._cast_to(g, value, torch.int64)
 
 
 @pack.symbolic("aten::list.t", since=7)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 import torch
 
@@ -101,6 +101,14 @@ def _list_slice(x: torch.Tensor) -> torch.Tensor:
     return torch.stack(rows[1:])
 
 
+def _list_slice_grown(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows: List[torch.Tensor] = []
+    for i in range(x.size(0)):
+        rows.append(x[i] * i)
+    return (torch.stack(rows[1:]), torch.stack(rows[-3:x.size(0) - 1]),
+            torch.stack(rows[::-2]))
+
+
 def _len_str(x: torch.Tensor) -> torch.Tensor:
     mode = "matrix" if x.unsqueeze(0).dim() == 3 else "other"  # known once the rank is
     return x * len(mode)
@@ -130,4 +138,7 @@ pack.case("aten::Delete.t", _delete_numbers, (2, 3), name="numbers", script=True
 pack.case("aten::Delete.t", _delete_grown, (4, 3), name="grown", script=True, min_opset=11)
 pack.case("aten::add.t", _list_concat, (2, 3), script=True)
 pack.case("aten::slice.t", _list_slice, (2, 3), script=True)
+pack.case("aten::slice.t", _list_slice_grown, (4, 3), name="grown", script=True, min_opset=13,
+          dynamic_axes=DYNAMIC)
 pack.case("aten::list.t", _list_copy, (2, 3), script=True)
+

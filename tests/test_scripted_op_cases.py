@@ -1,0 +1,62 @@
+"""A CI guard for the scripted op-case sweep (``OXPORT_TEST_FRONT_ENDS=script``, too long for
+CI): a handful of traced op cases run scripted, from the families whose scripted forms
+needed their own handling (complex and FFT ops, 3-D padding, lists computed at run time),
+and the error for slicing a list of tensors built at run time below opset 13."""
+
+from __future__ import annotations
+
+from typing import List
+
+import pytest
+import torch
+
+import oxport
+from oxport import testing
+from oxport.errors import UnsupportedOperatorError
+
+#: Cases (as the op-test ids name them) and the one opset each runs at here.
+GUARDED = {
+    "aten::stft": 17,  # F.pad's [1] * (3 - dim) + list(x.size()) folds
+    "aten::fft_irfft[polar_trimmed_ortho]": 20,  # complex values made inside the graph
+    "aten::to[complex]": 13,  # a cast to a complex dtype read from the arguments
+    "aten::unsqueeze[complex]": 17,  # a negative dim counts before the real pairs' axis
+    "aten::reflection_pad3d": 13,  # [1] * 6 folds
+    "aten::replication_pad3d": 20,
+    "aten::size[whole]": 17,  # x.size()[::-1] of a shape known at run time only
+    "aten::upsample_nearest2d[dynamic_size]": 17,  # F.interpolate(size=y.shape[-2:])
+}
+
+
+def _guarded_runs() -> list[testing.CaseRun]:
+    registry = testing.registry_view()
+    entries = testing.entries_of(registry, distribution="oxport")
+    runs = [run for run in testing.expand(entries, registry.cases, front_ends=("script",))
+            if GUARDED.get(str(run.case)) == run.opset]
+    return runs
+
+
+_RUNS = _guarded_runs()
+
+
+def test_every_guarded_case_is_found():
+    assert sorted(str(run.case) for run in _RUNS) == sorted(GUARDED)
+
+
+@pytest.mark.parametrize("case_run", _RUNS, ids=[run.id for run in _RUNS])
+def test_scripted_op_case(case_run: testing.CaseRun) -> None:
+    testing.run(case_run)
+
+
+@torch.jit.script
+def _slice_grown(x: torch.Tensor) -> torch.Tensor:
+    rows: List[torch.Tensor] = []
+    for i in range(x.size(0)):
+        rows.append(x[i] * i)
+    return torch.stack(rows[1:])
+
+
+def test_slicing_a_list_of_tensors_built_at_run_time_names_opset_13():
+    with pytest.raises(UnsupportedOperatorError, match=r"aten::slice .*test_scripted_op_cases"
+                       r"\.py\", line \d+.*slicing a list of tensors built at run time.*"
+                       r"opset 13 would support it"):
+        oxport.convert(_slice_grown, (torch.randn(4, 3),), opset_version=12)
