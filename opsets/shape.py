@@ -814,8 +814,8 @@ pack.alias(split, "aten::unsafe_split", since=7)
 def split_with_sizes(g, self: Value, split_sizes: Value, dim: Value | None = None) -> Value:
     """Split; sizes computed at run time (``w.split([E, 2 * E])`` in nn.MultiheadAttention)
     need Split's sizes input (13) or Slices (10)."""
-    axis, _ = _split_dim(g, "aten::split_with_sizes", self,
-                         dim if dim is not None else g.python_constant(0))
+    axis = (0 if dim is None else sh._get_const(dim, "i", "dim")) % rank_of(
+        "aten::split_with_sizes", self)  # the sizes say where to cut: any axis size will do
     sizes = int_list(split_sizes)
     if sizes is None:
         sh._unimplemented("aten::split_with_sizes", "split sizes that are not a list of ints")
@@ -891,19 +891,26 @@ pack.alias(chunk, "aten::unsafe_chunk", since=7)
 @pack.symbolic("aten::tensor_split", since=7)
 def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> Value:
     """``tensor_split(n)`` (the first size % n pieces one larger, sizes read at run time) or
-    at given indices."""
-    axis, size = _split_dim(g, "aten::tensor_split", self,
-                            dim if dim is not None else g.python_constant(0))
+    at given indices. A count computed at run time gives as many pieces as the model
+    unpacks, else (a scripted model's list) a Sequence of them."""
+    dim = dim if dim is not None else g.python_constant(0)
     if sh._is_tensor(sections) and not sections.is_const and sections.type().dim() == 1:
+        axis = sh._get_const(dim, "i", "dim") % rank_of("aten::tensor_split", self)
         return tensor_list(g, _split_at_run_time_indices(g, self, axis, sections))
-    if sh._is_list(sections) or sh._is_packed_list(sections):
+    listed = sh._is_list(sections) or sh._is_packed_list(sections)
+    count = None if listed else sh._maybe_get_const(sections, "i")
+    if isinstance(count, Value):
+        unpacked = _unpacked_piece_count(g)
+        if unpacked is None:
+            axis = sh._get_const(dim, "i", "dim") % rank_of("aten::tensor_split", self)
+            return _tensor_split_sequence(g, self, count, axis)
+        count = unpacked
+    axis, size = _split_dim(g, "aten::tensor_split", self, dim)
+    if listed:
         bounds = [0] + [min(max(i if i >= 0 else i + size, 0), size)
                         for i in sh._get_const(sections, "is", "indices")] + [size]
         sizes = [max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
     else:
-        count = sh._maybe_get_const(sections, "i")
-        if isinstance(count, Value):  # a run-time count: the trace fixed how many pieces
-            count = _traced_piece_count(g, "aten::tensor_split")
         # Piece i holds ceil((size - i) / count) elements.
         traced = [(size + count - 1 - i) // count for i in range(count)]
         run_size = _run_time_size(g, self, axis, size)
@@ -930,12 +937,27 @@ def _split_at_run_time_indices(g, x: Value, axis: int, indices: Value) -> list[V
             for start, end in zip(ends, ends[1:])]
 
 
-def _traced_piece_count(g, op: str) -> int:
-    """How many pieces the traced graph unpacks from this node's list."""
+def _unpacked_piece_count(g) -> int | None:
+    """How many pieces the graph unpacks from this node's list (a trace always does)."""
     for use in g.original_node.output().uses():
         if use.user.kind() == "prim::ListUnpack":
             return use.user.outputsSize()
-    sh._unimplemented(op, "a number of pieces computed at run time")
+    return None
+
+
+def _tensor_split_sequence(g, x: Value, count: Value, axis: int) -> Value:
+    """``tensor_split(x, n)`` for an ``n`` only the run knows: a Sequence of ``n`` pieces,
+    piece ``i`` of ``(size + n - 1 - i) // n`` elements (opset 11, SplitToSequence)."""
+    if g.opset < 11:
+        sh._onnx_opset_unsupported_detailed(
+            "aten::tensor_split", g.opset, 11, "a number of pieces computed at run time (a "
+            "list of that many pieces) needs SplitToSequence")
+    count = sh._cast_to(g, count, torch.int64)
+    zero, one = g.constant(torch.tensor(0)), g.constant(torch.tensor(1))
+    last = g.op("Add", dim_size(g, x, axis), g.op("Sub", count, one))
+    sizes = g.op("Div", g.op("Sub", last, g.op("Range", zero, count, one)), count)
+    return g.op("SplitToSequence", x, sizes, axis_i=axis).setType(
+        Type("ListType", elem=Type.tensor(x.type().dtype(), [None] * x.type().dim())))
 
 
 @pack.symbolic("aten::unbind", since=7)
