@@ -24,6 +24,8 @@ GUARDED = {
     "aten::replication_pad3d": 20,
     "aten::size[whole]": 17,  # x.size()[::-1] of a shape known at run time only
     "aten::upsample_nearest2d[dynamic_size]": 17,  # F.interpolate(size=y.shape[-2:])
+    "aten::split_with_sizes[run_time_sizes]": 13,  # a list comprehension over the pieces
+    "aten::tensor_split[run_time_count]": 20,  # as many pieces as the run says: a Sequence
 }
 
 

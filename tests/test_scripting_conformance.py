@@ -149,6 +149,15 @@ class InsertPopSlice(torch.nn.Module):
         return torch.stack(parts[1:3]) + last
 
 
+@case(_randn(4, 3), traceable=True)
+class SliceGrownList(torch.nn.Module):
+    def forward(self, x):
+        parts: List[Tensor] = []
+        for i in range(x.size(0)):
+            parts.append(x[i] * i)
+        return torch.stack(parts[1:3]) + torch.stack(parts[::-2]).sum(0)
+
+
 @case([_randn(2), _randn(2)])
 class ListArgument(torch.nn.Module):
     def forward(self, xs: List[Tensor]):
