@@ -403,7 +403,7 @@ def _register_linear_by_matmul(name: str, spatial: int) -> None:
     op = f"aten::{name}"
 
     def symbolic(g, input, output_size, align_corners, *scales):
-        return _linear_by_matmul(g, _Resample(op, input, spatial, output_size, scales),
+        return _linear_by_matmul(g, _Resample(g, op, input, spatial, output_size, scales),
                                  bool(sh._get_const(align_corners, "b", "align_corners")))
     symbolic.__name__ = name
     symbolic.__doc__ = f"``{op}`` as a MatMul per spatial axis (static sizes)."
