@@ -237,8 +237,9 @@ def _runs_or_skip(scripted: Any, inputs: tuple[Any, ...], case: OpCase, expected
 
 
 def _as_array(tensor: torch.Tensor) -> np.ndarray:
-    """A tensor as ONNX Runtime would return it (numpy has no bfloat16: as float32)."""
-    tensor = tensor.detach()
+    """A tensor as ONNX Runtime would return it (numpy has no bfloat16: as float32; a
+    conjugated or negated view, the imaginary part of an ifft, resolved)."""
+    tensor = tensor.detach().resolve_conj().resolve_neg()
     return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
 
 
