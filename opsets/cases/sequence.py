@@ -120,7 +120,8 @@ def _list_copy(x: torch.Tensor) -> torch.Tensor:
 
 
 pack.case("aten::append.t", _append, (2, 3), script=True, min_opset=13)
-pack.case("aten::append.t", _append_numbers, (2, 3), name="numbers", script=True, min_opset=9)
+pack.case("aten::append.t", _append_numbers, (2, 3), name="numbers", script=True, min_opset=9,
+          dynamic_axes=DYNAMIC)  # (static sizes would fold the loop away)
 pack.case("aten::append.t", _append_branch, (2, 3), name="branch", script=True, min_opset=13,
           dynamic_axes=DYNAMIC)
 pack.case("aten::__getitem__.t", _getitem, (3, 2), script=True, min_opset=11)
@@ -131,7 +132,7 @@ pack.case("aten::_set_item.t", _set_item, (2, 3), script=True, min_opset=11,
           dynamic_axes=DYNAMIC)
 pack.case("aten::insert.t", _insert, (2, 3), script=True, min_opset=13)
 pack.case("aten::insert.t", _insert_numbers, (2, 3, 4), name="numbers", script=True,
-          min_opset=9)
+          min_opset=9, dynamic_axes=DYNAMIC)  # (static sizes would fold the loop away)
 pack.case("aten::pop.t", _pop, (2, 3), script=True)
 pack.case("aten::Delete.t", _delete, (2, 3), script=True)
 pack.case("aten::Delete.t", _delete_numbers, (2, 3), name="numbers", script=True, min_opset=9)
