@@ -18,6 +18,7 @@ import onnx
 import torch
 
 from oxport import (
+    baked_sizes,
     functions,
     kernels,
     optimize,
@@ -39,7 +40,7 @@ from oxport.types import (
     OperatorExportTypes,
     TrainingMode,
 )
-from oxport.walk import Conversion, FallbackUse, Unconvertible
+from oxport.walk import Conversion, FallbackUse, Unconvertible, user_stacklevel
 
 log = logging.getLogger("oxport")
 
@@ -311,7 +312,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
                 conversion.progress = advance
                 graph = conversion.run(front)
         dynamic_inputs = _dynamic_inputs(graph, input_names, output_names, dynamic_axes)
-        _warn_traced_sizes_of_dynamic_axes(graph, conversion, dynamic_inputs)
+        _warn_traced_sizes_of_dynamic_axes(graph, conversion, dynamic_inputs, front.graph,
+                                           front.baked)
 
         with progress.phase("passes", timings):
             for _name, graph_pass, _provenance in registry.passes:
@@ -780,13 +782,17 @@ def _front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
 
 
 def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
-                                       dynamic_inputs: dict[int, dict[int, str]] | None) -> None:
+                                       dynamic_inputs: dict[int, dict[int, str]] | None,
+                                       front_graph: torch._C.Graph,
+                                       baked: Sequence[baked_sizes.BakedSize]) -> None:
     """Warn for each op whose output the trace fixed from a size that ``dynamic_axes`` lets
-    vary (the pieces of a split, the dims ``squeeze()`` removes): the file is then only right
-    at sizes that keep it. One shape inference, and only when both exist."""
-    if not conversion.traced_sizes or not dynamic_inputs:
+    vary (the pieces of a split, the dims ``squeeze()`` removes), and for each size of such
+    an axis the model's Python code turned into a number or a decision: the file is then
+    only right at sizes that keep it. One shape inference, and only when both exist."""
+    if not (conversion.traced_sizes or baked) or not dynamic_inputs:
         return
     dims = optimize.inferred_dims(graph, dynamic_inputs)
+    baked_sizes.warn(baked, front_graph, conversion.env.get, dims, user_stacklevel() + 1)
     for value, axis, what, source in conversion.traced_sizes:
         dim = dims.get(id(value), ())[axis:axis + 1]
         if dim and not isinstance(dim[0], int):
@@ -795,7 +801,7 @@ def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
                 f"makes dynamic ({dim[0] or 'unnamed'}){f' at {source}' if source else ''}: "
                 "the exported model is only right at sizes that give the same value. Compute "
                 "it from tensor sizes in the model, or keep that axis static.",
-                UserWarning, stacklevel=4)
+                UserWarning, stacklevel=user_stacklevel())
 
 
 def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from oxport import script_passes
+from oxport import baked_sizes, script_passes
 from oxport.process_hooks import SharedHook
 from oxport.errors import (
     InvalidExportArgumentError,
@@ -62,6 +62,8 @@ class FrontEnd:
     #: source program once on the given user inputs and returns the values its nodes
     #: compute, by ``unique()`` (``find_mismatch`` compares partitions with them).
     evaluate: Callable[[Sequence[torch.Tensor]], dict[int, Any]] | None = None
+    #: Sizes the trace turned into Python numbers and decisions (see :mod:`oxport.baked_sizes`).
+    baked: list[baked_sizes.BakedSize] = dataclasses.field(default_factory=list)
 
 
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -249,7 +251,8 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
         return outputs[0] if len(outputs) == 1 else outputs
 
     caught: list[warnings.WarningMessage] = []
-    with _trace_warnings.held(caught), _module_scopes(model):
+    recorder = baked_sizes.Recorder() if dynamic_axes else None
+    with _trace_warnings.held(caught), _module_scopes(model), baked_sizes.watching(recorder):
         try:
             graph, _ = torch._C._create_graph_by_tracing(
                 run, [*tensors, *(t for _, t in params)], lambda value: "", False, False,
@@ -273,7 +276,8 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
     _general_passes(graph)
     return FrontEnd(graph, list(tensors), [names[i] for i in tensor_slots], params,
                     list(caught), notes, input_leaves=tensor_slots,
-                    output_names=wrapper.output_names)
+                    output_names=wrapper.output_names,
+                    baked=recorder.baked if recorder is not None else [])
 
 
 def check_inputs(positional: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> None:
@@ -784,6 +788,8 @@ def _record_warnings() -> Callable[[], None]:
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: Any = None, line: str | None = None) -> None:
         caught = _trace_warnings.current.get()
+        if filename == baked_sizes.WRAPPER_FILE:  # the tracer warns about a conversion
+            filename, lineno = baked_sizes.conversion_caller() or (filename, lineno)
         if caught is None:
             previous(message, category, filename, lineno, file, line)
         else:

@@ -482,7 +482,7 @@ class Conversion:
             warnings.warn(
                 f"oxport: {kind} ({len(sources)} use{'s' if len(sources) != 1 else ''}) was "
                 f"exported by the {fallback!r} fallback, not by a symbolic; at {where}",
-                FallbackWarning, stacklevel=_user_stacklevel())
+                FallbackWarning, stacklevel=user_stacklevel())
 
     def raise_if_unconvertible(self) -> None:
         if not self.unconvertible:
@@ -676,7 +676,7 @@ def _stamp_calls(nodes: list[Any], ts_node: torch._C.Node) -> None:
         node.scope = node.scope or scope
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The ``stacklevel`` that attributes a warning to the first caller outside oxport."""
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_code.co_filename.startswith(_OXPORT_DIR + os.sep):
