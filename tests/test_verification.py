@@ -275,8 +275,9 @@ def test_verify_notes_a_frozen_axis_that_no_output_declares():
 
 @pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 def test_verify_names_the_line_of_a_python_int_from_a_size():
-    result = verify(PythonInt(), (torch.randn(3, 4),), input_names=["x"],
-                    dynamic_axes={"x": {0: "batch"}}, options=LENIENT)
+    with pytest.warns(UserWarning, match=r"\(batch\) is converted to a Python number"):
+        result = verify(PythonInt(), (torch.randn(3, 4),), input_names=["x"],
+                        dynamic_axes={"x": {0: "batch"}}, options=LENIENT)
     assert not result.ok
     (problem,) = result.axis_problems
     assert problem.where == "input 'x' axis 0"
