@@ -609,8 +609,9 @@ def _example_type(example: Any, dynamic: set[int] = frozenset()) -> torch._C.Typ
 
 def _inline_attributes(graph: torch._C.Graph, model: Any) -> None:
     """Attributes freezing kept (those some method writes, like ``nn.LSTM``'s
-    ``_flat_weights``) read as they are now: numbers and strings become constants, a list
-    of the module's parameters becomes a list of reads of those parameters."""
+    ``_flat_weights``, or quantized modules' packed weights) read as they are now: numbers,
+    strings and TorchScript objects become constants (as tracing makes packed weights), a
+    list of the module's parameters becomes a list of reads of those parameters."""
     for node in graph.findAllNodes("prim::GetAttr"):
         owner, path = node.inputsAt(0), []
         while owner.node().kind() == "prim::GetAttr":
@@ -622,7 +623,7 @@ def _inline_attributes(graph: torch._C.Graph, model: Any) -> None:
         for name in path:
             module = getattr(module, name)
         value = getattr(module, node.s("name"))
-        if isinstance(value, (bool, int, float, str)) or value is None:
+        if isinstance(value, (bool, int, float, str, torch.ScriptObject)) or value is None:
             with graph.insert_point_guard(node):
                 replacement = graph.insertConstant(value)
         elif isinstance(value, list) and value and all(isinstance(v, torch.Tensor) for v in value):
