@@ -149,3 +149,42 @@ def test_sews_branch_on_its_upsampled_length_warns():
     assert [str(w.message).split(" (an if")[0] for w in said] == [
         f"oxport: a Python condition at {transformers.models.sew.modeling_sew.__file__}(471): "
         "forward"]
+
+
+class Meeting(nn.Module):
+    """A model with a dynamic-safe forward that waits twice for another thread."""
+
+    def __init__(self, meet) -> None:
+        super().__init__()
+        self.meet = meet
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.meet.wait()
+        self.meet.wait()
+        return x.view(x.size(0) * 2, -1)
+
+
+def test_another_threads_trace_is_not_recorded_into_an_export():
+    """While an export traces, another thread traces a model that bakes a size with
+    ``torch.jit.trace``: the export stays silent and the other trace works as without it."""
+    import threading
+
+    meet = threading.Barrier(2, timeout=60)
+    said: list = []
+
+    def export() -> None:
+        said.extend(_export(Meeting(meet), (torch.randn(2, 4),), {"x": {0: "batch"}})[1])
+
+    def baking(x: torch.Tensor) -> torch.Tensor:
+        return x.view(int(x.size(0)) * 2, -1)
+
+    thread = threading.Thread(target=export)
+    thread.start()
+    meet.wait()  # the export is tracing now
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced = torch.jit.trace(baking, torch.randn(3, 4))
+    meet.wait()
+    thread.join()
+    assert said == []
+    assert traced(torch.randn(3, 4)).shape == (6, 2)
