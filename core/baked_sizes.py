@@ -201,12 +201,15 @@ def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[in
     ``uid`` (None if none), ``dims`` the converted values' inferred dims."""
     if not baked:
         return
-    wanted = {leaf[0][0] for record in baked for side in record.sides for leaf in side}
+    # Kind and scope first: reading every node's source range would cost more.
+    wanted = {leaf[0][:2] for record in baked for side in record.sides for leaf in side}
+    kinds = {kind for kind, _ in wanted}
     values: dict[Key, list[int]] = {}
     for value in graph.inputs():
         values.setdefault(key(value), []).append(value.unique())
     for node in graph.nodes():
-        if node.kind() in wanted:  # reading every node's source range would cost more
+        kind = node.kind()
+        if kind in kinds and (kind, node.scopeName()) in wanted:
             for value in node.outputs():
                 values.setdefault(key(value), []).append(value.unique())
 
