@@ -3,9 +3,12 @@
 Runs every built-in case that torch.export can capture (not scripted, no
 ``not_exportable`` reason) at its lowest and highest opset with ``dynamo=True``, the
 checks of the shared runner (full checker, ONNX Runtime against eager), and prints
-the pass rate and each failure's first line, grouped by op; ``--json PATH`` keeps them.
+the pass rate and each failure's first line, grouped by op; ``--json PATH`` keeps them,
+with the counts per op that ``docs/supported_ops.md``'s torch.export column is made from
+(``oxport.support_table.EXPORT_RESULTS`` is the committed run).
 
     python -m benchmarks.export_cases [--only aten::add,aten::mul] [--every N] [--json out.json]
+    python -m benchmarks.export_cases --json benchmarks/results/export-cases.json  # the table's
 
 It takes a while (every case is captured by torch.export, about a second each): not a CI
 step; ``--every 10`` runs every tenth case run, for an estimate.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import datetime
 import signal
 import sys
 import time
@@ -57,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     skipped = sorted({str(c) + ": " + (c.not_exportable or "scripted") for c in cases
                       if not testing.exportable(c)})
     failures: dict[str, str] = {}
+    #: Per op (registry name): its runs, passes and runs torch.export could not capture.
+    ops: dict[str, dict[str, Any]] = collections.defaultdict(
+        lambda: {"runs": 0, "passed": 0, "not_captured": 0})
+    for case in cases:
+        if not testing.exportable(case):
+            reason = case.not_exportable or "scripted"
+            ops[case.op].setdefault("not_exportable", {})[str(case)] = reason
     signal.signal(signal.SIGALRM, _alarm)
     start = time.perf_counter()
     for index, case_run in enumerate(runs):
@@ -71,6 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED {case_run.id}: {failures[case_run.id]}", file=sys.stderr, flush=True)
         finally:
             signal.alarm(0)
+        counts = ops[case_run.entry.name]
+        counts["runs"] += 1
+        message = failures.get(case_run.id)
+        if message is None:
+            counts["passed"] += 1
+        elif _CAPTURE in message:
+            counts["not_captured"] += 1
+        counts.setdefault("first_failure", message)
         if (index + 1) % 100 == 0:
             print(f"  {index + 1}/{len(runs)} runs, {len(failures)} failed", file=sys.stderr)
     elapsed = time.perf_counter() - start
@@ -91,9 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {line}")
     if options.json:
         with open(options.json, "w") as handle:
-            json.dump({"runs": len(runs), "passed": passed, "not_captured": uncaptured,
-                       "failures": failures,
-                       "not_exportable": skipped, "seconds": round(elapsed)}, handle, indent=1)
+            json.dump({"date": datetime.date.today().isoformat(), "runs": len(runs),
+                       "passed": passed, "not_captured": uncaptured, "failures": failures,
+                       "not_exportable": skipped, "seconds": round(elapsed),
+                       "complete": not wanted and options.every == 1,
+                       "ops": {op: {k: v for k, v in counts.items() if v is not None}
+                               for op, counts in sorted(ops.items())}},
+                      handle, indent=1)
     return 0
 
 
