@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         message = failures.get(case_run.id)
         if message is None:
             counts["passed"] += 1
-        elif _CAPTURE in message:
-            counts["not_captured"] += 1
-        counts.setdefault("first_failure", message)
+        else:
+            counts["not_captured"] += _CAPTURE in message
+            counts.setdefault("first_failure", message)
         if (index + 1) % 100 == 0:
             print(f"  {index + 1}/{len(runs)} runs, {len(failures)} failed", file=sys.stderr)
     elapsed = time.perf_counter() - start
@@ -114,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                        "passed": passed, "not_captured": uncaptured, "failures": failures,
                        "not_exportable": skipped, "seconds": round(elapsed),
                        "complete": not wanted and options.every == 1,
-                       "ops": {op: {k: v for k, v in counts.items() if v is not None}
-                               for op, counts in sorted(ops.items())}},
+                       "ops": dict(sorted(ops.items()))},
                       handle, indent=1)
     return 0
 
