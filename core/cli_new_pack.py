@@ -58,6 +58,12 @@ oxport plugins --check   # lists {name} and what it registers
 python -m pytest -q      # every case, at each opset the symbolic serves, in ONNX Runtime
 ```
 
+Each case runs through both of oxport's front ends: traced (`oxport.export(model, ...)`)
+and captured with torch.export (`oxport.export(model, ..., dynamo=True)`), so the op needs
+a fake kernel (`register_fake`, in `ops.py`) for torch.export to capture it. A case
+torch.export cannot capture declares why with `not_exportable="..."` and runs traced
+only; `OXPORT_TEST_FRONT_ENDS=trace` runs every case traced only.
+
 Replace the op with yours: one `@pack.symbolic` per op (and per opset where ONNX changed,
 with `since=`), one `pack.case` or more for each.
 ''',
@@ -78,6 +84,12 @@ import torch
 def double(x: torch.Tensor) -> torch.Tensor:
     """Twice ``x``."""
     return x * 2
+
+
+@double.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    """The output's shape and dtype without computing it: torch.export needs it."""
+    return torch.empty_like(x)
 ''',
     "{module}/pack.py": '''\
 """How ``{module}::double`` becomes ONNX. oxport loads ``pack`` through the entry point in
@@ -95,7 +107,9 @@ def double(g, x):
 ''',
     "{module}/cases.py": '''\
 """The test cases of the pack's symbolics: oxport's runner exports each at the lowest, the
-default and the highest opset its symbolic serves and compares ONNX Runtime with PyTorch."""
+default and the highest opset its symbolic serves, traced, and at the lowest and highest
+through torch.export, and compares ONNX Runtime with PyTorch. A case torch.export cannot
+capture says why: ``pack.case(..., not_exportable="why")``."""
 
 import torch
 

@@ -11,7 +11,7 @@ import torch
 from oxport import cli, testing
 from oxport.cli_new_pack import TEMPLATE
 
-from .venvs import layered_venv
+from tests.venvs import layered_venv
 
 
 def run(*command, cwd) -> subprocess.CompletedProcess:
@@ -35,9 +35,14 @@ def test_new_pack_passes_its_own_tests_after_pip_install(tmp_path):
     listed = run(python, "-m", "oxport", "plugins", "--check", cwd=tmp_path).stdout
     (line,) = [x for x in listed.splitlines() if x.startswith("demo ")]
     assert "oxport-demo 0.1.0" in line and line.endswith("ok; registers 1 symbolic")
-    tests = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "demo", cwd=tmp_path)
-    # One case at opsets 7, the default and the newest ONNX Runtime runs.
-    assert "3 passed" in tests.stdout.splitlines()[-1], tests.stdout
+    tests = run(python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "demo",
+                cwd=tmp_path)
+    # One case traced at opsets 7, the default and the newest ONNX Runtime runs, and
+    # through torch.export at the lowest and the newest.
+    assert "5 passed" in tests.stdout.splitlines()[-1], tests.stdout
+    exported = [line for line in tests.stdout.splitlines()
+                if line.startswith("PASSED") and line.endswith("-export]")]
+    assert len(exported) == 2 and "opset7-export]" in exported[0], tests.stdout
 
 
 def test_new_pack_refuses_bad_names_and_existing_folders(tmp_path, capsys):
@@ -67,6 +72,25 @@ class Dropout(torch.nn.Module):
 
     def forward(self, x):
         return torch.nn.functional.dropout(x, 0.5, training=True)
+
+
+def test_a_packs_one_line_test_runs_both_front_ends(monkeypatch):
+    """By default each case runs traced and through torch.export; a case declaring
+    not_exportable runs traced only; OXPORT_TEST_FRONT_ENDS chooses otherwise."""
+    monkeypatch.delenv("OXPORT_TEST_FRONT_ENDS", raising=False)
+
+    def runs(*names):
+        (mark,) = testing.op_tests(*names).pytestmark
+        return mark.args[1]
+
+    activations = runs("oxport.activations")
+    assert {r.front_end for r in activations} == {"trace", "export"}
+    quantized = runs("oxport.quantized")
+    declined = {str(r.case) for r in quantized if r.case.not_exportable}
+    assert declined and not any(str(r.case) in declined for r in quantized
+                                if r.front_end == "export")
+    monkeypatch.setenv("OXPORT_TEST_FRONT_ENDS", "trace")
+    assert {r.front_end for r in runs("oxport.activations")} == {"trace"}
 
 
 def test_op_tests_for_a_pack_that_is_not_loaded_says_so():

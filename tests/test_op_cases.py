@@ -2,7 +2,10 @@
 
 from oxport import testing
 
-test_builtin_symbolics = testing.op_tests(distribution="oxport")
+# Traced only unless OXPORT_TEST_FRONT_ENDS says more: through torch.export as well the
+# built-in cases take twice as long (python -m benchmarks.export_cases measures them there).
+test_builtin_symbolics = testing.op_tests(distribution="oxport",
+                                          front_ends=testing.front_ends_from_environment())
 
 
 def test_every_builtin_symbolic_has_a_case():

@@ -11,11 +11,15 @@ A third-party pack gets the same runner with one line in its tests::
     from oxport.testing import op_tests
     test_my_pack = op_tests("my-pack")
 
+which runs each case through both front ends, the TorchScript tracer and torch.export
+(:data:`PACK_FRONT_ENDS`), so the pack serves ``export(..., dynamo=True)`` too; a case
+torch.export cannot capture says why with ``not_exportable="..."`` and runs traced only.
+
 and, through oxport's pytest plugin (:mod:`oxport.testing.pytest_plugin`, a ``pytest11``
 entry point), the fixture ``oxport_roundtrip``.
 
-Each case runs through the TorchScript front end. With ``OXPORT_TEST_FRONT_ENDS=trace,export``
-(or ``front_ends=``) it also runs through the torch.export front end (``dynamo=True``) at
+The built-in cases run through the TorchScript front end. With
+``OXPORT_TEST_FRONT_ENDS=trace,export`` (or ``front_ends=``) they also run through the torch.export front end (``dynamo=True``) at
 its lowest and highest opset, unless it is scripted or declares ``not_exportable``; there
 the results must match eager, whichever symbolics made them (torch may decompose the op).
 A case declaring ``not_traceable`` (a construct only torch.export has) runs through
@@ -51,6 +55,9 @@ from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 FRONT_ENDS = ("trace", "script", "export")
 #: The opsets the ``script`` front end runs each traced case at (where it serves them).
 SCRIPT_OPSETS = (13, 17, 20)
+#: What a pack's one-line test (:func:`op_tests`) runs its cases through unless
+#: ``OXPORT_TEST_FRONT_ENDS`` says otherwise.
+PACK_FRONT_ENDS = ("trace", "export")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,11 +75,12 @@ class CaseRun:
         return f"{self.case}-since{self.entry.since}-opset{self.opset}{suffix}"
 
 
-def front_ends_from_environment() -> tuple[str, ...]:
-    """The front ends ``OXPORT_TEST_FRONT_ENDS`` (comma-separated) names; ``trace`` alone
-    by default."""
-    names = tuple(n.strip() for n in os.environ.get("OXPORT_TEST_FRONT_ENDS", "trace").split(",")
-                  if n.strip())
+def front_ends_from_environment(default: Iterable[str] = ("trace",)) -> tuple[str, ...]:
+    """The front ends ``OXPORT_TEST_FRONT_ENDS`` (comma-separated) names; ``default`` when
+    it is not set."""
+    given = os.environ.get("OXPORT_TEST_FRONT_ENDS")
+    names = (tuple(n.strip() for n in given.split(",") if n.strip()) if given is not None
+             else tuple(default))
     unknown = [n for n in names if n not in FRONT_ENDS]
     if unknown:
         raise ValueError(f"OXPORT_TEST_FRONT_ENDS names {unknown}; use {', '.join(FRONT_ENDS)}.")
@@ -409,7 +417,8 @@ def op_tests(*plugin_names: str, distribution: str | None = None,
     """A pytest test function running the named plugins' (or distribution's) cases on
     their symbolics; cases other packs declare for the same ops are not theirs to pass (a
     symbolic may decline arguments another pack's case uses). ``front_ends`` (default:
-    ``OXPORT_TEST_FRONT_ENDS``, else ``trace``) picks the front ends they run through."""
+    ``OXPORT_TEST_FRONT_ENDS``, else :data:`PACK_FRONT_ENDS`, the tracer and torch.export)
+    picks the front ends they run through."""
     import pytest
 
     registry = registry_view()
@@ -423,7 +432,7 @@ def op_tests(*plugin_names: str, distribution: str | None = None,
             "the pack pip-installed (pip install -e .) and its entry point named so?")
     providers = {e.provenance for e in entries}
     runs = expand(entries, [c for c in registry.cases if c.provenance in providers],
-                  front_ends or front_ends_from_environment())
+                  front_ends or front_ends_from_environment(PACK_FRONT_ENDS))
 
     @pytest.mark.parametrize("case_run", runs, ids=[r.id for r in runs])
     def test_op_case(case_run: CaseRun) -> None:

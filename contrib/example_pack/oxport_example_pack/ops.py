@@ -14,4 +14,6 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Te
 
 @scaled_add.register_fake
 def _scaled_add_fake(x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-    return torch.empty_like(x)
+    """The result's shape and dtype (x and y broadcast), for torch.export and fake tensors."""
+    return torch.empty(torch.broadcast_shapes(x.shape, y.shape),
+                       dtype=torch.result_type(x, y), device=x.device)
