@@ -103,6 +103,10 @@ def _add_ops_command(sub: Any, help: str) -> None:
                            "per-opset coverage counts) as Markdown; see docs/supported_ops.md")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="with --markdown: write the table to PATH instead of printing it")
+    p.add_argument("--export-results", metavar="JSON",
+                   help="with --markdown: a column saying how each op's cases fare through "
+                        "the torch.export front end, from this run of "
+                        "`python -m benchmarks.export_cases --json JSON`")
     p.set_defaults(run=_ops)
 
 
@@ -110,9 +114,10 @@ def _ops(args: argparse.Namespace) -> int:
     from oxport import plugins
     from oxport.registry import RegistryView
 
-    if args.output and not args.markdown:
-        print("oxport ops: error: -o/--output needs --markdown", file=sys.stderr)
-        return 2
+    for given, flag in ((args.output, "-o/--output"), (args.export_results, "--export-results")):
+        if given and not args.markdown:
+            print(f"oxport ops: error: {flag} needs --markdown", file=sys.stderr)
+            return 2
     if args.markdown:
         return _ops_markdown(args)
     registry = RegistryView(plugins.load().registry, plugins.runtime_registry())
@@ -147,7 +152,13 @@ def _ops_markdown(args: argparse.Namespace) -> int:
 
     entries = [e for e in plugins.load().registry.entries()
                if args.opset is None or e.serves(args.opset)]
-    text = support_table.render(entries)
+    try:
+        results = (support_table.load_export_results(args.export_results)
+                   if args.export_results else None)
+    except (OSError, ValueError) as exc:
+        print(f"oxport ops: error: --export-results: {exc}", file=sys.stderr)
+        return 2
+    text = support_table.render(entries, results)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

@@ -11,7 +11,8 @@ from oxport import cli, plugins, support_table
 from oxport.registry import Layer
 from oxport.types import MAX_OPSET, MIN_OPSET
 
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "supported_ops.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "supported_ops.md"
 
 #: The seed's "The following operators are supported" list (000_*.txt), as the TorchScript
 #: ops a trace records; a name not listed here records as ``aten::<name>``.
@@ -55,16 +56,58 @@ RECORDED_AS = {
 }
 
 
+def _export_results() -> dict:
+    return support_table.load_export_results(str(ROOT / support_table.EXPORT_RESULTS))
+
+
 def _builtin_table() -> str:
-    """The table of the built-in packs (third-party packs installed here add rows)."""
+    """The table of the built-in packs (third-party packs installed here add rows), with
+    the committed torch.export case run."""
     registry = plugins.load().registry
-    return support_table.render(e for e in registry.entries() if e.layer is Layer.BUILTIN)
+    return support_table.render((e for e in registry.entries() if e.layer is Layer.BUILTIN),
+                                _export_results())
 
 
 def test_committed_table_matches_the_registry():
     assert DOC.read_text(encoding="utf-8") == _builtin_table(), (
-        f"docs/supported_ops.md is out of date with the registry: regenerate it with "
-        f"`{support_table.REGENERATE}` (in an environment without third-party op packs).")
+        f"docs/supported_ops.md is out of date with the registry or the torch.export case "
+        f"run: regenerate it with `{support_table.REGENERATE}` (in an environment without "
+        "third-party op packs).")
+
+
+def test_the_torch_export_column_comes_from_a_complete_run():
+    results = _export_results()
+    assert results["complete"], "a run of every case (no --only, no --every)"
+    counted = results["ops"].values()
+    assert sum(c["runs"] for c in counted) == results["runs"]
+    assert sum(c["passed"] for c in counted) == results["passed"]
+    text = DOC.read_text(encoding="utf-8")
+    assert "| operator | opsets | variants | torch.export | provider |" in text
+    assert f"run of {results['date']}: {results['passed']} of {results['runs']} runs pass" \
+        in text
+
+
+@pytest.mark.parametrize("counts, status", [
+    (None, "–"),
+    ({"runs": 2, "passed": 2, "not_captured": 0}, "yes"),
+    ({"runs": 4, "passed": 2, "not_captured": 1, "first_failure": "x"}, "2/3 runs"),
+    ({"runs": 2, "passed": 0, "not_captured": 2, "first_failure": "x"}, "not captured"),
+    ({"runs": 0, "passed": 0, "not_captured": 0, "not_exportable": {"a": "scripted"}},
+     "scripted only"),
+    ({"runs": 0, "passed": 0, "not_captured": 0,
+      "not_exportable": {"a": "scripted", "a[q]": "eager-mode quantized"}}, "not capturable"),
+])
+def test_export_status(counts, status):
+    assert support_table.export_status(counts) == status
+
+
+def test_ops_needs_markdown_for_export_results(capsys, tmp_path):
+    assert cli.main(["ops", "--export-results", "x.json"]) == 2
+    assert "--export-results needs --markdown" in capsys.readouterr().err
+    old = tmp_path / "old.json"
+    old.write_text('{"runs": 1, "passed": 1}')
+    assert cli.main(["ops", "--markdown", "--export-results", str(old)]) == 2
+    assert "no counts per op" in capsys.readouterr().err
 
 
 def test_cli_writes_the_table(tmp_path):
