@@ -450,6 +450,21 @@ def test_like_factories_fill_a_dynamic_shape_below_opset_9() -> None:
         np.testing.assert_array_equal(got, want.numpy())
 
 
+def test_values_only_runtime_asserts_read_are_dropped() -> None:
+    """Slices at indices read from a tensor: torch.export checks each piece's storage offset
+    (aten.sym_storage_offset, which has no ONNX meaning) in asserts oxport drops."""
+    def pieces(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.tensor_split(x, i, 1)
+
+    x, i = torch.randn(2, 7, 3), torch.tensor([1, 5, -1])
+    program = torch.export.export(_Function(pieces), (x, i)).run_decompositions()
+    assert "sym_storage_offset" in str(program.graph)
+    proto = oxport.convert(program, (x, i)).model_proto()
+    other = torch.tensor([2, 3, 6])
+    for got, want in zip(_run(proto, x, other), pieces(x, other)):
+        np.testing.assert_array_equal(got, want.numpy())
+
+
 class _Function(torch.nn.Module):
     def __init__(self, fn) -> None:
         super().__init__()

@@ -248,6 +248,9 @@ class _Reader:
         self.symbols: dict[str, str] = {}
         self._axis_names = axis_names
         self._prefix = prefix
+        #: Nodes only the dropped runtime asserts read, and the graphs searched for them.
+        self._checks_only: set[torch.fx.Node] = set()
+        self._checked_graphs: set[torch.fx.Graph] = set()
 
     # -- types ------------------------------------------------------------------
     def dim(self, size: Any) -> int | str | None:
@@ -346,6 +349,11 @@ class _Reader:
 
     def read_node(self, block: SourceBlock, node: torch.fx.Node, owner: torch.nn.Module
                   ) -> None:
+        if node.graph not in self._checked_graphs:
+            self._checked_graphs.add(node.graph)
+            self._checks_only |= _feeding_checks_only(node.graph)
+        if node in self._checks_only:
+            return
         if node.op == "call_function":
             self.call(block, node)
         elif node.op == "get_attr":  # a higher-order op's subgraph
@@ -607,6 +615,24 @@ class _Reader:
             self.env[node] = [self.typed(v, e) for v, e in zip(made.outputs(), examples)]
         elif types:
             self.env[node] = self.typed(made.output(), example)
+
+
+def _feeding_checks_only(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The nodes whose results only runtime asserts read (directly or through each other):
+    the asserts are dropped, and so are they (``aten.sym_storage_offset`` of a slice, which
+    ONNX has no meaning for, is one). Ops that write in place are kept."""
+    dropped: set[torch.fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload) and _DROPPED.match(target._schema.name):
+            dropped.add(node)
+        elif node.users and all(user in dropped for user in node.users) and (
+                target in _SYM_OPERATORS or target in _SYM_FUNCTIONS
+                or (isinstance(target, torch._ops.OpOverload) and not target._schema.is_mutable)):
+            dropped.add(node)
+    return dropped
 
 
 def _user_line(node: torch.fx.Node) -> str:
