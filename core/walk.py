@@ -569,7 +569,7 @@ def _split_writes(node: Any, result: Any, producer: str) -> tuple[Any, list[tupl
         f"oxport: {producer} returned no new value for {', '.join(n for _, n in written)}, "
         "which the op writes in place: later reads see the old value (as in torch.onnx's "
         "file). Return the op's results, then the new value of each argument it writes.",
-        UserWarning, stacklevel=_user_stacklevel())
+        UserWarning, stacklevel=user_stacklevel())
     return result, []
 
 
