@@ -9,7 +9,7 @@ from oxport.opsets.signal import pack
 
 def _rotate(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     """Rotary embedding in complex form, as DeepSeek-V2 and Llama 4 write it."""
-    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    pairs = torch.view_as_complex(x.reshape(list(x.shape[:-1]) + [-1, 2]))
     return torch.view_as_real(pairs * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
 
 
@@ -25,16 +25,22 @@ pack.case("aten::imag", lambda x: torch.view_as_complex(x).imag, (3, 4, 2))
 pack.case("aten::complex", lambda re, im: torch.view_as_real(torch.complex(re, im)), (3, 1),
           (4,), min_opset=8)
 
+def _window_cases(name: str, window) -> None:
+    """A window function's cases (``window`` a closure variable, which scripting resolves to
+    the torch function; a default argument would be a parameter)."""
+    pack.case(f"aten::{name}_window", lambda x: x * window(6), (6,), name="constant")
+    pack.case(f"aten::{name}_window", lambda x: x * window(5, periodic=False), (5,),
+              name="symmetric")
+    if name != "kaiser":
+        pack.case(f"aten::{name}_window", lambda x: x * window(x.shape[0]), (6,),
+                  name="run_time_length", input_names=["x"], dynamic_axes={"x": {0: "n"}},
+                  min_opset=11)
+
+
 for _name, _call in (("hann", torch.hann_window), ("hamming", torch.hamming_window),
                      ("blackman", torch.blackman_window), ("bartlett", torch.bartlett_window),
                      ("kaiser", torch.kaiser_window)):
-    pack.case(f"aten::{_name}_window", lambda x, w=_call: x * w(6), (6,), name="constant")
-    pack.case(f"aten::{_name}_window", lambda x, w=_call: x * w(5, periodic=False), (5,),
-              name="symmetric")
-    if _name != "kaiser":
-        pack.case(f"aten::{_name}_window", lambda x, w=_call: x * w(x.shape[0]), (6,),
-                  name="run_time_length", input_names=["x"], dynamic_axes={"x": {0: "n"}},
-                  min_opset=11)
+    _window_cases(_name, _call)
 pack.case("aten::hamming_window", lambda x: x * torch.hamming_window(7, True, 0.6, 0.3), (7,),
           name="alpha_beta")
 pack.case("aten::kaiser_window", lambda x: x * torch.kaiser_window(7, False, 5.0), (7,),
