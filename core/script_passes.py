@@ -346,13 +346,15 @@ _ARITHMETIC = frozenset(f"aten::{name}" for name in (
 
 
 #: Ops on lists of numbers that fold on constants (``[1] * (3 - x.dim()) + list(x.size())``
-#: in ``torch.stft``), which TorchScript's constant propagation of immutable types leaves;
+#: in ``torch.stft``, ``_infer_size`` in ``F.binary_cross_entropy``), which TorchScript's
+#: constant propagation of immutable types leaves;
 #: run in Python, whose list operators these are (TorchScript's generic list ops take no
 #: Python lists).
 _LIST_OPS: dict[str, Callable[..., object]] = {
     "aten::list": list, "aten::add": operator.add, "aten::mul": operator.mul,
     "aten::slice": lambda items, start, end, step: items[start:end:step],
-    "aten::__getitem__": operator.getitem, "aten::len": len}
+    "aten::__getitem__": operator.getitem, "aten::len": len,
+    "aten::broadcast_shapes": lambda a, b: list(torch.broadcast_shapes(a, b))}
 _NUMBER_LIST_KINDS = ("IntType", "FloatType", "BoolType")
 
 
@@ -413,8 +415,11 @@ def _is_constant_number_list(node: torch._C.Node) -> bool:
 
 def _static_size(node: torch._C.Node, dynamic: set[int]) -> int | list[int] | None:
     """What a ``size``/``dim`` node returns, when its input's type knows it (sizes at the
-    ``dynamic`` axes are unknown)."""
-    t = node.inputsAt(0).type()
+    ``dynamic`` axes are unknown); an Optional refined to a tensor has its argument's."""
+    source = node.inputsAt(0)
+    while source.node().kind() == "prim::unchecked_cast":
+        source = source.node().inputsAt(0)
+    t = source.type()
     if t.kind() != "TensorType" or t.dim() is None:
         return None
     if node.kind() == "aten::dim":

@@ -40,7 +40,8 @@ def rank_of(op: str, x: Value) -> int:
 def scalar_as_vector(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Serve a 0-d first input (torch takes dim 0 or -1 on a scalar; ONNX ops with an axis
     want rank >= 1): run ``fn`` on it reshaped to ``[1]``, then squeeze back to 0-d each
-    output the trace recorded as 0-d."""
+    output the trace recorded as 0-d (scripted code records no rank: torch's result on a
+    scalar is one, ``keepdim`` or not)."""
     @functools.wraps(fn)
     def symbolic(g, self: Value, *args: Any, **kwargs: Any) -> Any:
         if not isinstance(self, Value) or self.type().dim() != 0:
@@ -50,7 +51,7 @@ def scalar_as_vector(fn: Callable[..., Any]) -> Callable[..., Any]:
         outs = out if isinstance(out, tuple) else (out,)
         node = g.original_node
         scalars = [node is None or i >= node.outputsSize() or node.outputsAt(i).type().kind()
-                   != "TensorType" or node.outputsAt(i).type().dim() == 0
+                   != "TensorType" or node.outputsAt(i).type().dim() in (0, None)
                    for i in range(len(outs))]
         fixed = tuple(_squeezed_to_scalar(g, v) if scalar else v
                       for v, scalar in zip(outs, scalars))

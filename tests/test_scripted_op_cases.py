@@ -26,6 +26,8 @@ GUARDED = {
     "aten::upsample_nearest2d[dynamic_size]": 17,  # F.interpolate(size=y.shape[-2:])
     "aten::split_with_sizes[run_time_sizes]": 13,  # a list comprehension over the pieces
     "aten::tensor_split[run_time_count]": 20,  # as many pieces as the run says: a Sequence
+    "aten::binary_cross_entropy[weight_saturated]": 17,  # _infer_size of an Optional weight
+    "aten::sum[0d]": 13,  # keepdim on a scalar stays a scalar
 }
 
 
