@@ -508,8 +508,6 @@ class _Reader:
             name = target._schema.name
             overload = f"{name}.{target._schema.overload_name}" if \
                 target._schema.overload_name else name
-            if _DROPPED.match(name):
-                return
             schema = _RENAMED.get(overload) or _RENAMED.get(name) or str(target._schema)
             kind = schema.partition("(")[0].partition(".")[0]
             arguments = torch._C.parse_schema(schema).arguments if schema != str(
