@@ -332,6 +332,19 @@ def _logical(fn: Any):
     return fold
 
 
+def _expand(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    """ONNX Expand: both shapes broadcast. Only for inputs as small as onnx.reference
+    would take (a constant broadcast large is stored whole)."""
+    data, shape = arrays
+    if data.size + shape.size > REFERENCE_MAX_ELEMENTS:
+        raise _Unfoldable
+    try:
+        target = np.broadcast_shapes(data.shape, tuple(int(d) for d in shape.reshape(-1)))
+    except ValueError:
+        raise _Unfoldable from None
+    return np.broadcast_to(data, target)
+
+
 def _constant_of_shape(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
     value = attrs.get("value")
     fill = np.zeros(1, np.float32) if value is None else (
@@ -355,7 +368,7 @@ _NUMPY_FOLDERS = {
     "LessOrEqual": _binary(np.less_equal, "biuf"), "GreaterOrEqual": _binary(np.greater_equal, "biuf"),
     "Not": _logical(np.logical_not), "And": _logical(np.logical_and),
     "Or": _logical(np.logical_or), "Xor": _logical(np.logical_xor),
-    "ConstantOfShape": _constant_of_shape,
+    "ConstantOfShape": _constant_of_shape, "Expand": _expand,
 }
 
 

@@ -43,6 +43,8 @@ CASES = [
     ("Div", [F32, np.array(3.0, np.float32)], {}, 13),
     ("Div", [I64, np.array([2, -2, 4], np.int64)], {}, 13),
     ("Identity", [I64], {}, 13),
+    ("Expand", [I64[:, :1], np.array([3, 2, 4], np.int64)], {}, 13),
+    ("Expand", [F32, np.array([1, 1], np.int64)], {}, 13),
 ]
 
 
