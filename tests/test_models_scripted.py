@@ -75,12 +75,11 @@ def _word_lm(cls: type[RNNModel], rnn_type: str, **options: bool):
     return lambda: cls(rnn_type, ntoken=50, ninp=16, nhid=16, nlayers=2, **options)
 
 
-#: The zoo's models TorchScript accepts (inception_v3 it refuses: a loop over a tuple of
-#: submodules, and a forward returning a tensor or a tuple), then the other fixtures.
+#: The zoo's models (word_language_model with its state typed), then the other fixtures.
 MODELS: dict[str, Spec] = {
     **{name: SPECS[name] for name in ("dcgan_generator", "dcgan_discriminator",
-                                      "densenet121", "inception_v3_aux", "resnet50",
-                                      "super_resolution", "vgg16", "vgg16_bn")},
+                                      "densenet121", "inception_v3", "inception_v3_aux",
+                                      "resnet50", "super_resolution", "vgg16", "vgg16_bn")},
     "word_lm_lstm": Spec(_word_lm(_ScriptableLSTMLM, "LSTM", tie_weights=True),
                          _word_lm_inputs(True), ("tokens", "h0", "c0"),
                          ("log_probs", "hn", "cn"), _LM_AXES),

@@ -73,10 +73,8 @@ class InceptionC(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         branch7x7 = self.branch7x7_3(self.branch7x7_2(self.branch7x7_1(x)))
-        branch7x7dbl = self.branch7x7dbl_1(x)
-        for layer in (self.branch7x7dbl_2, self.branch7x7dbl_3, self.branch7x7dbl_4,
-                      self.branch7x7dbl_5):
-            branch7x7dbl = layer(branch7x7dbl)
+        branch7x7dbl = self.branch7x7dbl_3(self.branch7x7dbl_2(self.branch7x7dbl_1(x)))
+        branch7x7dbl = self.branch7x7dbl_5(self.branch7x7dbl_4(branch7x7dbl))
         branch_pool = self.branch_pool(F.avg_pool2d(x, kernel_size=3, stride=1, padding=1))
         return torch.cat([self.branch1x1(x), branch7x7, branch7x7dbl, branch_pool], 1)
 
@@ -93,9 +91,8 @@ class InceptionD(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         branch3x3 = self.branch3x3_2(self.branch3x3_1(x))
-        branch7x7x3 = self.branch7x7x3_1(x)
-        for layer in (self.branch7x7x3_2, self.branch7x7x3_3, self.branch7x7x3_4):
-            branch7x7x3 = layer(branch7x7x3)
+        branch7x7x3 = self.branch7x7x3_2(self.branch7x7x3_1(x))
+        branch7x7x3 = self.branch7x7x3_4(self.branch7x7x3_3(branch7x7x3))
         branch_pool = F.max_pool2d(x, kernel_size=3, stride=2)
         return torch.cat([branch3x3, branch7x7x3, branch_pool], 1)
 
@@ -194,14 +191,15 @@ class Inception3(nn.Module):
             x = self._transform_input(x)
         x = self.maxpool1(self.Conv2d_2b_3x3(self.Conv2d_2a_3x3(self.Conv2d_1a_3x3(x))))
         x = self.maxpool2(self.Conv2d_4a_3x3(self.Conv2d_3b_1x1(x)))
-        for block in (self.Mixed_5b, self.Mixed_5c, self.Mixed_5d, self.Mixed_6a,
-                      self.Mixed_6b, self.Mixed_6c, self.Mixed_6d, self.Mixed_6e):
-            x = block(x)
+        x = self.Mixed_6a(self.Mixed_5d(self.Mixed_5c(self.Mixed_5b(x))))
+        x = self.Mixed_6e(self.Mixed_6d(self.Mixed_6c(self.Mixed_6b(x))))
         aux = self.AuxLogits(x) if self.AuxLogits is not None and self.training else None
         x = self.Mixed_7c(self.Mixed_7b(self.Mixed_7a(x)))
         x = torch.flatten(self.dropout(self.avgpool(x)), 1)
         x = self.fc(x)
-        return (x, aux) if aux is not None else x
+        if aux is not None:
+            return x, aux
+        return x
 
 
 def inception_v3(num_classes: int = 1000, transform_input: bool = False) -> Inception3:
