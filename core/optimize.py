@@ -188,8 +188,9 @@ def _make_constant(graph: Graph, node: Node, tensor: torch.Tensor) -> None:
 
 # -- Conv + BatchNormalization ---------------------------------------------------------
 def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
-    """Fold inference-mode BatchNormalization into the Conv before it, when the Conv's
-    output feeds only the batch norm and its weight and bias only the Conv.
+    """Fold inference-mode BatchNormalization into the Conv (or ungrouped ConvTranspose,
+    whose weight holds the output channels on its second axis) before it, when the
+    convolution's output feeds only the batch norm and its weight and bias only it.
 
     The new weight is a :class:`~oxport.serialize.LazyTensor` computed when written (no
     copy of the weights is held during the export); it keeps the Conv weight's name, and
@@ -206,8 +207,12 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
                 or any(consumers.get(id(v)) for v in norm._outputs[1:]):
             continue
         conv = norm._inputs[0].producer if norm._inputs[0] is not None else None
-        if conv is None or conv.op_type != "Conv" or conv.domain or len(conv._inputs) < 2 \
-                or consumers.get(id(conv._outputs[0])) != [norm]:
+        if conv is None or conv.op_type not in ("Conv", "ConvTranspose") or conv.domain \
+                or len(conv._inputs) < 2 or consumers.get(id(conv._outputs[0])) != [norm]:
+            continue
+        # A ConvTranspose weight is (in, out / group, ...): one group keeps out whole.
+        axis = 1 if conv.op_type == "ConvTranspose" else 0
+        if axis and conv.attrs.get("group", ("i", 1))[1] != 1:
             continue
         weight, bias = conv._inputs[1], conv._inputs[2] if len(conv._inputs) > 2 else None
         own = [v for v in (weight, bias) if v is not None]
@@ -217,7 +222,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
             continue
         scale, beta, mean, var = (v.const.detach().float() for v in stats)
         w = weight.const.detach()
-        if not scale.shape == beta.shape == mean.shape == var.shape == (w.shape[0],):
+        if not scale.shape == beta.shape == mean.shape == var.shape == (w.shape[axis],):
             continue
         factor = scale / torch.sqrt(var + norm.attrs.get("epsilon", ("f", 1e-5))[1])
         b = bias.const.detach().float() if bias is not None else torch.zeros_like(mean)
@@ -228,7 +233,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
             del graph.initializers[value.name]
         if bias is None and bias_name == stats[1].name:
             del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
-        lazy = serialize.LazyTensor(w.shape, w.dtype, _scaled(w, factor))
+        lazy = serialize.LazyTensor(w.shape, w.dtype, _scaled(w, factor, axis))
         conv._inputs[1:] = [
             graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
                                   parameter=True),
@@ -249,13 +254,15 @@ def _float_weight(value: Value | None, graph: Graph, frozen: set[int]) -> bool:
             and graph.initializers.get(value.name) is value)
 
 
-def _scaled(weight: torch.Tensor, factor: torch.Tensor) -> Any:
-    """Rows ``start:stop`` of ``weight`` scaled by ``factor`` along its first dimension."""
-    shape = (-1,) + (1,) * (weight.dim() - 1)
+def _scaled(weight: torch.Tensor, factor: torch.Tensor, axis: int = 0) -> Any:
+    """Rows ``start:stop`` of ``weight`` scaled by ``factor`` along dimension ``axis`` (0
+    or 1)."""
+    shape = [1] * weight.dim()
+    shape[axis] = -1
 
     def rows(start: int, stop: int) -> torch.Tensor:
-        scaled = weight[start:stop].float() * factor[start:stop].reshape(shape)
-        return scaled.to(weight.dtype)
+        along = factor[start:stop] if axis == 0 else factor
+        return (weight[start:stop].float() * along.reshape(shape)).to(weight.dtype)
     return rows
 
 

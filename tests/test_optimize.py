@@ -423,6 +423,37 @@ def test_batch_norms_fold_into_convolutions_lazily(bias):
         _check(data, model, torch.randn(size, 3, 10, 10))
 
 
+class TransposedNorm(nn.Module):
+    """DCGAN's blocks: ConvTranspose then BatchNorm (and a grouped one, left alone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(6, 4, 4, 2, 1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.grouped = nn.ConvTranspose2d(4, 4, 3, groups=2)
+        self.bn2 = nn.BatchNorm2d(4)
+        with torch.no_grad():
+            for norm in (self.bn, self.bn2):
+                norm.running_mean.uniform_(-1, 1)
+                norm.running_var.uniform_(0.5, 2)
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn2(self.grouped(torch.relu(self.bn(self.up(x)))))
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_batch_norms_fold_into_an_ungrouped_conv_transpose(dynamo):
+    model, x = TransposedNorm().eval(), torch.randn(2, 6, 5, 5)
+    result = oxport.convert(model, (x,), dynamo=dynamo)
+    assert _ops(result.graph) == ["ConvTranspose", "Relu", "ConvTranspose",
+                                  "BatchNormalization"]
+    weights = {w.name: w.tensor for w in result.serialized.weights}
+    assert isinstance(weights["up.weight"], serialize.LazyTensor)
+    _check(result.to_bytes(), model, x)
+
+
 def test_batch_norms_stay_in_training_exports_and_for_run_time_weights():
     model, x = ConvNorm(), torch.randn(2, 3, 10, 10)
     kept = oxport.convert(model.eval(), (x,), export_params=False).graph
