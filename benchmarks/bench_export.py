@@ -407,8 +407,9 @@ def _export_front_end_table(summaries: list[dict[str, Any]]) -> str:
     """oxport's torch.export front end against its floor (torch.export.export + the
     weights written once), torch's dynamo exporter and oxport's TorchScript front end."""
     rows = ["| model | export floor s (export + write) | oxport (torch.export) s | ÷ floor | "
-            "dynamo ÷ it | TorchScript front end ÷ it | extra mem ÷ weights | nodes (it / dy) "
-            "| matches eager, 2nd shape |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+            "dynamo ÷ it | TorchScript front end ÷ it | extra mem ÷ weights (export floor / "
+            "it / dy) | nodes (it / dy) | matches eager, 2nd shape |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for s in summaries:
         w = s.get("weight_bytes", 0)
         ex, fl, dy, ox = (s.get(k, {}) for k in ("oxport-export", "floor-export", "dynamo",
@@ -418,7 +419,8 @@ def _export_front_end_table(summaries: list[dict[str, Any]]) -> str:
         rows.append(
             f"| {s['model']} | {floor_text} | {_secs(ex)} | "
             f"{_ratio(ex.get('seconds'), fl.get('seconds'))} | {_peer(dy, ex)} | "
-            f"{_peer(ox, ex)} | {_per_weight(ex, 'extra_bytes', w)} | "
+            f"{_peer(ox, ex)} | "
+            f"{' / '.join(_per_weight(e, 'extra_bytes', w) for e in (fl, ex, dy))} | "
             f"{ex.get('nodes', '–')} / {dy.get('nodes', '–')} | {_check(ex, 'dyn_ok')} |")
     return "\n".join(rows) + "\n"
 
@@ -486,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "after each model, so an interrupted run keeps them)")
     parser.add_argument("--readme", action="store_true",
                         help="write the tables into benchmarks/README.md")
+    parser.add_argument("--section", help="with --readme: the README block to write "
+                                          "(<!-- results:SECTION -->; default: the run's mode, "
+                                          "full for --report)")
     parser.add_argument("--report", nargs="+", metavar="JSON",
                         help="run nothing: print (and with --readme write) the tables of "
                              "earlier --json files, models in file order")
@@ -497,8 +502,10 @@ def main(argv: list[str] | None = None) -> int:
             with open(path) as handle:
                 results.append(json.load(handle))
         summaries = [s for r in results for s in r["summaries"]]
-        publish(summaries, min(r["repeat"] for r in results), results[0]["machine"],
-                "full", args.readme, all(r.get("best") for r in results))
+        repeats = sorted({r["repeat"] for r in results})
+        publish(summaries, "–".join(str(n) for n in dict.fromkeys((repeats[0], repeats[-1]))),
+                results[0]["machine"],
+                args.section or "full", args.readme, all(r.get("best") for r in results))
         return 0
 
     if args.child:
@@ -546,11 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     print(f"{len(specs)} models, {repeat} run(s) each, {elapsed:.0f} s")
-    publish(summaries, repeat, machine(), mode, args.readme, args.best)
+    publish(summaries, repeat, machine(), args.section or mode, args.readme, args.best)
     return 0
 
 
-def publish(summaries: list[dict[str, Any]], repeat: int, described: str, mode: str,
+def publish(summaries: list[dict[str, Any]], repeat: int | str, described: str, mode: str,
             readme: bool, best: bool = False) -> None:
     """Print the tables; with ``readme``, write them into README.md under ``mode``."""
     text = tables(summaries)
