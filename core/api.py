@@ -294,10 +294,11 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
         enabled = _resolve_fallbacks(registry, export_type, fallbacks or ())
     training_graph = _is_training(model, training)
+    tracing_grad = _tracing_grad(exported)
 
     with _verbose_log.held() if verbose else contextlib.nullcontext():
         with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
-            with progress.phase("trace", timings):
+            with progress.phase("trace", timings), torch.set_grad_enabled(tracing_grad):
                 front = (_exported_front_end(model, args, registry, opset, dynamic_shapes,
                                              dynamic_axes, input_names) if exported
                          else _front_end(model, args, input_names, dynamic_axes))
@@ -574,8 +575,10 @@ def _collect_unconvertible(model: Any, args: Any, training: TrainingMode,
     training = _check_training(training)
     registry = _loaded_registry()
     training_graph = _is_training(model, training)
+    tracing_grad = _tracing_grad(dynamo or isinstance(model, torch.export.ExportedProgram))
     with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
-        front = _source_front_end(model, args, registry, opset, dynamo, dynamic_shapes)
+        with torch.set_grad_enabled(tracing_grad):
+            front = _source_front_end(model, args, registry, opset, dynamo, dynamic_shapes)
         conversion = Conversion(registry, opset, collect_only=True, training=training_graph)
         conversion.walk(front)
     return front.graph, list(conversion.unconvertible.values())
@@ -590,7 +593,8 @@ def _source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
                       dynamo: bool, dynamic_shapes: Any) -> trace.FrontEnd:
     """The front end ``export(..., dynamo=dynamo)`` reads ``model`` with (torch.export for
     ``dynamo=True`` or an ExportedProgram, else the TorchScript tracer), its options
-    checked as ``export`` checks them. Call it in ``_exporting()`` and ``no_grad()``."""
+    checked as ``export`` checks them. Call it in ``_exporting()`` and ``no_grad()`` (with
+    grad set back as :func:`_tracing_grad` says, to trace as export does)."""
     _check_front_end_options(model, dynamo, dynamic_shapes)
     if dynamo or isinstance(model, torch.export.ExportedProgram):
         return _exported_front_end(model, args, registry, opset, dynamic_shapes, None, None)
@@ -770,6 +774,13 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
             dynamic_axes=dynamic_axes, input_names=input_names)
     return exported.read(exported.decompose(program, served), axis_names, input_names=names,
                          notes=notes, prefix="model.")
+
+
+def _tracing_grad(exported: bool = False) -> bool:
+    """Whether to trace with grad: in the caller's grad mode, as torch.onnx does, since layers
+    choose their path by it (MultiheadAttention's and the Transformer layers' inference fast
+    path needs it off); the torch.export front end captures without grad."""
+    return torch.is_grad_enabled() and not exported
 
 
 def _front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,

@@ -222,6 +222,12 @@ def _leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[
     return names
 
 
+def _no_saved_tensors() -> Any:
+    """Autograd keeps nothing for a backward pass while tracing with grad enabled (there is
+    none): the trace's memory stays its live working set."""
+    return torch.autograd.graph.saved_tensors_hooks(lambda tensor: None, lambda packed: None)
+
+
 def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] | None = None,
                  dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
     """Trace an ``nn.Module`` into a flat graph of user inputs and parameters.
@@ -252,7 +258,8 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
 
     caught: list[warnings.WarningMessage] = []
     recorder = baked_sizes.Recorder() if dynamic_axes else None
-    with _trace_warnings.held(caught), _module_scopes(model), baked_sizes.watching(recorder):
+    with _trace_warnings.held(caught), _module_scopes(model), baked_sizes.watching(recorder), \
+            _no_saved_tensors():
         try:
             graph, _ = torch._C._create_graph_by_tracing(
                 run, [*tensors, *(t for _, t in params)], lambda value: "", False, False,

@@ -328,8 +328,12 @@ def oxport_alone(subject: Subject, opset: int) -> Outcome:
 def _eager(model: Any, args: tuple[Any, ...], options: dict[str, Any]) -> list[torch.Tensor]:
     training = options.get("training", oxport.TrainingMode.EVAL)
     positional, named = oxport.trace.normalize_args(_cloned(args))
-    with oxport.select_model_mode_for_export(model, training), torch.no_grad():
-        return testing.flatten_expected(model(*positional, **named))
+    # In the grad mode the exports assume: a trace runs in the caller's (as torch.onnx's),
+    # a scripted graph's torch.is_grad_enabled() is False.
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    with oxport.select_model_mode_for_export(model, training), \
+            torch.set_grad_enabled(torch.is_grad_enabled() and not scripted):
+        return [t.detach() for t in testing.flatten_expected(model(*positional, **named))]
 
 
 def _eager_signature(model: Any, args: tuple[Any, ...], options: dict[str, Any]

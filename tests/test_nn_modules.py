@@ -494,9 +494,9 @@ def test_layer(name: str, opset: int) -> None:
             oxport.convert(model, inputs, opset_version=opset)
         assert op in {o.kind for o in info.value.ops}, str(info.value)
         return
-    with torch.no_grad():
+    with torch.no_grad():  # eager and the trace in one grad mode: layers choose their path by it
         expected = model(*inputs)
-    result = oxport.convert(model, inputs, opset_version=opset)
+        result = oxport.convert(model, inputs, opset_version=opset)
     proto = result.model_proto()
     onnx.checker.check_model(proto, full_check=True)
     import onnxruntime as ort
@@ -504,6 +504,28 @@ def test_layer(name: str, opset: int) -> None:
     feeds = {i.name: testing.to_numpy(x) for i, x in zip(session.get_inputs(), inputs)}
     testing.compare(expected, session.run(None, feeds), rtol=spec.rtol, atol=spec.atol,
                     where=f"{name} at opset {opset}")
+
+
+def _input_count(export: Callable[..., Any], model: nn.Module, inputs: tuple[Any, ...]) -> int:
+    import io
+
+    buffer = io.BytesIO()
+    export(model, inputs, buffer, opset_version=17)
+    return len(onnx.load_from_string(buffer.getvalue()).graph.input)
+
+
+def test_layers_are_traced_in_the_callers_grad_mode() -> None:
+    # As torch.onnx does: with grad on (and parameters that require it) the encoder layer
+    # takes the unfused path, where is_causal=True leaves the mask unread, so the file has
+    # no mask input; under no_grad its inference fast path reads the mask.
+    spec = CASES["TransformerEncoderLayer[causal]"]
+    model, inputs = _model(spec), _inputs(spec)
+    ours = _input_count(oxport.export, model, inputs)
+    theirs = _input_count(lambda *a, **k: torch.onnx.export(*a, dynamo=False, **k), model,
+                          inputs)
+    assert ours == theirs == 1
+    with torch.no_grad():
+        assert _input_count(oxport.export, model, inputs) == 2
 
 
 def test_every_layer_is_listed() -> None:
@@ -543,9 +565,10 @@ def test_attention_layer_at_a_second_size(name: str, opset: int) -> None:
     torch.manual_seed(0)
     model = DYNAMIC[name]().eval()
     axes = {0: "batch", 1: "seq"}
-    data = testing.roundtrip_bytes(model, _padded(2, 5), opset_version=opset,
-                                   input_names=["x", "mask"],
-                                   dynamic_axes={"x": axes, "mask": axes})
+    with torch.no_grad():  # the inference fast paths (nested tensors) need grad off
+        data = testing.roundtrip_bytes(model, _padded(2, 5), opset_version=opset,
+                                       input_names=["x", "mask"],
+                                       dynamic_axes={"x": axes, "mask": axes})
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     x, mask = _padded(3, 7)
     with torch.no_grad():

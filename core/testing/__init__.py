@@ -305,7 +305,8 @@ def _only_oxport_warnings(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @_only_oxport_warnings
 def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
-    """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager."""
+    """Export one case at one opset, check it, run it in ONNX Runtime, compare with eager
+    (both without grad, as an inference export under ``torch.no_grad()``)."""
     import oxport
 
     case, entry, opset = case_run.case, case_run.entry, case_run.opset
@@ -330,9 +331,11 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
     args = (*_cloned(inputs), case.kwargs) if case.kwargs else _cloned(inputs)
     # Through another front end than the case's own, results must match, whoever made them.
     any_symbolics = case_run.front_end != "trace" and not case.not_traceable
-    result = oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
-                            input_names=case.input_names, training=training,
-                            dynamo=case_run.front_end == "export", **case.export_kwargs)
+    with torch.no_grad():  # traced in eager's grad mode: layers choose their path by it
+        result = oxport.convert(model, args, opset_version=opset,
+                                dynamic_axes=case.dynamic_axes, input_names=case.input_names,
+                                training=training, dynamo=case_run.front_end == "export",
+                                **case.export_kwargs)
     used = [e for e in result.used if e is entry]
     assert used or any_symbolics, (
         f"{case_run.id}: the symbolic under test ({entry!r}) converted nothing; it used "
@@ -367,9 +370,9 @@ def roundtrip(model: Any, args: tuple[Any, ...], *, rtol: float = 1e-4, atol: fl
     import oxport
 
     model = as_module(model)
-    with torch.no_grad():
+    with torch.no_grad():  # eager and the trace in one grad mode: layers choose their path by it
         expected = model(*_cloned(args))
-    result = oxport.convert(model, _cloned(args), **export_kwargs)
+        result = oxport.convert(model, _cloned(args), **export_kwargs)
     return check_in_runtime(result, args, {}, expected, rtol=rtol, atol=atol,
                             where=type(model).__name__)
 
