@@ -124,6 +124,16 @@ with warnings.catch_warnings():
         return torch.stack([torch.stack(g) for g in groups])
 
     @torch.jit.script
+    def list_of_lists_in_nested_loops(x):
+        rows: list[list[torch.Tensor]] = []
+        for i in range(x.size(0)):
+            row: list[torch.Tensor] = []
+            for j in range(x.size(1)):
+                row.append(x[i, j] * 2)
+            rows.append(row)
+        return torch.stack([torch.stack(r) for r in rows])
+
+    @torch.jit.script
     def optional_bias(x, bias: Optional[torch.Tensor] = None, scale: float = 2.0):
         if bias is not None:
             x = x + bias
@@ -332,6 +342,24 @@ def test_list_of_lists_through_a_loop_is_reported_with_its_source_line():
     with pytest.raises(OnnxExporterError, match=r"prim::Loop at .*test_scripting\.py.*passes a "
                        r"list of .*Tensor.* through its block.*torch\.stack each inner list"):
         oxport.convert(list_of_lists, (torch.ones(3, 2),), opset_version=17)
+
+
+def test_list_of_lists_built_in_nested_loops_is_reported_with_its_source_line():
+    # torch.onnx writes a file ONNX Runtime cannot load (a sequence of sequences); oxport
+    # names the outer loop that carries the list of lists, and what to do instead.
+    import io
+
+    x = torch.randn(3, 4)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(list_of_lists_in_nested_loops, (x,), buffer, opset_version=17,
+                          dynamo=False)
+    with pytest.raises(Exception, match="Unsupported type proto"):
+        ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    with pytest.raises(OnnxExporterError, match=r"prim::Loop at .*test_scripting\.py.*passes a "
+                       r"list of .*Tensor.* through its block.*torch\.stack each inner list"):
+        oxport.convert(list_of_lists_in_nested_loops, (x,), opset_version=17)
 
 
 def test_bad_args_for_a_scripted_model():
