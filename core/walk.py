@@ -414,18 +414,30 @@ class Conversion:
     def _stands_for_unconvertible(self, node: torch._C.Node, graph: Graph) -> bool:
         """After a symbolic failed or declined: if an input is computed from an
         unconvertible op's output (which a scripted graph gives no sizes for, say), that op
-        is the cause. It is collected, so the error names it and not this node's symbolic,
-        and this node's outputs stand for it too. False when no input is."""
+        is the cause. This node's outputs stand for it: when the export needs them, it is
+        collected, so the error names it and not this node's symbolic. False when no input
+        is computed from one."""
         upstream = [self.downstream_of[v.unique()] for v in node.inputs()
                     if v.unique() in self.downstream_of]
         if not upstream:
             return False
-        for value in upstream:
-            _collect_if_unconvertible(value)
+
+        def collect() -> None:
+            for value in upstream:
+                _collect_if_unconvertible(value)
+
+        kind = upstream[0].meta["unconvertible"]
         for ts_value in node.outputs():
-            poison = Value(graph, ts_value.debugName(), Type.of(ts_value.type()))
-            poison.meta = {"unconvertible": upstream[0].meta["unconvertible"]}
-            self.env[ts_value.unique()] = poison
+            def materialize(target: Graph, ts_value: torch._C.Value = ts_value) -> Value:
+                collect()
+                poison = Value(target, ts_value.debugName(), Type.of(ts_value.type()))
+                poison.meta = {"unconvertible": kind}
+                return poison
+            deferred = graph.deferred(Type.of(ts_value.type()), materialize)
+            deferred.meta = {"unconvertible": kind, "collect": collect}
+            self.env[ts_value.unique()] = deferred
+        if not _may_defer(node):
+            collect()
         return True
 
     def _record_unconvertible(self, node: torch._C.Node, graph: Graph, kind: str,
