@@ -5,9 +5,10 @@ PyTorch's ``ceil_mode`` drops a last window that would start in the right
 padding, so ceil and floor mode then agree. ONNX Runtime does the same, but
 before opset 22 ONNX's shape inference (and so the checker) predicts one more
 output there; so ``ceil_mode`` is emitted only where the static shape shows it
-changes the output (or the shape is not static). Before opset 10, which has no
-``ceil_mode``, the last window is completed by padding the end instead (static
-spatial sizes only).
+changes the output (or the shape is not static), and where it would change one axis
+while another axis drops such a window, the last windows are completed by padding the
+end instead, in floor mode. Before opset 10, which has no ``ceil_mode``, that padding
+is the only way (static spatial sizes only).
 """
 
 from __future__ import annotations
@@ -64,6 +65,15 @@ class _Window:
         return self.ceil_mode and (self.spatial is None or
                                    self.torch_out(True) != self.torch_out(False))
 
+    def ceil_needs_end_pads(self, opset: int) -> bool:
+        """Whether ceil mode must be end pads: before opset 10, or where ONNX's shape
+        inference would count a last window that PyTorch drops (static sizes)."""
+        if not self.ceil_matters() or self.spatial is None:
+            return False
+        onnx_ceil = [(s + 2 * p - k + st - 1) // st + 1 for s, k, st, p in
+                     zip(self.spatial, self.effective_kernel, self.stride, self.padding)]
+        return opset < 10 or onnx_ceil != self.torch_out(True)
+
     def ceil_end_pads(self) -> list[int]:
         """End pads with which floor mode gives ceil mode's output: the padding plus what
         completes the last window (less than the kernel, as that window starts inside)."""
@@ -90,8 +100,9 @@ def _unbatched(rank: int, fn):
 
 def _pool_attrs(g, input: Value, window: _Window) -> dict:
     """The pool's kernel, strides, dilations, pads and ceil_mode attributes; before opset
-    10 (no ceil_mode, no dilations) ceil mode's last window is completed by end pads, worked
-    out from the traced size (the export warns if dynamic_axes lets it vary)."""
+    10 (no ceil_mode, no dilations), or where ONNX's shape inference would count a last
+    window PyTorch drops, ceil mode's last window is completed by end pads, worked out from
+    the traced size (the export warns if dynamic_axes lets it vary)."""
     if g.opset < 10 and any(d != 1 for d in window.dilation):
         sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "dilation other than 1")
     attrs = dict(kernel_shape_i=window.kernel, strides_i=window.stride,
@@ -100,17 +111,16 @@ def _pool_attrs(g, input: Value, window: _Window) -> dict:
         attrs["dilations_i"] = window.dilation
     if not window.ceil_matters():
         return attrs
-    if g.opset >= 10:
-        attrs["ceil_mode_i"] = 1
-    elif window.spatial is None:
+    if g.opset < 10 and window.spatial is None:
         sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "ceil_mode=True on an "
                                                                     "input of dynamic size")
+    if not window.ceil_needs_end_pads(g.opset):
+        attrs["ceil_mode_i"] = 1
     else:
         attrs["pads_i"] = window.padding + window.ceil_end_pads()
         rank = sh._get_tensor_rank(input)
         for axis in range(rank - len(window.kernel), rank):
-            g.uses_traced_size(input, axis, f"{window.op}'s ceil_mode padding (opset "
-                                            f"{g.opset} has no ceil_mode)")
+            g.uses_traced_size(input, axis, f"{window.op}'s ceil_mode end padding")
     return attrs
 
 
@@ -148,12 +158,14 @@ def _avg_pool(g, input: Value, window: _Window, count_include_pad: bool,
         factor = math.prod(window.kernel) / divisor_override
         dtype = input.type().dtype() or torch.float32
         return g.op("Mul", out, g.constant(torch.tensor(factor, dtype=dtype)))
-    if count_include_pad and g.opset < 10 and window.ceil_matters():
+    if count_include_pad and window.ceil_needs_end_pads(g.opset):
         # PyTorch counts the padding, not the end pads completing the last window: the
         # padding is made explicit and the pool counts only what it reads.
         n = len(window.kernel)
         if any(window.padding):
-            input = g.op("Pad", input, pads_i=([0, 0] + window.padding) * 2, value_f=0.0)
+            pads = ([0, 0] + window.padding) * 2
+            input = (g.op("Pad", input, pads_i=pads, value_f=0.0) if g.opset < 11 else
+                     g.op("Pad", input, g.constant(torch.tensor(pads, dtype=torch.int64))))
         pads = attrs["pads_i"]
         attrs["pads_i"] = [0] * n + [end - begin for begin, end in zip(pads, pads[n:])]
         count_include_pad = False

@@ -26,6 +26,15 @@ pack.case("aten::max_pool2d", nn.MaxPool2d(2, ceil_mode=True), (2, 3, 8, 8),
 pack.case("aten::max_pool2d", nn.MaxPool2d(3, 2, padding=1), (1, 2, 9, 9), name="dynamic",
           **_DYNAMIC)
 pack.case("aten::max_pool3d", nn.MaxPool3d(2, padding=1), (1, 2, 4, 5, 3))
+# ceil_mode adds a window on the first axis while PyTorch drops the last one on the third
+# (it would start in the padding): ONNX's ceil_mode would count it there.
+pack.case("aten::max_pool3d", nn.MaxPool3d(3, padding=1, ceil_mode=True), (1, 2, 3, 6, 5),
+          name="ceil_mixed_axes")
+pack.case("aten::max_pool3d_with_indices", nn.MaxPool3d(3, padding=1, ceil_mode=True,
+                                                      return_indices=True), (1, 2, 3, 6, 5),
+          name="ceil_mixed_axes")
+pack.case("aten::avg_pool3d", nn.AvgPool3d(3, padding=1, ceil_mode=True), (1, 2, 3, 6, 5),
+          name="ceil_mixed_axes")
 pack.case("aten::max_pool1d_with_indices", nn.MaxPool1d(2, return_indices=True), (2, 3, 7))
 pack.case("aten::max_pool2d_with_indices", nn.MaxPool2d(3, 2, padding=1, return_indices=True),
           (2, 3, 7, 6))
