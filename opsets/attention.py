@@ -68,7 +68,8 @@ def _repeat_heads(g, value: Value, groups: int, heads: int) -> Value:
                           "grouped-query attention with a dynamic head size below opset 23")
     expanded = sh._unsqueeze_helper(g, value, [rank - 2])
     tiled = g.op("Concat", *([expanded] * groups), axis_i=rank - 2)
-    return sh._reshape_helper(g, tiled, [0] * (rank - 3) + [heads, -1, head_dim])
+    return sh._reshape_helper(g, tiled, [0] * (rank - 3) + [heads, -1, head_dim]).setType(
+        Type.tensor(value.type().dtype(), [None] * rank))
 
 
 def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | None,
@@ -88,8 +89,8 @@ def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | No
 
 def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_causal: bool,
                        scale: float | None) -> Value:
-    """Softmax of the scaled, masked scores ``q k^T``: a boolean mask keeps where True."""
-    rank = _rank(query)
+    """Softmax of the scaled, masked scores ``q k^T``: a boolean mask keeps where True
+    (``key`` may have more batch dims than ``query``: MatMul broadcasts them)."""
     dtype = query.type().dtype() or torch.float32
     if scale is None:
         head_dim = sh._get_tensor_dim_size(query, -1)
@@ -99,7 +100,7 @@ def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_
         scale = 1 / math.sqrt(head_dim)
     # Like PyTorch, scale q and k by sqrt(scale) each, for stability in half precision.
     root = g.constant(torch.tensor(math.sqrt(scale), dtype=dtype))
-    perm = list(range(rank))
+    perm = list(range(_rank(key)))
     perm[-2], perm[-1] = perm[-1], perm[-2]
     scores = g.op("MatMul", g.op("Mul", query, root),
                   g.op("Mul", g.op("Transpose", key, perm_i=perm), root))
@@ -134,7 +135,7 @@ def scaled_dot_product_attention_23(g, query, key, value, attn_mask=None, dropou
     _check_dropout(dropout_p)
     rank = _rank(query)
     mask_dtype = None if sh._is_none(attn_mask) else attn_mask.type().dtype()
-    if rank not in (3, 4) or mask_dtype not in (None, torch.bool, query.type().dtype()) \
+    if rank not in (3, 4) or _rank(key) != rank or _rank(value) != rank or mask_dtype not in (None, torch.bool, query.type().dtype()) \
             or not _attention_op_takes(attn_mask, (query.type().symbolic_sizes() or [None])[-2]):
         return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
     inputs = [query, key, value]

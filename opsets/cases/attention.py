@@ -18,6 +18,9 @@ def _bool_mask(*shape: int):
     return make
 
 
+# Keys and values with one more batch dim than the query: broadcast, as in eager.
+pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+          (4, 3, 8), (4, 4, 6, 8), (4, 4, 6, 8), name="broadcast_batch")
 pack.case(_OP, F.scaled_dot_product_attention, (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8),
           name="plain")
 pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
