@@ -112,6 +112,10 @@ class OpCase:
     #: has, such as its scan higher-order op): it runs through torch.export alone, whichever
     #: front ends are asked for; empty when it can.
     not_traceable: str = ""
+    #: What the export of the case's model, scripted, fails with (a construct scripted code
+    #: cannot export, named by the error): its runs through the ``script`` front end expect
+    #: an error containing this text; empty when it exports.
+    not_scriptable: str = ""
     provenance: Provenance | None = None
 
     def __str__(self) -> str:

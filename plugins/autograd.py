@@ -43,8 +43,10 @@ def python_op(g: GraphContext, *args: Any, name: str = "", **_attrs: Any) -> Any
     if keeper is not None:
         raise SymbolicDeclined(_OP, f"the {keeper!r} fallback keeps the autograd Function "
                                     f"{name} as one node")
-    if not node.hasAttribute("Subgraph"):
-        raise SymbolicDeclined(_OP, f"the trace recorded no graph for the forward of {name}")
+    if not node.hasAttribute("Subgraph"):  # scripted code calls the Function as Python
+        raise SymbolicDeclined(_OP, f"no graph of the forward of {name} was recorded (only a "
+                                    "trace records it; scripted code calls it as Python): "
+                                    "give it a static symbolic method, or trace the model")
     return _inline(g, node, args, name)
 
 
@@ -158,5 +160,6 @@ class _TwoOutputs(torch.autograd.Function):
 
 
 pack.case(_OP, lambda x: _ClampRelu.apply(x) + 1, (2, 3), name="static_symbolic", min_opset=11)
-pack.case(_OP, lambda x: _AbsAffine.apply(x, 0.5), (2, 3), name="inlined")
+pack.case(_OP, lambda x: _AbsAffine.apply(x, 0.5), (2, 3), name="inlined",
+          not_scriptable="no graph of the forward of _AbsAffine was recorded")
 pack.case(_OP, lambda x: _TwoOutputs.apply(x), (2, 3), name="inlined_output_order")

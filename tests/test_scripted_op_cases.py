@@ -64,3 +64,16 @@ def test_slicing_a_list_of_tensors_built_at_run_time_names_opset_13():
                        r"\.py\", line \d+.*slicing a list of tensors built at run time.*"
                        r"opset 13 would support it"):
         oxport.convert(_slice_grown, (torch.randn(4, 3),), opset_version=12)
+
+
+def test_a_case_declared_not_scriptable_must_fail_with_its_error():
+    from oxport.registry import OpCase
+
+    registry = testing.registry_view()
+    entry = registry.lookup("aten::mul", 17)
+    exports = OpCase("aten::mul", lambda x: x * 2, ((2, 3),), not_scriptable="any error")
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        testing.run(testing.CaseRun(exports, entry, 17, "script"), registry)
+    refused = OpCase("aten::mul", _slice_grown, ((4, 3),), script=True,
+                     not_scriptable="slicing a list of tensors built at run time")
+    testing.run(testing.CaseRun(refused, entry, 12, "script"), registry)

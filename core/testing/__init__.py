@@ -27,7 +27,8 @@ torch.export alone, always, and its symbolic must convert it.
 It doubles the cases' time, so CI leaves it off; ``benchmarks/export_cases.py`` measures it.
 ``script`` runs each traced case scripted (``torch.jit.script`` of its model) at opsets
 13, 17 and 20 where it serves them, skipping a model ``torch.jit.script`` refuses; the
-results must match eager, whichever symbolics made them.
+results must match eager, whichever symbolics made them, or, for a case declaring
+``not_scriptable``, the export must fail with that error.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import dataclasses
 import functools
 import io
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -329,6 +331,12 @@ def run(case_run: CaseRun, registry: RegistryView | None = None) -> None:
         if case_run.front_end == "script":
             _runs_or_skip(model, inputs, case, expected)
     args = (*_cloned(inputs), case.kwargs) if case.kwargs else _cloned(inputs)
+    if case_run.front_end == "script" and case.not_scriptable:
+        import pytest
+        with pytest.raises(oxport.OnnxExporterError, match=re.escape(case.not_scriptable)):
+            oxport.convert(model, args, opset_version=opset, dynamic_axes=case.dynamic_axes,
+                           input_names=case.input_names, training=training)
+        return
     # Through another front end than the case's own, results must match, whoever made them.
     any_symbolics = case_run.front_end != "trace" and not case.not_traceable
     with torch.no_grad():  # traced in eager's grad mode: layers choose their path by it
