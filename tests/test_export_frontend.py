@@ -450,6 +450,27 @@ def test_like_factories_fill_a_dynamic_shape_below_opset_9() -> None:
         np.testing.assert_array_equal(got, want.numpy())
 
 
+def test_scan_and_map_become_scans_over_a_dynamic_length() -> None:
+    """scan (carrying a sum, with a map inside) and map run at another number of steps."""
+    from torch._higher_order_ops.map import map as map_over
+    from torch._higher_order_ops.scan import scan
+
+    def steps(init: torch.Tensor, xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        def combine(total: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            doubled = map_over(lambda row: row * 2, x.unsqueeze(0)).squeeze(0)
+            return total + doubled, total * 1
+        final, history = scan(combine, init, xs)
+        return final, history, map_over(lambda x, t: x @ t, xs, final.unsqueeze(1))
+
+    proto = oxport.convert(_Function(steps), (torch.zeros(3), torch.randn(4, 3)), dynamo=True,
+                           input_names=["init", "xs"],
+                           dynamic_axes={"xs": {0: "steps"}}).model_proto()
+    assert [n.op_type for n in proto.graph.node].count("Scan") == 2
+    init, xs = torch.randn(3), torch.randn(7, 3)
+    for got, want in zip(_run(proto, init, xs), steps(init, xs)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_values_only_runtime_asserts_read_are_dropped() -> None:
     """Slices at indices read from a tensor: torch.export checks each piece's storage offset
     (aten.sym_storage_offset, which has no ONNX meaning) in asserts oxport drops."""
