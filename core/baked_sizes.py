@@ -88,6 +88,8 @@ class Recorder:
             if node.kind() not in _ORDERINGS:
                 return  # a bool of one size, like ``if n % 2``, is a comparison with 0
             sides = [_size_leaves(operand) for operand in list(node.inputs())[:2]]
+            if {leaf[:2] for leaf in sides[0]} == {leaf[:2] for leaf in sides[1]}:
+                return  # the same sizes on both sides (``x.size(1) > x.size(1) - 1``)
         else:
             sides = [_size_leaves(value)]
         if sides and all(sides):
