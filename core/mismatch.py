@@ -421,7 +421,8 @@ def _source_text(block: Any, indent: str = "") -> str:
         outputs = ", ".join(f"%{v.debugName()}" for v in node.outputs())
         inputs = ", ".join(f"%{v.debugName()}" for v in node.inputs())
         where = source_of(node)
-        lines.append(f"{indent}{outputs} = {node.kind()}({inputs}){f'  # {where}' if where else ''}")
+        comment = f"  # {where}" if where else ""
+        lines.append(f"{indent}{outputs} = {node.kind()}({inputs}){comment}")
         lines += [_source_text(inner, indent + "  ") for inner in node.blocks()]
     lines.append(f"{indent}return {', '.join(f'%{v.debugName()}' for v in block.outputs())}")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from torch.export._patches import register_lstm_while_loop_decomposition
+from torch.export._patches import _register_rnn_while_loop_decomposition
 from torch.fx.experimental import _config as fx_config
 from torch.utils import _pytree as pytree
 
@@ -108,10 +108,12 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     wrapper = _Flattened(model, spec, leaves, slots, notes)
     shapes = (tuple(per_tensor),) if any(per_tensor) else None
     try:
-        # torch.export unrolls nn.LSTM over time (fixing the sequence length) unless its
-        # while_loop form is registered; that keeps aten.lstm whole in the captured graph.
+        # torch.export unrolls nn.LSTM over time (fixing the sequence length) unless a
+        # while_loop form is registered (torch.export._patches); that keeps aten.lstm whole
+        # in the captured graph, which needs only its outputs' shapes from it.
         # A dynamic axis whose example size is 1 stays dynamic (size-oblivious guards).
-        with warnings.catch_warnings(), register_lstm_while_loop_decomposition(), \
+        with warnings.catch_warnings(), \
+                _register_rnn_while_loop_decomposition(torch.ops.aten.lstm.input, _lstm_shapes), \
                 fx_config.patch(backed_size_oblivious=True):
             warnings.simplefilter("ignore", FutureWarning)
             program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
@@ -122,6 +124,18 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
             f"{exc}\nExport with dynamo=False (the TorchScript front end) instead, or fix the "
             "model where torch.export points.") from exc
     return program, names, axis_names, notes
+
+
+def _lstm_shapes(input: torch.Tensor, hx: Sequence[torch.Tensor], params: Any, has_biases: bool,
+                 num_layers: int, dropout: float, train: bool, bidirectional: bool,
+                 batch_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``aten.lstm.input``'s outputs, empty, in their shapes: what torch.export records of an
+    LSTM it keeps whole. (torch's while_loop LSTM gives the same shapes by tracing the
+    cell over a symbolic sequence length, about twice as slow.)"""
+    h0, c0 = hx
+    sizes = list(input.shape)
+    sizes[-1] = h0.size(2) * (2 if bidirectional else 1)  # the projection size, if any
+    return input.new_empty(sizes), torch.empty_like(h0), torch.empty_like(c0)
 
 
 def _axis_items(axes: Any) -> list[tuple[int, Any]]:
