@@ -154,8 +154,10 @@ class ExportResult:
 
         leaves = pytree.tree_leaves(trace.normalize_args(args))
         slots = self.input_leaves()
-        if slots is None:
-            slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        if slots is None:  # the args' tensors in order, a list of tensors one (Sequence) feed
+            leaves = pytree.tree_leaves(trace.normalize_args(args), is_leaf=trace.is_tensor_list)
+            slots = [i for i, leaf in enumerate(leaves)
+                     if isinstance(leaf, torch.Tensor) or trace.is_tensor_list(leaf)]
         inputs = self.serialized.model.graph.input
         parts = [(value.meta or {}).get("arg_part") for value in self.graph.inputs]
         return {i.name: _as_input_dtype(trace.feed_array(leaves[leaf], part), i, leaves[leaf])
@@ -840,7 +842,7 @@ def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
 def _as_input_dtype(array: Any, graph_input: Any, leaf: Any) -> Any:
     """A Python number's feed in its input's dtype (a scripted ``float`` parameter given an
     int is a float64 input)."""
-    if isinstance(leaf, torch.Tensor):
+    if not isinstance(leaf, (bool, int, float)):
         return array
     return array.astype(onnx.helper.tensor_dtype_to_np_dtype(
         graph_input.type.tensor_type.elem_type))

@@ -102,9 +102,12 @@ def as_input(leaf: Any) -> Any:
 
 
 def feed_array(leaf: Any, part: str | None = None) -> Any:
-    """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes; for a
-    quantized tensor, its ``part`` (``value``, ``scale`` or ``zero_point``)."""
+    """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes (a list
+    of tensors, a Sequence input's feed, as a list of arrays); for a quantized tensor, its
+    ``part`` (``value``, ``scale`` or ``zero_point``)."""
     from oxport import quantized_io
+    if is_tensor_list(leaf):
+        return [feed_array(item) for item in leaf]
     # resolved: a conjugated or negated view (the imaginary part of an ifft) has no numpy form
     tensor = as_input(leaf).detach().cpu().resolve_conj().resolve_neg()
     if part is not None:
@@ -539,7 +542,7 @@ def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
     from (``slot`` is ``arg`` with its leaves numbered; None for a default, which is
     hard-coded): a tensor, a list of tensors (one Sequence input, from many leaves: None),
     a number, and each of these in a tuple."""
-    if isinstance(arg, torch.Tensor) or _is_tensor_list(arg) or (
+    if isinstance(arg, torch.Tensor) or is_tensor_list(arg) or (
             _is_number(arg) and slot is not None):
         return [(arg, slot if isinstance(slot, int) else None)]
     if isinstance(arg, tuple):
@@ -549,7 +552,8 @@ def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
     return []
 
 
-def _is_tensor_list(arg: Any) -> bool:
+def is_tensor_list(arg: Any) -> bool:
+    """Whether ``arg`` is a non-empty list of tensors (a scripted model's Sequence input)."""
     return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
 
 
@@ -702,7 +706,7 @@ def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
     """Type tensor inputs from their examples, number inputs (an ``Optional[int]`` given an
     int) from their values; hard-code the other arguments and the defaults."""
     for value, (example, slot) in reversed(list(zip(inputs, args))):
-        if isinstance(example, torch.Tensor) or _is_tensor_list(example):
+        if isinstance(example, torch.Tensor) or is_tensor_list(example):
             value.setType(_example_type(example))
         elif _is_number(example) and slot is not None:
             if value.type().kind() == "OptionalType":  # given a number: never None

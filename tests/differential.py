@@ -2,7 +2,9 @@
 
 For every model the suite exports (the op packs' declared cases, the ``torch.nn`` layer
 table of ``tests/test_nn_modules.py``, the model fixtures of ``tests/models``) at each
-opset of :data:`OPSETS` that oxport serves: where ``torch.onnx.export(dynamo=False)``
+opset of :data:`OPSETS` that oxport serves, and for scripted models (the scripted models of
+``tests/test_scripting_conformance.py``, and the traced op cases run through
+``torch.jit.script``, ``script:`` ids) at :data:`SCRIPT_OPSETS`: where ``torch.onnx.export(dynamo=False)``
 succeeds, oxport's file must have the same number, order, dtypes and ranks of inputs and
 outputs, and both files must give matching results in ONNX Runtime on the same feeds.
 A difference is a bug unless a row of the intended-differences table in
@@ -35,6 +37,8 @@ import oxport
 from oxport import testing
 
 OPSETS = (9, 13, 17, 20)
+#: The opsets scripted subjects are compared at.
+SCRIPT_OPSETS = testing.SCRIPT_OPSETS
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "differences.md"
 #: Export options both exporters take (an op case with any other option is oxport's alone).
 _SHARED_OPTIONS = {"operator_export_type", "do_constant_folding", "keep_initializers_as_inputs",
@@ -58,7 +62,7 @@ class Subject:
 class Outcome:
     """What comparing one subject at one opset found. ``status`` is ``same``, one of the
     differences (``oxport-fails``, ``signature``, ``values``, ``oxport-runtime-fails``), or
-    a case the oracle cannot judge (``torch-fails``, ``torch-runtime-fails``)."""
+    a case there is nothing to judge (:data:`UNJUDGED`)."""
 
     id: str
     opset: int
@@ -71,19 +75,32 @@ class Outcome:
 
     @property
     def is_difference(self) -> bool:
-        return self.status not in ("same", "torch-fails", "torch-runtime-fails")
+        return self.status not in ("same", *UNJUDGED)
+
+
+#: Outcomes with nothing to compare: torch.onnx cannot export the model or run its file,
+#: or (a traced op case run scripted) torch.jit.script refuses the model.
+UNJUDGED = ("torch-fails", "torch-runtime-fails", "not-scriptable")
+
+
+class NotScriptable(Exception):
+    """torch.jit.script refuses a subject's model (there is no scripted model to compare)."""
 
 
 # -- the corpus -----------------------------------------------------------------------------
-def op_case_subjects() -> list[Subject]:
-    """Every declared op case, at the opsets of OPSETS its op's symbolic serves."""
+def op_case_subjects(scripted: bool = False) -> list[Subject]:
+    """Every declared op case, at the opsets of OPSETS its op's symbolic serves; with
+    ``scripted``, every case declared traced, run through ``torch.jit.script`` instead
+    (``script:`` ids), at the SCRIPT_OPSETS its symbolic serves."""
     registry = testing.registry_view()
     subjects, seen = [], {}
     for case in registry.cases:
         if set(case.export_kwargs) - _SHARED_OPTIONS:
             continue  # oxport-only options: nothing to compare with
+        if scripted and case.script:
+            continue  # declared scripted: op_case_subjects() has it
         low, high = case.min_opset or 0, case.max_opset or 99
-        opsets = tuple(o for o in OPSETS
+        opsets = tuple(o for o in (SCRIPT_OPSETS if scripted else OPSETS)
                        if low <= o <= high and registry.lookup(case.op, o) is not None)
         if not opsets:
             continue
@@ -96,13 +113,15 @@ def op_case_subjects() -> list[Subject]:
             options["input_names"] = case.input_names
         if case.training:
             options["training"] = oxport.TrainingMode.TRAINING
+        subject_id = f"{name}#{seen[name]}" if seen[name] > 1 else name
         subjects.append(Subject(
-            f"{name}#{seen[name]}" if seen[name] > 1 else name,
-            _case_builder(case), opsets, options, case.rtol, case.atol, case.check))
+            f"script:{subject_id}" if scripted else subject_id,
+            _case_builder(case, scripted), opsets, options, case.rtol, case.atol, case.check))
     return subjects
 
 
-def _case_builder(case: Any) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
+def _case_builder(case: Any, scripted: bool = False
+                  ) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
     def build() -> tuple[Any, tuple[Any, ...]]:
         model = case.model
         if isinstance(model, type) and issubclass(model, torch.nn.Module):
@@ -110,6 +129,11 @@ def _case_builder(case: Any) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
         if case.script and not isinstance(model, (torch.jit.ScriptModule,
                                                   torch.jit.ScriptFunction)):
             model = testing._script(model)
+        elif scripted:
+            try:
+                model = testing.script_case_model(model)
+            except Exception as exc:  # noqa: BLE001 - TorchScript's refusals have many types
+                raise NotScriptable(_first_line(exc)) from exc
         inputs = testing.make_inputs(case)
         return testing.as_module(model), (*inputs, case.kwargs) if case.kwargs else inputs
     return build
@@ -187,6 +211,21 @@ def model_subjects(large: bool = False) -> list[Subject]:
     return subjects
 
 
+def conformance_subjects() -> list[Subject]:
+    """The scripted models of tests/test_scripting_conformance.py (one per construct
+    scripted code uses), at SCRIPT_OPSETS."""
+    from tests import test_scripting_conformance as conformance
+
+    subjects = []
+    for name, spec in conformance.CASES.items():
+        def build(spec: Any = spec) -> tuple[Any, tuple[Any, ...]]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return torch.jit.script(spec.make().eval()), spec.args
+        subjects.append(Subject(f"script:conformance.{name}", build, SCRIPT_OPSETS))
+    return subjects
+
+
 class _LanguageModel(torch.nn.Module):
     """The word language model with a zero initial state (the forward tests export)."""
 
@@ -199,7 +238,8 @@ class _LanguageModel(torch.nn.Module):
 
 
 def corpus(large: bool = False) -> list[Subject]:
-    return [*op_case_subjects(), *layer_subjects(), *model_subjects(large)]
+    return [*op_case_subjects(), *layer_subjects(), *model_subjects(large),
+            *conformance_subjects(), *op_case_subjects(scripted=True)]
 
 
 # -- one comparison -------------------------------------------------------------------------
@@ -225,12 +265,24 @@ def _same_signature(ours: list[Any], theirs: list[Any]) -> bool:
         a[0] == b[0] and (a[1] == b[1] or None in (a[1], b[1])) for a, b in zip(ours, theirs))
 
 
-def _run(proto: bytes, names: list[str], values: list[np.ndarray]) -> list[np.ndarray]:
-    session = oxport.verification.ort_session(onnx.load_from_string(proto))
+def _session(proto: bytes) -> Any:
+    return oxport.verification.ort_session(onnx.load_from_string(proto))
+
+
+def _run(proto: bytes | Any, names: list[str], values: list[np.ndarray]) -> list[np.ndarray]:
+    """Run a file (or a session made by :func:`_session`) on ``values`` fed to ``names``."""
+    session = _session(proto) if isinstance(proto, bytes) else proto
     return session.run(None, dict(zip(names, values)))
 
 
+def _items(outputs: list[Any]) -> list[Any]:
+    """Outputs with each Sequence output (a list) replaced by its items."""
+    return [item for output in outputs
+            for item in (output if isinstance(output, list) else [output])]
+
+
 def _close(want: list[Any], got: list[Any], subject: Subject) -> bool:
+    want, got = _items(want), _items(got)
     if len(want) != len(got):
         return False
     for a, b in zip(want, got):
@@ -252,17 +304,19 @@ def _first_line(exc: BaseException) -> str:
 
 def _prepared(subject: Subject, opset: int
               ) -> tuple[Any, tuple[Any, ...], dict[str, Any], Callable[..., Outcome]]:
-    """The subject's model and args (built under a fixed seed), the export options at
-    ``opset``, and its outcome maker."""
-    torch.manual_seed(0)
-    model, args = subject.build()
+    """The subject's model and args (:func:`_built`), the export options at ``opset``, and
+    its outcome maker."""
+    model, args = _built(subject)
     return model, args, {"opset_version": opset, **subject.options}, _outcome_maker(
         subject, opset)
 
 
 def compare(subject: Subject, opset: int) -> Outcome:
     """Export ``subject`` with both exporters at ``opset`` and compare the files."""
-    model, args, options, outcome = _prepared(subject, opset)
+    try:
+        model, args, options, outcome = _prepared(subject, opset)
+    except NotScriptable as exc:
+        return Outcome(subject.id, opset, "not-scriptable", str(exc))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         buffer = io.BytesIO()
@@ -271,6 +325,11 @@ def compare(subject: Subject, opset: int) -> Outcome:
         except Exception as exc:  # noqa: BLE001 - the oracle cannot export it: nothing to judge
             return outcome("torch-fails", _first_line(exc))
         theirs = buffer.getvalue()
+        model, args = _built(subject)
+        try:  # a file ONNX Runtime refuses to load (types it lacks) has no signature to match
+            their_session = _session(theirs)
+        except Exception as exc:  # noqa: BLE001
+            return outcome("torch-runtime-fails", _first_line(exc))
         try:
             result = oxport.convert(model, _cloned(args), check=False, **options)
         except Exception as exc:  # noqa: BLE001 - a difference, reported with its message
@@ -280,7 +339,7 @@ def compare(subject: Subject, opset: int) -> Outcome:
         their_sig = signature(onnx.load_from_string(theirs))
         if not (_same_signature(our_sig[0], their_sig[0])
                 and _same_signature(our_sig[1], their_sig[1])):
-            eager = _eager_signature(model, args, options)
+            eager = _eager_signature(subject, options)
             return outcome("signature", f"oxport {our_sig}, torch.onnx {their_sig}",
                            _same_signature(our_sig[1], eager),
                            _same_signature(their_sig[1], eager))
@@ -288,7 +347,7 @@ def compare(subject: Subject, opset: int) -> Outcome:
         values = list(feeds.values())
         their_names = [i.name for i in onnx.load_from_string(theirs).graph.input][:len(values)]
         try:
-            expected_theirs = _run(theirs, their_names, values)
+            expected_theirs = _run(their_session, their_names, values)
         except Exception as exc:  # noqa: BLE001 - torch.onnx's file does not run
             return outcome("torch-runtime-fails", _first_line(exc))
         try:
@@ -297,7 +356,7 @@ def compare(subject: Subject, opset: int) -> Outcome:
             return outcome("oxport-runtime-fails", _first_line(exc))
         if _close(expected_theirs, got, subject):
             return outcome("same")
-        eager = [testing.to_numpy(t) for t in _eager(model, args, options)]
+        eager = [testing.to_numpy(t) for t in _eager(subject, options)]
     return outcome("values", "outputs differ", _close(eager, got, subject),
                    _close(eager, expected_theirs, subject))
 
@@ -319,29 +378,41 @@ def oxport_alone(subject: Subject, opset: int) -> Outcome:
             got = _run(result.to_bytes(), list(feeds), list(feeds.values()))
         except Exception as exc:  # noqa: BLE001
             return outcome("oxport-runtime-fails", _first_line(exc))
-        eager = [testing.to_numpy(t) for t in _eager(model, args, options)]
+        eager = [testing.to_numpy(t) for t in _eager(subject, options)]
     if _close(eager, got, subject):
         return outcome("same")
     return outcome("values", "oxport differs from eager", False, None)
 
 
-def _eager(model: Any, args: tuple[Any, ...], options: dict[str, Any]) -> list[torch.Tensor]:
+def _built(subject: Subject) -> tuple[Any, tuple[Any, ...]]:
+    """The subject's model and args, built afresh under a fixed seed: each exporter and
+    eager get their own (exporting runs the model, which may update its buffers)."""
+    torch.manual_seed(0)
+    return subject.build()
+
+
+def _eager(subject: Subject, options: dict[str, Any]) -> list[torch.Tensor]:
+    model, args = _built(subject)
     training = options.get("training", oxport.TrainingMode.EVAL)
     positional, named = oxport.trace.normalize_args(_cloned(args))
+    call = model
+    if isinstance(model, torch.jit.ScriptModule) and not hasattr(model, "forward"):
+        # a scripted nn.LSTM has only its forward overloads to call
+        call = model._c._get_method(oxport.trace._forward_name(model, positional))
     # In the grad mode the exports assume: a trace runs in the caller's (as torch.onnx's),
     # a scripted graph's torch.is_grad_enabled() is False.
     scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
     with oxport.select_model_mode_for_export(model, training), \
             torch.set_grad_enabled(torch.is_grad_enabled() and not scripted):
-        return [t.detach() for t in testing.flatten_expected(model(*positional, **named))]
+        return [t.detach() for t in testing.flatten_expected(call(*positional, **named))]
 
 
-def _eager_signature(model: Any, args: tuple[Any, ...], options: dict[str, Any]
+def _eager_signature(subject: Subject, options: dict[str, Any]
                      ) -> list[tuple[str, int | None]]:
     """Eager PyTorch's outputs as (ONNX dtype name, rank)."""
     from oxport.types import onnx_dtype
     return [(onnx.TensorProto.DataType.Name(onnx_dtype(t.dtype)), t.dim())
-            for t in _eager(model, args, options)]
+            for t in _eager(subject, options)]
 
 
 def _outcome_maker(subject: Subject, opset: int) -> Callable[..., Outcome]:
@@ -371,9 +442,11 @@ class Intended:
         else:
             status_ok = outcome.status == self.status
         opsets_ok = self.opsets == "all" or str(outcome.opset) in re.split(r"[, ]+", self.opsets)
+        # A row naming an op case covers the case run scripted too (its ``script:`` id).
+        ids = {outcome.id, outcome.id.removeprefix("script:")}
         return status_ok and opsets_ok and any(
-            fnmatch.fnmatchcase(outcome.id, p.strip().strip("`").replace("[", "[[]"))
-            for p in self.cases.split(","))  # only * is a wildcard: [name] is literal
+            fnmatch.fnmatchcase(i, p.strip().strip("`").replace("[", "[[]"))
+            for p in self.cases.split(",") for i in ids)  # only * is a wildcard: [name] is literal
 
 
 def intended_differences(text: str | None = None) -> list[Intended]:
@@ -406,7 +479,7 @@ def summary(outcomes: list[Outcome], table: list[Intended], seconds: float) -> s
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    compared = sum(1 for o in outcomes if o.status not in ("torch-fails", "torch-runtime-fails"))
+    compared = sum(1 for o in outcomes if o.status not in UNJUDGED)
     lines = [
         f"Run with `python -m tests.differential --write` (torch {torch.__version__}, "
         f"onnxruntime {_ort_version()}, {seconds:.0f} s): "

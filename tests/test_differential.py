@@ -1,11 +1,13 @@
 """oxport against torch.onnx.export(dynamo=False) over the suite's corpus (tests/differential.py).
 
 Each op case and layer is compared at two of the four opsets (alternating, so each opset
-gets half of them), the small models at all four; ``OXPORT_DIFFERENTIAL=full`` compares
-every one at all four. Where torch.onnx cannot export or run a model there is nothing to
-compare: oxport's file must then match eager, or oxport must refuse with its own error.
-A difference listed as an open bug in docs/differences.md is an expected failure (xfail)
-until it is fixed.
+gets half of them), the small models at all four, the scripted models of
+tests/test_scripting_conformance.py at 13, 17 and 20, and one traced op case in
+:data:`SCRIPTED_SAMPLE` run scripted at one of those (in turn);
+``OXPORT_DIFFERENTIAL=full`` compares every one at all its opsets. Where torch.onnx cannot
+export or run a model there is nothing to compare: oxport's file must then match eager, or
+oxport must refuse with its own error. A difference listed as an open bug in
+docs/differences.md is an expected failure (xfail) until it is fixed.
 """
 
 from __future__ import annotations
@@ -18,16 +20,27 @@ from tests import differential
 
 FULL = os.environ.get("OXPORT_DIFFERENTIAL") == "full"
 TABLE = differential.intended_differences()
+#: In CI, one traced op case in this many is compared scripted.
+SCRIPTED_SAMPLE = 10
 
 
 def _runs() -> list[object]:
     runs = []
     sampled = [*differential.op_case_subjects(), *differential.layer_subjects()]
-    for index, subject in enumerate([*sampled, *differential.model_subjects()]):
+    for index, subject in enumerate([*sampled, *differential.model_subjects(),
+                                     *differential.conformance_subjects()]):
         opsets = subject.opsets
         if not FULL and index < len(sampled):
             chosen = {differential.OPSETS[index % 4], differential.OPSETS[(index + 2) % 4]}
             opsets = tuple(o for o in opsets if o in chosen) or opsets[-1:]
+        runs += [pytest.param(subject, opset, id=f"{subject.id}-opset{opset}")
+                 for opset in opsets]
+    for index, subject in enumerate(differential.op_case_subjects(scripted=True)):
+        opsets = subject.opsets
+        if not FULL:
+            if index % SCRIPTED_SAMPLE:
+                continue
+            opsets = (opsets[index // SCRIPTED_SAMPLE % len(opsets)],)
         runs += [pytest.param(subject, opset, id=f"{subject.id}-opset{opset}")
                  for opset in opsets]
     return runs
@@ -36,19 +49,27 @@ def _runs() -> list[object]:
 @pytest.mark.parametrize(("subject", "opset"), _runs())
 def test_same_as_torch_onnx(subject: differential.Subject, opset: int) -> None:
     outcome = differential.compare(subject, opset)
+    if outcome.status == "not-scriptable":
+        pytest.skip(f"torch.jit.script refuses the model: {outcome.detail}")
     if outcome.status in ("torch-fails", "torch-runtime-fails"):
         alone = differential.oxport_alone(subject, opset)
+        if alone.status not in ("same", "refused"):
+            _xfail_if_open_bug(alone)
         assert alone.status in ("same", "refused"), (
             f"{subject.id} at opset {opset}: torch.onnx {outcome.status} ({outcome.detail}); "
             f"oxport neither matches eager nor refuses cleanly: {alone.status}: {alone.detail}")
         return
-    row = next((r for r in TABLE if r.covers(outcome)), None)
-    if row is not None and row.section == "open bug":
-        pytest.xfail(f"open bug listed in docs/differences.md: {row.reason}")
+    _xfail_if_open_bug(outcome)
     assert not differential.unexplained(outcome, TABLE), (
         f"{subject.id} at opset {opset}: {outcome.status}: {outcome.detail} (oxport matches "
         f"eager: {outcome.oxport_matches_eager}, torch.onnx: {outcome.torch_matches_eager}). "
         "Fix it, or list it with its reason in docs/differences.md's intended differences.")
+
+
+def _xfail_if_open_bug(outcome: differential.Outcome) -> None:
+    row = next((r for r in TABLE if r.covers(outcome)), None)
+    if row is not None and row.section == "open bug":
+        pytest.xfail(f"open bug listed in docs/differences.md: {row.reason}")
 
 
 def test_the_intended_differences_table_parses() -> None:

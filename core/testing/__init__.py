@@ -208,13 +208,19 @@ def _script(model: Any) -> Any:
         return torch.jit.script(model)
 
 
+def script_case_model(model: Any) -> Any:
+    """A traced case's model scripted (a lambda as the function it spells); raises what
+    ``torch.jit.script`` raises where it refuses the model."""
+    return _script(_as_function(model) if _is_lambda(model) else model)
+
+
 def _script_or_skip(model: Any) -> Any:
-    """The case's model scripted (a lambda as the function it spells); the case is skipped
-    where ``torch.jit.script`` refuses it (Python constructs TorchScript lacks)."""
+    """The case's model scripted (:func:`script_case_model`); the case is skipped where
+    ``torch.jit.script`` refuses it (Python constructs TorchScript lacks)."""
     import pytest
 
     try:
-        return _script(_as_function(model) if _is_lambda(model) else model)
+        return script_case_model(model)
     except Exception as exc:  # noqa: BLE001 - TorchScript's refusals have many types
         pytest.skip(f"torch.jit.script refuses the case's model: "
                     f"{str(exc).strip().splitlines()[0][:200]}")
