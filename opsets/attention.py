@@ -92,14 +92,14 @@ def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_
     """Softmax of the scaled, masked scores ``q k^T``: a boolean mask keeps where True
     (``key`` may have more batch dims than ``query``: MatMul broadcasts them)."""
     dtype = query.type().dtype() or torch.float32
-    if scale is None:
-        head_dim = sh._get_tensor_dim_size(query, -1)
-        if head_dim is None:
-            sh._unimplemented("aten::scaled_dot_product_attention",
-                              "a dynamic head size without an explicit scale")
-        scale = 1 / math.sqrt(head_dim)
     # Like PyTorch, scale q and k by sqrt(scale) each, for stability in half precision.
-    root = g.constant(torch.tensor(math.sqrt(scale), dtype=dtype))
+    head_dim = sh._get_tensor_dim_size(query, -1)
+    if scale is None and head_dim is None:  # 1 / sqrt(sqrt(E)) from the run-time size
+        size = sh._cast_to(g, _dim(g, query, -1), dtype)
+        root = g.op("Reciprocal", g.op("Sqrt", g.op("Sqrt", size)))
+    else:
+        root = g.constant(torch.tensor(math.sqrt(scale or 1 / math.sqrt(head_dim)),
+                                       dtype=dtype))
     perm = list(range(_rank(key)))
     perm[-2], perm[-1] = perm[-1], perm[-2]
     scores = g.op("MatMul", g.op("Mul", query, root),

@@ -47,6 +47,9 @@ pack.case(_OP, F.scaled_dot_product_attention, (2, 2, 3, 4, 8), (2, 2, 3, 5, 8),
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
           (1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), name="causal_dynamic", min_opset=11,
           input_names=["q", "k", "v"], dynamic_axes={n: {0: "batch", 2: "seq"} for n in "qkv"})
+pack.case(_OP, F.scaled_dot_product_attention, (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5),
+          name="dynamic_head_size", input_names=["q", "k", "v"],
+          dynamic_axes={"q": {3: "head"}, "k": {3: "head"}, "v": {3: "value_head"}})
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
           lambda: torch.randn(1, 2, 5, 8).half(), lambda: torch.randn(1, 2, 5, 8).half(),
           lambda: torch.randn(1, 2, 5, 8).half(), name="fp16", rtol=1e-2, atol=1e-2)
