@@ -89,7 +89,7 @@ def test_second_size(name: str) -> None:
 def test_ceil_mode_before_opset_10_warns_on_a_dynamic_size() -> None:
     # Opset 9 pools have no ceil_mode: the end pads completing the last window come from the
     # traced size, so a dynamic spatial axis gets the traced-size warning.
-    with pytest.warns(UserWarning, match=r"max_pool2d's ceil_mode padding.*dynamic_axes "
+    with pytest.warns(UserWarning, match=r"max_pool2d's ceil_mode end padding.*dynamic_axes "
                                          r"makes dynamic \(h\)"):
         testing.roundtrip_bytes(torch.nn.MaxPool2d(3, 2, ceil_mode=True),
                                 (torch.randn(1, 2, 8, 8),), opset_version=9, input_names=["x"],
