@@ -67,12 +67,16 @@ class _Window:
 
     def ceil_needs_end_pads(self, opset: int) -> bool:
         """Whether ceil mode must be end pads: before opset 10, or where ONNX's shape
-        inference would count a last window that PyTorch drops (static sizes)."""
+        inference would count a last window that PyTorch drops (static sizes; ONNX Runtime
+        takes pads smaller than the kernel only, which a dilated window may not give)."""
         if not self.ceil_matters() or self.spatial is None:
             return False
+        if opset < 10:
+            return True
         onnx_ceil = [(s + 2 * p - k + st - 1) // st + 1 for s, k, st, p in
                      zip(self.spatial, self.effective_kernel, self.stride, self.padding)]
-        return opset < 10 or onnx_ceil != self.torch_out(True)
+        return onnx_ceil != self.torch_out(True) and all(
+            pad < k for pad, k in zip(self.ceil_end_pads(), self.kernel))
 
     def ceil_end_pads(self) -> list[int]:
         """End pads with which floor mode gives ceil mode's output: the padding plus what
