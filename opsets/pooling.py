@@ -4,10 +4,10 @@ unpooling; unbatched (C, *spatial) inputs pool with a batch axis of 1.
 PyTorch's ``ceil_mode`` drops a last window that would start in the right
 padding, so ceil and floor mode then agree. ONNX Runtime does the same, but
 before opset 22 ONNX's shape inference (and so the checker) predicts one more
-output there; so ``ceil_mode`` is emitted only where the static shape shows it
-changes the output (or the shape is not static), and where it would change one axis
-while another axis drops such a window, the last windows are completed by padding the
-end instead, in floor mode. Before opset 10, which has no ``ceil_mode``, that padding
+output there; so ``ceil_mode`` is left out where the static shape shows such a window
+(the export warns if dynamic_axes lets that size vary), and where it would change one
+axis while another axis drops such a window, the last windows are completed by padding
+the end instead, in floor mode. Before opset 10, which has no ``ceil_mode``, that padding
 is the only way (static spatial sizes only).
 """
 
@@ -73,10 +73,14 @@ class _Window:
             return False
         if opset < 10:
             return True
-        onnx_ceil = [(s + 2 * p - k + st - 1) // st + 1 for s, k, st, p in
-                     zip(self.spatial, self.effective_kernel, self.stride, self.padding)]
-        return onnx_ceil != self.torch_out(True) and all(
+        return self.onnx_ceil_out() != self.torch_out(True) and all(
             pad < k for pad, k in zip(self.ceil_end_pads(), self.kernel))
+
+    def onnx_ceil_out(self) -> list[int]:
+        """The output size ONNX's shape inference gives ceil_mode (it keeps a last window
+        starting in the padding, which PyTorch drops)."""
+        return [(s + 2 * p - k + st - 1) // st + 1 for s, k, st, p in
+                zip(self.spatial, self.effective_kernel, self.stride, self.padding)]
 
     def ceil_end_pads(self) -> list[int]:
         """End pads with which floor mode gives ceil mode's output: the padding plus what
@@ -114,6 +118,11 @@ def _pool_attrs(g, input: Value, window: _Window) -> dict:
     if any(d != 1 for d in window.dilation):
         attrs["dilations_i"] = window.dilation
     if not window.ceil_matters():
+        if window.ceil_mode and window.spatial is not None:
+            if g.opset >= 10 and window.onnx_ceil_out() == window.torch_out(True):
+                attrs["ceil_mode_i"] = 1  # no change at the traced size; one at others
+            else:
+                _uses_traced_spatial_size(g, input, window, "choice of ceil_mode")
         return attrs
     if g.opset < 10 and window.spatial is None:
         sh._onnx_opset_unsupported_detailed(window.op, g.opset, 10, "ceil_mode=True on an "
@@ -122,10 +131,14 @@ def _pool_attrs(g, input: Value, window: _Window) -> dict:
         attrs["ceil_mode_i"] = 1
     else:
         attrs["pads_i"] = window.padding + window.ceil_end_pads()
-        rank = sh._get_tensor_rank(input)
-        for axis in range(rank - len(window.kernel), rank):
-            g.uses_traced_size(input, axis, f"{window.op}'s ceil_mode end padding")
+        _uses_traced_spatial_size(g, input, window, "ceil_mode end padding")
     return attrs
+
+
+def _uses_traced_spatial_size(g, input: Value, window: _Window, what: str) -> None:
+    rank = sh._get_tensor_rank(input)
+    for axis in range(rank - len(window.kernel), rank):
+        g.uses_traced_size(input, axis, f"{window.op}'s {what}")
 
 
 def _max_pool(g, input: Value, window: _Window, outputs: int = 1):
