@@ -7,8 +7,9 @@ before opset 22 ONNX's shape inference (and so the checker) predicts one more
 output there; so ``ceil_mode`` is left out where the static shape shows such a window
 (the export warns if dynamic_axes lets that size vary), and where it would change one
 axis while another axis drops such a window, the last windows are completed by padding
-the end instead, in floor mode. Before opset 10, which has no ``ceil_mode``, that padding
-is the only way (static spatial sizes only).
+the end instead, in floor mode (a max pool whose end pads would reach the kernel's size,
+which ONNX Runtime refuses, pads its input explicitly). Before opset 10, which has no
+``ceil_mode``, that padding is the only way (static spatial sizes only).
 """
 
 from __future__ import annotations
@@ -67,14 +68,17 @@ class _Window:
 
     def ceil_needs_end_pads(self, opset: int) -> bool:
         """Whether ceil mode must be end pads: before opset 10, or where ONNX's shape
-        inference would count a last window that PyTorch drops (static sizes; ONNX Runtime
-        takes pads smaller than the kernel only, which a dilated window may not give)."""
+        inference would count a last window that PyTorch drops (static sizes)."""
         if not self.ceil_matters() or self.spatial is None:
             return False
         if opset < 10:
             return True
-        return self.onnx_ceil_out() != self.torch_out(True) and all(
-            pad < k for pad, k in zip(self.ceil_end_pads(), self.kernel))
+        return self.onnx_ceil_out() != self.torch_out(True)
+
+    def end_pads_fit(self) -> bool:
+        """Whether ONNX Runtime takes :meth:`ceil_end_pads` as pool pads: only pads smaller
+        than the kernel, which a dilated window's last one may need more than."""
+        return all(pad < k for pad, k in zip(self.ceil_end_pads(), self.kernel))
 
     def onnx_ceil_out(self) -> list[int]:
         """The output size ONNX's shape inference gives ceil_mode (it keeps a last window
@@ -141,8 +145,41 @@ def _uses_traced_spatial_size(g, input: Value, window: _Window, what: str) -> No
         g.uses_traced_size(input, axis, f"{window.op}'s {what}")
 
 
-def _max_pool(g, input: Value, window: _Window, outputs: int = 1):
-    return g.op("MaxPool", input, outputs=outputs, **_pool_attrs(g, input, window))
+def _pad_spatial(g, input: Value, begins: list[int], ends: list[int], value: float) -> Value:
+    """``input`` padded by ``value`` before and after its trailing spatial axes."""
+    lead = [0] * (sh._get_tensor_rank(input) - len(begins))
+    pads = lead + begins + lead + ends
+    if g.opset < 11:
+        return g.op("Pad", input, pads_i=pads, value_f=value)
+    dtype = input.type().dtype() or torch.float32
+    return g.op("Pad", input, g.constant(torch.tensor(pads, dtype=torch.int64)),
+                g.constant(torch.tensor(value, dtype=dtype)))
+
+
+def _lowest(dtype: torch.dtype | None) -> float:
+    """The value no max pool picks: -inf, or an integer type's least value."""
+    if dtype is None or dtype.is_floating_point:
+        return -math.inf
+    return torch.iinfo(dtype).min
+
+
+def _max_pool_input(g, input: Value, window: _Window) -> tuple[Value, dict]:
+    """MaxPool's input and attributes. Where ceil mode's end pads would reach the kernel's
+    size (a dilated window; ONNX Runtime refuses such pads), the input is padded with the
+    lowest value instead and pooled unpadded."""
+    attrs = _pool_attrs(g, input, window)
+    if not window.ceil_needs_end_pads(g.opset) or window.end_pads_fit():
+        return input, attrs
+    n = len(window.kernel)
+    padded = _pad_spatial(g, input, attrs["pads_i"][:n], attrs["pads_i"][n:],
+                          _lowest(input.type().dtype()))
+    attrs["pads_i"] = [0] * 2 * n
+    return padded, attrs
+
+
+def _max_pool(g, input: Value, window: _Window) -> Value:
+    input, attrs = _max_pool_input(g, input, window)
+    return g.op("MaxPool", input, **attrs)
 
 
 def _spatial_indices(g, input: Value, indices: Value, rank: int) -> Value:
@@ -155,13 +192,36 @@ def _spatial_indices(g, input: Value, indices: Value, rank: int) -> Value:
     return g.op("Sub", indices, base)
 
 
+def _unpadded_indices(g, indices: Value, window: _Window) -> Value:
+    """Indices flat over each plane of the input padded explicitly for ceil mode
+    (:func:`_max_pool_input`) -> flat over the unpadded plane: each coordinate less its
+    begin pad (static sizes)."""
+    padded = [s + p + end for s, p, end in
+              zip(window.spatial, window.padding, window.ceil_end_pads())]
+
+    def scalar(value: int) -> Value:
+        return g.constant(torch.tensor(value, dtype=torch.int64))
+
+    flat = None
+    for axis, begin in enumerate(window.padding):
+        coordinate = g.op("Mod", g.op("Div", indices, scalar(math.prod(padded[axis + 1:]))),
+                          scalar(padded[axis]))
+        term = g.op("Mul", g.op("Sub", coordinate, scalar(begin)),
+                    scalar(math.prod(window.spatial[axis + 1:])))
+        flat = term if flat is None else g.op("Add", flat, term)
+    return flat
+
+
 def _max_pool_with_indices(g, input: Value, window: _Window) -> tuple[Value, Value]:
     rank = sh._get_tensor_rank(input)
     if rank is None:
         sh._unimplemented(window.op, "indices of an input of unknown rank")
-    out, indices = _max_pool(g, input, window, outputs=2)
-    indices.setType(Type.tensor(torch.int64))
-    return out, _spatial_indices(g, input, indices, rank)
+    pooled, attrs = _max_pool_input(g, input, window)
+    out, indices = g.op("MaxPool", pooled, outputs=2, **attrs)
+    indices = _spatial_indices(g, pooled, indices.setType(Type.tensor(torch.int64)), rank)
+    if pooled is input:
+        return out, indices
+    return out, _unpadded_indices(g, indices, window)
 
 
 def _avg_pool(g, input: Value, window: _Window, count_include_pad: bool,
@@ -180,9 +240,7 @@ def _avg_pool(g, input: Value, window: _Window, count_include_pad: bool,
         # padding is made explicit and the pool counts only what it reads.
         n = len(window.kernel)
         if any(window.padding):
-            pads = ([0, 0] + window.padding) * 2
-            input = (g.op("Pad", input, pads_i=pads, value_f=0.0) if g.opset < 11 else
-                     g.op("Pad", input, g.constant(torch.tensor(pads, dtype=torch.int64))))
+            input = _pad_spatial(g, input, window.padding, window.padding, 0.0)
         pads = attrs["pads_i"]
         attrs["pads_i"] = [0] * n + [end - begin for begin, end in zip(pads, pads[n:])]
         count_include_pad = False

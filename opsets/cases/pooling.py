@@ -35,6 +35,17 @@ pack.case("aten::max_pool3d_with_indices", nn.MaxPool3d(3, padding=1, ceil_mode=
           name="ceil_mixed_axes")
 pack.case("aten::avg_pool3d", nn.AvgPool3d(3, padding=1, ceil_mode=True), (1, 2, 3, 6, 5),
           name="ceil_mixed_axes")
+# The same with a dilated window whose ceil-mode end pads reach the kernel's size (ONNX
+# Runtime refuses them): the input is padded explicitly, indices mapped back to it.
+for _rank, _pool, _shape in (
+        (2, dict(kernel_size=2, stride=2, padding=1, dilation=(2, 1)), (1, 2, 6, 5)),
+        (3, dict(kernel_size=(3, 2, 3), padding=1, dilation=(1, 2, 1)), (1, 2, 3, 6, 5))):
+    _module = getattr(nn, f"MaxPool{_rank}d")
+    pack.case(f"aten::max_pool{_rank}d", _module(**_pool, ceil_mode=True), _shape,
+              name="dilated_ceil_mixed_axes", min_opset=10)
+    pack.case(f"aten::max_pool{_rank}d_with_indices",
+              _module(**_pool, ceil_mode=True, return_indices=True), _shape,
+              name="dilated_ceil_mixed_axes", min_opset=10)
 pack.case("aten::max_pool1d_with_indices", nn.MaxPool1d(2, return_indices=True), (2, 3, 7))
 pack.case("aten::max_pool2d_with_indices", nn.MaxPool2d(3, 2, padding=1, return_indices=True),
           (2, 3, 7, 6))
