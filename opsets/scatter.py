@@ -363,8 +363,13 @@ def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce:
     """ScatterElements with sum/prod/amax/amin reductions (amax/amin by one-hot rows
     before 18); ``mean`` divides the sums by the counts (floored for integers). With
     include_self=False the positions that ``index`` reaches first take the reduction's
-    identity, so only ``src`` counts there."""
+    identity, so only ``src`` counts there. 0-d operands scatter as 1-element vectors."""
     op = "aten::scatter_reduce"
+    if sh._get_tensor_rank(self) == 0:  # ScatterElements takes rank >= 1: as 1-vectors
+        vectors = [sh._unsqueeze_helper(g, v, [0]).setType(Type.tensor(v.type().dtype(), (1,)))
+                   for v in (self, index, src)]
+        return sh._squeeze_helper(g, scatter_reduce(g, vectors[0], dim, *vectors[1:], reduce,
+                                                    include_self), [0])
     mode = sh._get_const(reduce, "s", "reduce")
     include = include_self is None or sh._get_const(include_self, "b", "include_self")
     if (mode not in _REDUCTIONS and mode != "mean") or mode in ("add", "multiply"):

@@ -142,6 +142,10 @@ for _mode in ("sum", "prod", "mean", "amax", "amin"):
               (2, 4), _long([0, 0, 2], [3, 1, 3]), (2, 3), name=f"{_mode}_without_self")
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "mean"), (4,),
           _long(0, 0, 2, 0), (4,), name="mean")
+for _mode in ("sum", "amax"):  # 0-d operands (amax by one-hot rows before opset 18)
+    pack.case("aten::scatter_reduce",
+              lambda x, i, s, m=_mode: x.scatter_reduce(0, i, s, m), lambda: torch.tensor(1.5),
+              lambda: torch.tensor(0), lambda: torch.tensor(-2.0), name=f"{_mode}_0d")
 pack.case("aten::scatter_reduce",
           lambda x, i, s: x.scatter_reduce(0, i, s, "mean", include_self=False),
           _long(5, -7, 3), _long(0, 0, 1, 1), _long(-4, 1, 2, 4), name="mean_int_floors")
