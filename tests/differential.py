@@ -484,7 +484,9 @@ def summary(outcomes: list[Outcome], table: list[Intended], seconds: float) -> s
         f"Run with `python -m tests.differential --write` (torch {torch.__version__}, "
         f"onnxruntime {_ort_version()}, {seconds:.0f} s): "
         f"{len(outcomes)} exports of {len({o.id for o in outcomes})} models at opsets "
-        f"{', '.join(map(str, OPSETS))}.",
+        f"{', '.join(map(str, OPSETS))} ({len({o.id for o in outcomes if _scripted(o)})} "
+        f"of them scripted, at {', '.join(map(str, SCRIPT_OPSETS))}: "
+        f"{sum(1 for o in outcomes if _scripted(o))} exports).",
         "",
         "| outcome | count |",
         "| --- | --- |",
@@ -511,6 +513,10 @@ def summary(outcomes: list[Outcome], table: list[Intended], seconds: float) -> s
             lines.append(f"| `{model_id}` | {', '.join(str(o.opset) for o in group)} | "
                          f"{status}: {detail} | {where} |")
     return "\n".join(lines) + "\n"
+
+
+def _scripted(outcome: Outcome) -> bool:
+    return outcome.id.startswith("script:")
 
 
 def _ort_version() -> str:
