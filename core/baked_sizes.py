@@ -26,7 +26,7 @@ import dis
 import os
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -65,6 +65,9 @@ class BakedSize:
     kind: str
     sides: list[list[Leaf]]
     source: str
+    #: The converted value's key: a torch op on the same line that takes it was given the
+    #: traced size (its argument parser converts it, and the tracer records the size).
+    converted: Key | None = None
 
 
 class Recorder:
@@ -93,7 +96,7 @@ class Recorder:
         else:
             sides = [_size_leaves(value)]
         if sides and all(sides):
-            self.baked.append(BakedSize(kind, sides, _user_source(caller)))
+            self.baked.append(BakedSize(kind, sides, _user_source(caller), key(value)))
 
 
 def _size_leaves(value: torch._C.Value) -> list[Leaf]:
@@ -227,7 +230,7 @@ def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[in
                 found.update(shape[a] for a in axes if not isinstance(shape[a], int))
         return frozenset(found)
 
-    said: set[tuple[str, str]] = set()
+    said: set[tuple[str, str]] = set(_taken_by_torch_ops(baked, graph))
     for record in baked:
         if (record.kind, record.source) in said:
             continue
@@ -251,6 +254,32 @@ def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[in
                        "sizes that take it too. Compute both cases with tensor ops "
                        "(torch.where, torch.minimum), or keep those axes static.")
         warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def _taken_by_torch_ops(baked: Sequence[BakedSize],
+                        graph: torch._C.Graph) -> Iterator[tuple[str, str]]:
+    """(kind, source) of the conversions a torch op on their own line takes as an argument
+    (``torch.hann_window(x.size(0))``): the op's argument parser converted the size, and the
+    trace recorded it as the op's input."""
+    converted: dict[Key, set[str]] = {}
+    for record in baked:
+        if record.kind == "number" and record.converted is not None:
+            converted.setdefault(record.converted, set()).add(record.source)
+    producers = {value_key[:2] for value_key in converted}
+    for node in graph.nodes():
+        for operand in node.inputs():
+            if operand.node().kind() in _UNWRAPS:  # the tracer's aten::Int(size) argument
+                operand = operand.node().input()
+            producer = operand.node()
+            if (producer.kind(), producer.scopeName()) not in producers:
+                continue
+            for source in converted.get(key(operand), ()):
+                if source.split(": ", 1)[0] in node.sourceRange():
+                    yield "number", source
+
+
+#: Nodes the tracer puts between a traced size and the op argument it was given as.
+_UNWRAPS = frozenset(("aten::Int", "aten::Float", "aten::ScalarImplicit"))
 
 
 def _alike(record: BakedSize, dims: list[frozenset[Any]]) -> bool:

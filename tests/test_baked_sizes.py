@@ -42,13 +42,14 @@ class PadToLonger(nn.Module):
 
 
 class FineDynamic(nn.Module):
-    """Sizes kept as tensors (traced), sliced with, compared with constants or for
-    equality, and a Python loop over a static axis."""
+    """Sizes kept as tensors (traced), given to torch ops, sliced with, compared with
+    constants or for equality, and a Python loop over a static axis."""
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         batch, seq = x.shape
         out = x.view(batch * 2, -1).reshape(batch, seq)[:, : seq - 1]
         out = out + torch.zeros(x.shape[0], 1) + torch.arange(seq - 1)
+        out = out + torch.hann_window(seq)[: seq - 1]  # an int argument: torch records it
         if seq > 1 and x.shape[0] == y.shape[0]:
             out = out * 2
         for row in range(y.size(1)):
