@@ -200,6 +200,7 @@ def test_a_mutating_custom_op_writes_what_its_symbolic_returns(
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.onnx's TorchScript path
 def test_torch_onnx_drops_a_custom_op_s_write(scale_into_symbolic) -> None:
     """Why oxport's results differ from torch.onnx's here: torch.onnx keeps only the op's
     result, so a later read of the written tensor sees its old value."""

@@ -157,5 +157,5 @@ pack.case("higher_order::scan", _CumulativeScan, (3,), (4, 3),
 pack.case("higher_order::map_impl", _map, (4, 2, 3), (3, 2),
           not_traceable=_EXPORT_ONLY)
 pack.case("higher_order::map_impl", _map, (4, 2, 3), (3, 2),
-          name="dynamic", input_names=["xs", "y"], dynamic_axes={"xs": {0: "items", 1: "rows"}},
+          name="dynamic", input_names=["xs", "y"], dynamic_axes={"xs": {0: "items"}},
           not_traceable=_EXPORT_ONLY)
