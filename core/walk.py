@@ -426,7 +426,15 @@ class Conversion:
             for value in upstream:
                 _collect_if_unconvertible(value)
 
-        kind = upstream[0].meta["unconvertible"]
+        self._defer_outputs(node, graph, upstream[0].meta["unconvertible"], collect)
+        return True
+
+    def _defer_outputs(self, node: torch._C.Node, graph: Graph, kind: str,
+                       collect: Callable[[], None]) -> list[Value]:
+        """Bind the node's outputs to deferred values that stand for the unconvertible op
+        ``kind``: materializing one (the export needs it) calls ``collect``, as does a node
+        that cannot be deferred, at once."""
+        deferred_outputs = []
         for ts_value in node.outputs():
             def materialize(target: Graph, ts_value: torch._C.Value = ts_value) -> Value:
                 collect()
@@ -436,9 +444,10 @@ class Conversion:
             deferred = graph.deferred(Type.of(ts_value.type()), materialize)
             deferred.meta = {"unconvertible": kind, "collect": collect}
             self.env[ts_value.unique()] = deferred
+            deferred_outputs.append(deferred)
         if not _may_defer(node):
             collect()
-        return True
+        return deferred_outputs
 
     def _record_unconvertible(self, node: torch._C.Node, graph: Graph, kind: str,
                               source: str, reason: str) -> None:
@@ -471,18 +480,9 @@ class Conversion:
             for value in inputs:  # what fed it cannot be skipped either
                 _collect_if_unconvertible(value)
 
-        for ts_value in node.outputs():
-            def materialize(target: Graph, ts_value: torch._C.Value = ts_value) -> Value:
-                record()
-                poison = Value(target, ts_value.debugName(), Type.of(ts_value.type()))
-                poison.meta = {"unconvertible": kind}
-                return poison
-            deferred = graph.deferred(Type.of(ts_value.type()), materialize)
-            deferred.meta = {"unconvertible": kind, "collect": record}
-            self.env[ts_value.unique()] = deferred
+        for ts_value, deferred in zip(node.outputs(),
+                                      self._defer_outputs(node, graph, kind, record)):
             self.downstream_of[ts_value.unique()] = deferred
-        if not _may_defer(node):
-            record()
 
     def warn_fallback_uses(self) -> None:
         """One :class:`FallbackWarning` per op and fallback, with the source lines."""

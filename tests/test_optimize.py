@@ -391,6 +391,16 @@ def test_a_folded_transpose_shares_the_weight_memory():
 
 
 # -- Conv + BatchNormalization ----------------------------------------------------------
+def _randomize_statistics(*norms: nn.BatchNorm2d) -> None:
+    """Statistics and affine parameters a fold has to get right (not the 0/1 defaults)."""
+    with torch.no_grad():
+        for norm in norms:
+            norm.running_mean.uniform_(-1, 1)
+            norm.running_var.uniform_(0.5, 2)
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-1, 1)
+
+
 class ConvNorm(nn.Module):
     def __init__(self, bias: bool = False) -> None:
         super().__init__()
@@ -398,12 +408,7 @@ class ConvNorm(nn.Module):
         self.bn = nn.BatchNorm2d(8)
         self.grouped = nn.Conv2d(8, 8, 3, groups=4)
         self.bn2 = nn.BatchNorm2d(8)
-        with torch.no_grad():
-            for norm in (self.bn, self.bn2):
-                norm.running_mean.uniform_(-1, 1)
-                norm.running_var.uniform_(0.5, 2)
-                norm.weight.uniform_(0.5, 1.5)
-                norm.bias.uniform_(-1, 1)
+        _randomize_statistics(self.bn, self.bn2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn2(self.grouped(torch.relu(self.bn(self.conv(x)))))
@@ -432,12 +437,7 @@ class TransposedNorm(nn.Module):
         self.bn = nn.BatchNorm2d(4)
         self.grouped = nn.ConvTranspose2d(4, 4, 3, groups=2)
         self.bn2 = nn.BatchNorm2d(4)
-        with torch.no_grad():
-            for norm in (self.bn, self.bn2):
-                norm.running_mean.uniform_(-1, 1)
-                norm.running_var.uniform_(0.5, 2)
-                norm.weight.uniform_(0.5, 1.5)
-                norm.bias.uniform_(-1, 1)
+        _randomize_statistics(self.bn, self.bn2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn2(self.grouped(torch.relu(self.bn(self.up(x)))))
