@@ -12,6 +12,7 @@ with non-tensor or complex outputs are skipped and counted.
     python benchmarks/opinfo_sweep.py                      # the whole sweep (hours)
     python benchmarks/opinfo_sweep.py --samples 3 --markdown docs/opinfo_sweep.md
     python benchmarks/opinfo_sweep.py --ops add sort --opsets 17 -v
+    python benchmarks/opinfo_sweep.py --merge PART1.json PART2.json --markdown FULL.md
 """
 
 from __future__ import annotations
@@ -368,6 +369,33 @@ def markdown(reports: list[OpReport], command: str, total: int | None = None,
     return "\n".join(lines) + "\n"
 
 
+def _load(path: str) -> list[OpReport]:
+    """The reports of an earlier run's ``--json``."""
+    with open(path, encoding="utf-8") as f:
+        return [OpReport(r["name"], r["counts"], r["skipped"],
+                         [tuple(e) for e in r["torch_only"]]) for r in json.load(f)]
+
+
+def _write_merged(paths: list[str], markdown_path: str | None, json_path: str | None) -> int:
+    """Merge runs' ``--json`` files (a later file's OpInfo replaces an earlier one's, in the
+    earlier one's place) into ``--markdown``/``--json`` (the markdown printed without)."""
+    by_name: dict[str, OpReport] = {}
+    for path in paths:
+        by_name.update((r.name, r) for r in _load(path))
+    reports = list(by_name.values())
+    text = markdown(reports, f"`python benchmarks/opinfo_sweep.py --merge {' '.join(paths)}` "
+                             "(each file a run's --json)")
+    if markdown_path:
+        with open(markdown_path, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        print(text)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump([dataclasses.asdict(r) for r in reports], f, indent=1)
+    return 1 if any(r.torch_only for r in reports) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="*", help="OpInfo names (name.variant for variants)")
@@ -379,8 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", metavar="JSON",
                         help="an earlier run's --json: re-sweep only --ops and keep its other "
                              "OpInfos (after fixes)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="sweep nothing: write --markdown/--json of earlier runs' --json "
+                             "files merged (a later file's OpInfo replaces an earlier one's)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.merge:
+        return _write_merged(args.merge, args.markdown, args.json)
     options = " ".join(["python benchmarks/opinfo_sweep.py",
                         *(["--opsets", *map(str, args.opsets)] if tuple(args.opsets) != OPSETS
                           else []),
@@ -388,11 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     command = f"{options} --ops {' '.join(args.ops)}" if args.ops and not args.update \
         else options
 
-    earlier: list[OpReport] = []
+    earlier = _load(args.update) if args.update else []
     if args.update:
-        with open(args.update, encoding="utf-8") as f:
-            earlier = [OpReport(r["name"], r["counts"], r["skipped"],
-                                [tuple(e) for e in r["torch_only"]]) for r in json.load(f)]
         command = (f"`{options}` over every OpInfo, then `{options} --update RUN.json --ops "
                    f"{' '.join(args.ops or [])}` after fixes (RUN.json: the first run's --json)")
     else:
