@@ -198,18 +198,22 @@ def _unpadded_indices(g, indices: Value, window: _Window) -> Value:
     begin pad (static sizes)."""
     padded = [s + p + end for s, p, end in
               zip(window.spatial, window.padding, window.ceil_end_pads())]
+    strides = [math.prod(window.spatial[axis + 1:]) for axis in range(len(padded))]
 
     def scalar(value: int) -> Value:
         return g.constant(torch.tensor(value, dtype=torch.int64))
 
     flat = None
-    for axis, begin in enumerate(window.padding):
-        coordinate = g.op("Mod", g.op("Div", indices, scalar(math.prod(padded[axis + 1:]))),
-                          scalar(padded[axis]))
-        term = g.op("Mul", g.op("Sub", coordinate, scalar(begin)),
-                    scalar(math.prod(window.spatial[axis + 1:])))
+    for axis, stride in enumerate(strides):
+        coordinate = indices
+        if axis + 1 < len(padded):
+            coordinate = g.op("Div", coordinate, scalar(math.prod(padded[axis + 1:])))
+        if axis > 0:  # the first axis's quotient is its coordinate already
+            coordinate = g.op("Mod", coordinate, scalar(padded[axis]))
+        term = coordinate if stride == 1 else g.op("Mul", coordinate, scalar(stride))
         flat = term if flat is None else g.op("Add", flat, term)
-    return flat
+    offset = sum(begin * stride for begin, stride in zip(window.padding, strides))
+    return g.op("Sub", flat, scalar(offset))
 
 
 def _max_pool_with_indices(g, input: Value, window: _Window) -> tuple[Value, Value]:
