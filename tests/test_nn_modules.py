@@ -514,6 +514,7 @@ def _input_count(export: Callable[..., Any], model: nn.Module, inputs: tuple[Any
     return len(onnx.load_from_string(buffer.getvalue()).graph.input)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.onnx's TorchScript path
 def test_layers_are_traced_in_the_callers_grad_mode() -> None:
     # As torch.onnx does: with grad on (and parameters that require it) the encoder layer
     # takes the unfused path, where is_causal=True leaves the mask unread, so the file has
