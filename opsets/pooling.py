@@ -22,6 +22,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.spatial import constant_pad
 
 pack = OpPack("oxport.pooling", cases="oxport.opsets.cases.pooling")
 
@@ -145,15 +146,12 @@ def _uses_traced_spatial_size(g, input: Value, window: _Window, what: str) -> No
         g.uses_traced_size(input, axis, f"{window.op}'s {what}")
 
 
-def _pad_spatial(g, input: Value, begins: list[int], ends: list[int], value: float) -> Value:
+def _pad_spatial(g, input: Value, op: str, begins: list[int], ends: list[int],
+                 value: float) -> Value:
     """``input`` padded by ``value`` before and after its trailing spatial axes."""
-    lead = [0] * (sh._get_tensor_rank(input) - len(begins))
-    pads = lead + begins + lead + ends
-    if g.opset < 11:
-        return g.op("Pad", input, pads_i=pads, value_f=value)
-    dtype = input.type().dtype() or torch.float32
-    return g.op("Pad", input, g.constant(torch.tensor(pads, dtype=torch.int64)),
-                g.constant(torch.tensor(value, dtype=dtype)))
+    pad = [width for begin, end in zip(reversed(begins), reversed(ends))
+           for width in (begin, end)]
+    return constant_pad(g, input, pad, value, op)
 
 
 def _lowest(dtype: torch.dtype | None) -> float:
@@ -171,7 +169,7 @@ def _max_pool_input(g, input: Value, window: _Window) -> tuple[Value, dict]:
     if not window.ceil_needs_end_pads(g.opset) or window.end_pads_fit():
         return input, attrs
     n = len(window.kernel)
-    padded = _pad_spatial(g, input, attrs["pads_i"][:n], attrs["pads_i"][n:],
+    padded = _pad_spatial(g, input, window.op, attrs["pads_i"][:n], attrs["pads_i"][n:],
                           _lowest(input.type().dtype()))
     attrs["pads_i"] = [0] * 2 * n
     return padded, attrs
@@ -244,7 +242,7 @@ def _avg_pool(g, input: Value, window: _Window, count_include_pad: bool,
         # padding is made explicit and the pool counts only what it reads.
         n = len(window.kernel)
         if any(window.padding):
-            input = _pad_spatial(g, input, window.padding, window.padding, 0.0)
+            input = _pad_spatial(g, input, window.op, window.padding, window.padding, 0.0)
         pads = attrs["pads_i"]
         attrs["pads_i"] = [0] * n + [end - begin for begin, end in zip(pads, pads[n:])]
         count_include_pad = False

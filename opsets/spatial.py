@@ -147,6 +147,13 @@ def _circular(g, input: Value, pad: list[int | Value], op: str) -> Value:
     return out
 
 
+def constant_pad(g, input: Value, pad: list[int], value: float, op: str) -> Value:
+    """``input`` padded with ``value`` by PyTorch's ``pad`` list (last dim first), as the
+    opset's Pad takes it."""
+    emit = _pad_attr if g.opset < 11 else _pad_input
+    return emit(g, input, pad, "constant", value, op)
+
+
 def _register_pad(name: str, mode: str | None, ladder=((7, _pad_attr), (11, _pad_input))):
     """``aten::name`` (a fixed ``mode``, or aten::pad's own) at each opset of ``ladder``."""
     op = f"aten::{name}"
