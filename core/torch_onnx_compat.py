@@ -44,7 +44,9 @@ def torch_onnx_advice(fn: Any, error: BaseException | None = None) -> str:
 
 
 def _torch_module(name: str) -> str | None:
-    match = _TORCH_SYMBOLIC_MODULE.match(name or "")
+    if not name or "symbolic_" not in name:  # most names: no regex needed
+        return None
+    match = _TORCH_SYMBOLIC_MODULE.match(name)
     return f"{_TORCH_ONNX}.{match.group(1)}" if match else None
 
 
@@ -93,21 +95,39 @@ def _torch_modules_used(fn: Any) -> Iterator[str]:
                 pending.append(cell.cell_contents)
             except ValueError:  # an empty cell
                 continue
+        resolved, bound = _global_names(globals_)
         for names in _code_names(code):
-            for name in names:
+            for name in names - resolved:
+                resolved.add(name)
                 found = _torch_module(name) or _torch_module(_module_name(globals_.get(name)))
                 if found is not None:
-                    yield found
+                    bound[name] = found
+            for name in names & bound.keys():
+                yield bound[name]
             if "onnx" in names:  # an attribute chain through the package, or a local import
                 yield from filter(None, (_torch_module(f"{_TORCH_ONNX}.{n}") for n in names))
 
 
-def _code_names(code: CodeType) -> Iterator[tuple[str, ...]]:
-    """The names ``code`` reads, and its string constants (``import_module("…")``)."""
-    yield code.co_names + tuple(c for c in code.co_consts if isinstance(c, str))
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            yield from _code_names(const)
+#: id(a module's globals) -> (those globals, the names looked up in them, those that are or
+#: come from a torch.onnx symbolic module): one module's symbolics read mostly the same names.
+_GLOBAL_NAMES: dict[int, tuple[dict[str, Any], set[str], dict[str, str]]] = {}
+
+
+def _global_names(globals_: dict[str, Any]) -> tuple[set[str], dict[str, str]]:
+    entry = _GLOBAL_NAMES.get(id(globals_))
+    if entry is None or entry[0] is not globals_:
+        entry = _GLOBAL_NAMES[id(globals_)] = (globals_, set(), {})
+    return entry[1], entry[2]
+
+
+@functools.lru_cache(maxsize=None)
+def _code_names(code: CodeType) -> tuple[frozenset[str], ...]:
+    """Per code object (its nested ones included): the names it reads, and its string
+    constants (``import_module("…")``)."""
+    own = frozenset(code.co_names + tuple(c for c in code.co_consts if isinstance(c, str)))
+    nested = (names for const in code.co_consts if isinstance(const, CodeType)
+              for names in _code_names(const))
+    return (own, *nested)
 
 
 def _module_name(obj: Any) -> str:
