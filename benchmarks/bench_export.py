@@ -109,12 +109,13 @@ def _export(exporter: str, model: Any, inputs: tuple[Any, ...], spec: Any, path:
     raise ValueError(exporter)
 
 
-def _dynamic_shapes(model: Any, spec: Any) -> Any:
-    """The model's dynamic axes as torch.export's Dim.DYNAMIC (torch.onnx's dynamic_axes
-    conversion fails on *args forwards)."""
+def _dynamic_shapes(model: Any, spec: Any, kind: Any = None) -> Any:
+    """The model's dynamic axes as torch.export's Dim.DYNAMIC, or ``kind`` (torch.onnx's
+    dynamic_axes conversion fails on *args forwards)."""
     import torch
 
-    dims = tuple({axis: torch.export.Dim.DYNAMIC for axis in spec.dynamic_axes.get(name, {})}
+    kind = kind or torch.export.Dim.DYNAMIC
+    dims = tuple({axis: kind for axis in spec.dynamic_axes.get(name, {})}
                  for name in spec.input_names)
     varargs = any(p.kind == p.VAR_POSITIONAL
                   for p in inspect.signature(model.forward).parameters.values())
@@ -129,8 +130,13 @@ def _floor(model: Any, inputs: tuple[Any, ...], path: str, spec: Any = None
 
     start = time.perf_counter()
     if spec is not None:
-        torch.export.export(model, inputs, dynamic_shapes=_dynamic_shapes(model, spec),
-                            strict=False)
+        try:
+            torch.export.export(model, inputs, dynamic_shapes=_dynamic_shapes(model, spec),
+                                strict=False)
+        except Exception:  # noqa: BLE001 - an axis the model fixes (an LSTM's sequence)
+            start = time.perf_counter()
+            torch.export.export(model, inputs, strict=False, dynamic_shapes=_dynamic_shapes(
+                model, spec, torch.export.Dim.AUTO))
     else:
         with torch.no_grad():
             torch.jit.trace(model, inputs, check_trace=False)
