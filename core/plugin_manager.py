@@ -223,6 +223,8 @@ class PluginManager:
                              if f.provenance is provenance),
             "domains": sum(1 for p in registry.domain_providers.values() if p is provenance),
             "passes": sum(1 for p in registry.passes if p[2] is provenance),
+            "capture kernels": sum(1 for _, p in registry.capture_kernels.values()
+                                   if p is provenance),
         }
         info.registered = {k: n for k, n in counts.items() if n}
         info.ops = ops

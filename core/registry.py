@@ -194,6 +194,8 @@ class SymbolicRegistry:
         self._cases: list[OpCase] = []
         self._case_sources: list[tuple[Provenance, Callable[[], Iterable[OpCase]]]] = []
         self.passes: list[tuple[str, Callable[..., Any], Provenance]] = []
+        #: op name -> (its capture kernel, who registered it): see Registrar.register_capture_kernel
+        self.capture_kernels: dict[str, tuple[Callable[..., Any], Provenance]] = {}
 
     # -- registration -----------------------------------------------------
     def add(self, entry: SymbolicEntry) -> None:
@@ -257,6 +259,8 @@ class SymbolicRegistry:
         self._cases = [c for c in self._cases if c.provenance != provenance]
         self._case_sources = [s for s in self._case_sources if s[0] != provenance]
         self.passes = [p for p in self.passes if p[2] != provenance]
+        self.capture_kernels = {n: k for n, k in self.capture_kernels.items()
+                                if k[1] != provenance}
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -376,6 +380,22 @@ class Registrar:
             raise RegistryError(f"Pass {name!r} from {self.provenance} is not callable.")
         self._registry.passes.append((name, fn, self.provenance))
 
+    def register_capture_kernel(self, name: str, fn: Callable[..., Any]) -> None:
+        """Keep the ATen op ``name`` (``aten::lstm.input``) whole when torch.export captures
+        a model, where torch would decompose it (an LSTM unrolled over a fixed number of
+        steps): ``fn`` takes the op's arguments and returns its outputs, empty, in their
+        shapes. Applies while a symbolic serves ``name`` at the export's opset."""
+        validate_name(name)
+        if not callable(fn):
+            raise RegistryError(f"The capture kernel of {name} from {self.provenance} is not "
+                                "callable: register fn(*op_arguments) -> outputs.")
+        previous = self._registry.capture_kernels.get(name)
+        if previous is not None and previous[1] != self.provenance:
+            raise RegistryError(
+                f"{name} has capture kernels from both {previous[1]} and {self.provenance}: "
+                "block one of the two plugins.")
+        self._registry.capture_kernels[name] = (fn, self.provenance)
+
     def add_case(self, case: OpCase) -> None:
         """Declare a test case for an op (see :meth:`OpPack.case`)."""
         self._registry._add_case(case, self.provenance)
@@ -413,6 +433,7 @@ class OpPack:
         self.domains = dict(domains or {})
         self.cases_module = cases
         self._symbolics: list[tuple[str, Callable[..., Any], int, bool]] = []
+        self._capture_kernels: dict[str, Callable[..., Any]] = {}
         self._cases: list[OpCase] = []
 
     def symbolic(self, name: str, since: int = MIN_OPSET, *,
@@ -424,6 +445,17 @@ class OpPack:
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             validate_symbolic(fn, name, f"pack {self.name!r}")
             self._symbolics.append((name, fn, since, override))
+            return fn
+
+        return decorate
+
+    def capture_kernel(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``fn`` stands for op ``name`` while torch.export captures, keeping it
+        whole (see :meth:`Registrar.register_capture_kernel`)."""
+        validate_name(name)
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._capture_kernels[name] = fn
             return fn
 
         return decorate
@@ -460,6 +492,8 @@ class OpPack:
             registrar.register_domain(domain, version)
         for name, fn, since, override in self._symbolics:
             registrar.register(name, fn, since, override=override)
+        for name, fn in self._capture_kernels.items():
+            registrar.register_capture_kernel(name, fn)
         registrar.add_cases(self.declared_cases)
 
     @hookimpl
@@ -515,6 +549,11 @@ class RegistryView:
     @property
     def passes(self) -> list[tuple[str, Callable[..., Any], Provenance]]:
         return [p for registry in self.registries for p in registry.passes]
+
+    @property
+    def capture_kernels(self) -> dict[str, Callable[..., Any]]:
+        return {name: fn for registry in self.registries
+                for name, (fn, _) in registry.capture_kernels.items()}
 
     @property
     def cases(self) -> list[OpCase]:

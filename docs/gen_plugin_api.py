@@ -83,7 +83,7 @@ def render() -> str:
             parts.append(f"- {_signature(name, fn)}: {_markdown(_doc(fn)).strip()}\n")
     parts.append("\n## OpPack\n\n`oxport.OpPack(name, *, domains=None)`: "
                  + _markdown(_doc(registry.OpPack).split("\n\n")[0]).strip() + "\n\n")
-    for name in ("symbolic", "alias", "case"):
+    for name in ("symbolic", "alias", "case", "capture_kernel"):
         fn = getattr(registry.OpPack, name)
         parts.append(f"- {_signature(name, fn)}: {_markdown(_doc(fn)).strip()}\n")
     return "".join(parts).rstrip() + "\n"

@@ -8,6 +8,7 @@ at a second size of every dynamic axis (``oxport.verification.verify``).
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 import onnx
@@ -58,6 +59,33 @@ def test_lstm_language_model_keeps_its_sequence_axis_dynamic() -> None:
     result = oxport.convert(model, (tokens, model.init_hidden(3)), dynamo=True,
                             dynamic_axes={"tokens": {0: "seq"}})
     assert [n.op_type for n in result.model_proto().graph.node].count("LSTM") == 2
+
+
+@pytest.mark.parametrize("kind", ["GRU", "RNN_TANH", "RNN_RELU"])
+def test_gru_and_rnn_language_models_keep_their_sequence_axis_dynamic(kind: str) -> None:
+    """The rnn pack's capture kernels keep aten::gru / rnn_tanh / rnn_relu whole, as for the
+    LSTM: without them torch.export unrolls the layer and fixes the sequence length."""
+    model = RNNModel(kind, 50, 16, 16, 2).eval()
+    tokens = torch.randint(0, 50, (7, 3))
+    axes = {"tokens": {0: "seq", 1: "batch"}, "hidden": {1: "batch"}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        verdict = verify(model, (tokens, model.init_hidden(3)), dynamo=True, dynamic_axes=axes)
+    assert not [w for w in caught if "fixed dynamic axes" in str(w.message)]
+    assert len(verdict.runs) == 3
+    result = oxport.convert(model, (tokens, model.init_hidden(3)), dynamo=True,
+                            dynamic_axes=axes)
+    onnx_op = "GRU" if kind == "GRU" else "RNN"
+    assert [n.op_type for n in result.model_proto().graph.node].count(onnx_op) == 2
+
+
+def test_a_capture_kernel_for_an_op_torch_lacks_is_refused_clearly() -> None:
+    from oxport.frontends import exported
+
+    with pytest.raises(OnnxExporterError, match="^A capture kernel is registered for "
+                                                "aten::ghost_rnn.input, which torch does not"):
+        exported.capture(torch.nn.ReLU(), (torch.randn(2, 3),), {},
+                         kernels={"aten::ghost_rnn.input": torch.empty_like})
 
 
 def test_transformers_bert_matches_eager_at_a_second_batch_and_length() -> None:

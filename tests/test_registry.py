@@ -250,10 +250,24 @@ def test_discard_forgets_everything_a_provider_registered():
     registrar.add_case(OpCase("aten::op", torch.nn.Identity(), ((2,),)))
     registrar.add_cases(lambda: pytest.fail("the cases of a discarded provider were declared"))
     registrar.register_pass("noop", lambda graph, context: None)
+    registrar.register_capture_kernel("aten::op", torch.empty_like)
     registry.discard(PACK_A)
     assert [e.provenance for e in registry.entries()] == [BUILTIN]
     assert registry.lookup("aten::op", 20).fn is sym_c
     assert not registry.domain_versions and not registry.cases and not registry.passes
+    assert not registry.capture_kernels
+
+
+def test_capture_kernels_are_checked_when_registered():
+    registry = SymbolicRegistry()
+    with pytest.raises(RegistryError, match="aten::gru.input from pack-a .* is not callable"):
+        Registrar(registry, PACK_A).register_capture_kernel("aten::gru.input", "gru")
+    with pytest.raises(RegistryError, match="Malformed op name 'gru'"):
+        Registrar(registry, PACK_A).register_capture_kernel("gru", torch.empty_like)
+    Registrar(registry, PACK_A).register_capture_kernel("aten::gru.input", torch.empty_like)
+    with pytest.raises(RegistryError, match="capture kernels from both pack-a .* and pack-b"):
+        Registrar(registry, PACK_B).register_capture_kernel("aten::gru.input", torch.zeros_like)
+
 
 
 def test_a_packs_cases_module_is_imported_only_when_cases_are_asked_for(tmp_path, monkeypatch):

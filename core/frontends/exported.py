@@ -16,6 +16,7 @@ an input, exactly as TorchScript would give it, so the same symbolics serve it:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import operator
@@ -77,12 +78,14 @@ _LAYOUTS = {torch.strided: 0, torch.sparse_coo: 1}
 
 def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
             dynamic_shapes: Any = None, dynamic_axes: Mapping[str, Any] | None = None,
-            input_names: Sequence[str] | None = None, strict: bool = False
-            ) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
+            input_names: Sequence[str] | None = None, strict: bool = False,
+            kernels: Mapping[str, Any] | None = None) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
                        list[str]]:
     """Capture ``model`` with ``torch.export.export`` as the TorchScript front end traces it:
     the tensors in ``args`` (nested, named ones included) become the inputs, every other
     argument a constant, and the outputs a flat tuple of tensors.
+
+    ``kernels`` (op name -> a pack's capture kernel) keeps those ops whole.
 
     Returns the program, the inputs' names, the names of their dynamic axes
     (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
@@ -107,14 +110,13 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     notes: list[str] = []
     wrapper = _Flattened(model, spec, leaves, slots, notes)
     shapes = (tuple(per_tensor),) if any(per_tensor) else None
+    kept_whole = [_kept_whole(name, kernel) for name, kernel in (kernels or {}).items()]
     try:
-        # torch.export unrolls nn.LSTM over time (fixing the sequence length) unless a
-        # while_loop form is registered (torch.export._patches); that keeps aten.lstm whole
-        # in the captured graph, which needs only its outputs' shapes from it.
         # A dynamic axis whose example size is 1 stays dynamic (size-oblivious guards).
-        with warnings.catch_warnings(), \
-                _register_rnn_while_loop_decomposition(torch.ops.aten.lstm.input, _lstm_shapes), \
+        with warnings.catch_warnings(), contextlib.ExitStack() as stack, \
                 fx_config.patch(backed_size_oblivious=True):
+            for patch in kept_whole:
+                stack.enter_context(patch)
             warnings.simplefilter("ignore", FutureWarning)
             program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
                                           strict=strict)
@@ -126,16 +128,21 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     return program, names, axis_names, notes
 
 
-def _lstm_shapes(input: torch.Tensor, hx: Sequence[torch.Tensor], params: Any, has_biases: bool,
-                 num_layers: int, dropout: float, train: bool, bidirectional: bool,
-                 batch_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``aten.lstm.input``'s outputs, empty, in their shapes: what torch.export records of an
-    LSTM it keeps whole. (torch's while_loop LSTM gives the same shapes by tracing the
-    cell over a symbolic sequence length, about twice as slow.)"""
-    h0, c0 = hx
-    sizes = list(input.shape)
-    sizes[-1] = h0.size(2) * (2 if bidirectional else 1)  # the projection size, if any
-    return input.new_empty(sizes), torch.empty_like(h0), torch.empty_like(c0)
+def _kept_whole(name: str, kernel: Any) -> contextlib.AbstractContextManager[None]:
+    """While capturing, ``kernel`` stands in for op ``name``'s decomposition (a
+    CompositeImplicitAutograd kernel), so torch.export records the op whole.
+
+    torch.export._patches does this for its while_loop LSTM and GRU; a pack's kernel only
+    gives the outputs' shapes, since the symbolic converts the op itself."""
+    namespace, _, rest = name.partition("::")
+    op_name, _, overload = rest.partition(".")
+    try:
+        op = getattr(getattr(getattr(torch.ops, namespace), op_name), overload or "default")
+    except AttributeError:
+        raise OnnxExporterError(
+            f"A capture kernel is registered for {name}, which torch does not define: fix "
+            "the name in the pack that registers it, or block that pack.") from None
+    return _register_rnn_while_loop_decomposition(op, kernel)
 
 
 def _axis_items(axes: Any) -> list[tuple[int, Any]]:
