@@ -471,7 +471,10 @@ def find_mismatch(model: Any, input_args: Any, do_constant_folding: bool = True,
     api._check_model(model)
     mode = api._check_training(training)
     registry = api._loaded_registry()
-    with api._exporting(), api.select_model_mode_for_export(model, mode), torch.no_grad():
+    # Traced in the caller's grad mode, as export traces (layers pick their path by it).
+    grad = api._tracing_grad(dynamo or isinstance(model, torch.export.ExportedProgram))
+    with api._exporting(), api.select_model_mode_for_export(model, mode), \
+            torch.set_grad_enabled(grad):
         front = api._source_front_end(model, input_args, registry, opset, dynamo,
                                       dynamic_shapes)
     graph_training = api._is_training(model, mode)

@@ -113,6 +113,23 @@ def test_find_mismatch_on_a_correct_model(capsys):
     assert "No mismatch found." in capsys.readouterr().out
 
 
+class GradModeBranch(torch.nn.Module):
+    """Takes another path under no_grad, as PyTorch's transformer layers' fast path does."""
+
+    def forward(self, x):
+        return x.neg() if torch.is_grad_enabled() else x.abs()
+
+
+def test_find_mismatch_traces_in_the_callers_grad_mode_as_export_does(capsys):
+    x = torch.randn(2, 3)
+    for grad, kind in ((True, "aten::neg"), (False, "aten::abs")):
+        with torch.set_grad_enabled(grad):
+            info = find_mismatch(GradModeBranch(), (x,), opset_version=15)
+            exported = oxport.convert(GradModeBranch(), (x,), opset_version=15)
+        assert [n.kind() for n in info.graph.nodes()] == [kind]
+        assert [n.op_type for n in exported.model_proto().graph.node] == [kind[6:].title()]
+
+
 class Branchy(torch.nn.Module):
     """Sizes, lists and constants cross the partition boundaries."""
 
