@@ -224,7 +224,31 @@ def _verify(path: str, model: Any, spec: Any) -> dict[str, Any]:
     return result
 
 
-def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[str, Any]:
+def _warm_up(exporter: str, out_dir: str) -> None:
+    """One export of a two-layer model with ``exporter`` (or its floor), so that the timed
+    export pays no first-call cost: lazy imports, plugin or registry loading, torch.export's
+    first trace."""
+    import types
+
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    spec = types.SimpleNamespace(input_names=["x"], output_names=["y"],
+                                 dynamic_axes={"x": {0: "batch"}})
+    inputs = (torch.randn(2, 4),)
+    with torch.no_grad():
+        model(*inputs)
+    path = os.path.join(out_dir, "warm-up.bin")
+    if exporter.startswith("floor"):
+        _floor(model, inputs, path, spec if exporter == "floor-export" else None)
+    else:
+        _export(exporter, model, inputs, spec, path)
+    for name in os.listdir(out_dir):
+        os.remove(os.path.join(out_dir, name))
+
+
+def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool = False
+          ) -> dict[str, Any]:
     import torch
 
     from benchmarks.models import BY_NAME, unique_weight_bytes
@@ -253,6 +277,8 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool) -> dict[st
     if exporter == "dynamo":
         import onnxscript  # noqa: F401
         import torch.onnx._internal.exporter._core  # noqa: F401
+    if warm:
+        _warm_up(exporter, out_dir)
     floors = ("floor", "floor-export")
     path = os.path.join(out_dir, "model.onnx" if exporter not in floors else "weights.bin")
     # Start with no dirty pages of an earlier child's file: writes into a page cache that
@@ -291,12 +317,14 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def run_child(model: str, exporter: str, verify: bool, env: dict[str, str], timeout: float
-              ) -> dict[str, Any]:
+def run_child(model: str, exporter: str, verify: bool, env: dict[str, str], timeout: float,
+              warm: bool = False) -> dict[str, Any]:
     out_dir = tempfile.mkdtemp(prefix=f"bench-{model}-{exporter}-")
     command = [sys.executable, os.path.abspath(__file__), "--child", model, exporter, out_dir]
     if verify:
         command.append("--verify")
+    if warm:
+        command.append("--warm")
     load = os.getloadavg()[0]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
@@ -509,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "EXPORTER", "DIR"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--warm", action="store_true",
+                        help="time a second export: each child first exports a two-layer "
+                             "model with the same exporter (no first-call costs)")
     parser.add_argument("--quick", action="store_true", help="small models, 1 repeat")
     parser.add_argument("--full", action="store_true", help="include the > 2 GB model")
     parser.add_argument("--models", nargs="+", help="only these models (by name)")
@@ -539,11 +570,12 @@ def main(argv: list[str] | None = None) -> int:
         repeats = sorted({r["repeat"] for r in results})
         publish(summaries, "–".join(str(n) for n in dict.fromkeys((repeats[0], repeats[-1]))),
                 results[0]["machine"],
-                args.section or "full", args.readme, all(r.get("best") for r in results))
+                args.section or "full", args.readme, all(r.get("best") for r in results),
+                all(r.get("warm") for r in results))
         return 0
 
     if args.child:
-        result = child(*args.child, verify=args.verify)
+        result = child(*args.child, verify=args.verify, warm=args.warm)
         print(MARKER + json.dumps(result), flush=True)
         return 0
 
@@ -566,14 +598,15 @@ def main(argv: list[str] | None = None) -> int:
     env = _child_env()
     print(machine(), flush=True)
     for exporter in exporters:  # warm bytecode and file caches; not recorded
-        run_child(specs[0].name, exporter, False, env, args.timeout)
+        run_child(specs[0].name, exporter, False, env, args.timeout, args.warm)
     started = time.perf_counter()
     summaries = []
     for spec in specs:
         runs: dict[str, list[dict[str, Any]]] = {e: [] for e in exporters}
         for rep in range(repeat):
             for exporter in exporters:
-                result = run_child(spec.name, exporter, rep == 0, env, args.timeout)
+                result = run_child(spec.name, exporter, rep == 0, env, args.timeout,
+                                   args.warm)
                 runs[exporter].append(result)
                 shown = (f"{result['seconds']:.2f} s" if "seconds" in result
                          else f"FAILED: {result.get('error')}")
@@ -583,16 +616,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump({"machine": machine(), "mode": mode, "repeat": repeat,
-                           "best": args.best, "summaries": summaries}, handle, indent=1)
+                           "best": args.best, "warm": args.warm, "summaries": summaries}, handle, indent=1)
     elapsed = time.perf_counter() - started
 
     print(f"{len(specs)} models, {repeat} run(s) each, {elapsed:.0f} s")
-    publish(summaries, repeat, machine(), args.section or mode, args.readme, args.best)
+    publish(summaries, repeat, machine(), args.section or mode, args.readme, args.best,
+            args.warm)
     return 0
 
 
 def publish(summaries: list[dict[str, Any]], repeat: int | str, described: str, mode: str,
-            readme: bool, best: bool = False) -> None:
+            readme: bool, best: bool = False, warm: bool = False) -> None:
     """Print the tables; with ``readme``, write them into README.md under ``mode``."""
     text = tables(summaries)
     problems = failures(summaries)
@@ -600,7 +634,8 @@ def publish(summaries: list[dict[str, Any]], repeat: int | str, described: str, 
     print("\n" + text + ("\n" + problems if problems else ""))
     print(f"mean load average {load:.1f}")
     if readme:
-        note = (f"{described}. {repeat} interleaved run(s) per exporter, "
+        note = (f"{described}. {repeat} interleaved run(s) per exporter"
+                f"{', each the second export of its process (warm)' if warm else ''}, "
                 f"{'best time, median memory' if best else 'median'}; mean load "
                 f"average {load:.1f} during the runs ({time.strftime('%Y-%m-%d')}).")
         write_readme(note + "\n\n" + text + ("\nFailures:\n\n" + problems if problems else ""),

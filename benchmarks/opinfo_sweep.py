@@ -336,7 +336,9 @@ def markdown(reports: list[OpReport], command: str, total: int | None = None,
         "one opset, exported by torch.onnx (`dynamo=False`) and by oxport, run in ONNX Runtime "
         "and compared with eager (rtol 1e-3, atol 1e-4; integers and bools exactly)."
         + (f" Only the first {samples} samples of each OpInfo and dtype ran: the whole sweep "
-           "is the same command without `--samples` (its time: benchmarks/README.md)."
+           "is the same command without `--samples` (its time: benchmarks/README.md); "
+           "[opinfo_sweep_full.md](opinfo_sweep_full.md) holds the last such run over every "
+           "sample, of the OpInfos it covers."
            if samples else " Every sample ran."), "",
         "| | runs |", "| --- | ---: |",
         f"| OpInfos | {len(reports)}" + (f" of {total} (the run stopped early)"
