@@ -224,6 +224,21 @@ def _verify(path: str, model: Any, spec: Any) -> dict[str, Any]:
     return result
 
 
+def _fresh_page_cache(out_dir: str, nbytes: int) -> None:
+    """Give every exporter's write the same start. Writing a file allocates page cache; on
+    this VM, pages the kernel freed a few seconds earlier have gone back to the host and
+    cost ~10x to touch again, so a child's write time depended on how long the child before
+    it ran. Write and delete a file of the weights' size (its pages are freed and reused by
+    the timed write), then ``os.sync()`` so nothing is still flushing."""
+    scratch = os.path.join(out_dir, "scratch.bin")
+    block = bytes(1 << 24)
+    with open(scratch, "wb") as handle:
+        for _ in range(-(-nbytes // len(block))):
+            handle.write(block)
+    os.remove(scratch)
+    os.sync()
+
+
 def _warm_up(exporter: str, out_dir: str) -> None:
     """One export of a two-layer model with ``exporter`` (or its floor), so that the timed
     export pays no first-call cost: lazy imports, plugin or registry loading, torch.export's
@@ -281,9 +296,7 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool
         _warm_up(exporter, out_dir)
     floors = ("floor", "floor-export")
     path = os.path.join(out_dir, "model.onnx" if exporter not in floors else "weights.bin")
-    # Start with no dirty pages of an earlier child's file: writes into a page cache that
-    # is still flushing one are throttled to the disk's speed (10x slower here).
-    os.sync()
+    _fresh_page_cache(out_dir, result["weight_bytes"])
     before = _status()["VmRSS"]
     result["peak_exact"] = _reset_peak()
     start = time.perf_counter()

@@ -136,12 +136,23 @@ def _names(names: Iterable[str] | str, what: str) -> tuple[str, ...]:
     return result
 
 
+class _HookManager(pluggy.PluginManager):
+    """pluggy's manager, skipping dunder attributes when it looks for hook implementations:
+    it inspects every attribute of a plugin (an OpPack has ~40, most of them dunders), which
+    was a third of the plugins' loading time."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if name.startswith("__"):
+            return None
+        return super().parse_hookimpl_opts(plugin, name)
+
+
 class PluginManager:
     """Loads plugins and fills a :class:`SymbolicRegistry` from their hooks."""
 
     def __init__(self, selection: PluginSelection | None = None) -> None:
         self.selection = selection or PluginSelection.resolve()
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm = _HookManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.registry = SymbolicRegistry()
         self.plugins: list[PluginInfo] = []
