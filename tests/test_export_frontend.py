@@ -79,6 +79,18 @@ def test_gru_and_rnn_language_models_keep_their_sequence_axis_dynamic(kind: str)
     assert [n.op_type for n in result.model_proto().graph.node].count(onnx_op) == 2
 
 
+@pytest.mark.parametrize("layer", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
+def test_batch_first_bidirectional_recurrent_layers_stay_dynamic(layer: type) -> None:
+    """The capture kernels' output shapes follow the input's layout and both directions."""
+    model = layer(4, 5, num_layers=2, bidirectional=True, batch_first=True).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        verdict = verify(model, (torch.randn(2, 6, 4),), dynamo=True,
+                         dynamic_axes={"input": {0: "batch", 1: "seq"}})
+    assert not [w for w in caught if "fixed dynamic axes" in str(w.message)]
+    assert len(verdict.runs) == 3
+
+
 def test_a_capture_kernel_for_an_op_torch_lacks_is_refused_clearly() -> None:
     from oxport.frontends import exported
 

@@ -79,7 +79,8 @@ _LAYOUTS = {torch.strided: 0, torch.sparse_coo: 1}
 def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
             dynamic_shapes: Any = None, dynamic_axes: Mapping[str, Any] | None = None,
             input_names: Sequence[str] | None = None, strict: bool = False,
-            kernels: Mapping[str, Any] | None = None) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
+            kernels: Mapping[str, Any] | None = None
+            ) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
                        list[str]]:
     """Capture ``model`` with ``torch.export.export`` as the TorchScript front end traces it:
     the tensors in ``args`` (nested, named ones included) become the inputs, every other
