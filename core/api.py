@@ -765,7 +765,7 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     ``ExportedProgram`` already, decomposed except where a pack serves the op."""
     from oxport.frontends import exported
 
-    served = exported.served_ops(registry, opset)
+    served = exported.ServedOps(registry, opset)
     if isinstance(model, torch.export.ExportedProgram):
         return exported.read(exported.decompose(model, served))
     positional, kwargs = trace.normalize_args(args)

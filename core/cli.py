@@ -36,6 +36,10 @@ def _add_plugins_command(sub: Any, help: str) -> None:
                                    "error; it exits 1 when a plugin is broken.")
     p.add_argument("--check", action="store_true",
                    help="load every plugin: what each registers, and the broken ones")
+    p.add_argument("--declare-ops", metavar="PLUGIN", nargs="+",
+                   help="print the oxport.ops entry points (for pyproject.toml) that declare "
+                        "the ops these plugins register, so that each loads only when an "
+                        "export meets one of them")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(run=_plugins)
 
@@ -43,6 +47,8 @@ def _add_plugins_command(sub: Any, help: str) -> None:
 def _plugins(args: argparse.Namespace) -> int:
     from oxport import plugin_manager
 
+    if args.declare_ops:
+        return _declare_ops(args.declare_ops)
     if not args.check:
         installed = plugin_manager.discover()
         if args.json:
@@ -51,14 +57,35 @@ def _plugins(args: argparse.Namespace) -> int:
             _print_table([[i.name, _dist(i), i.layer.name.lower(),
                            "enabled" if i.enabled else "disabled", i.value] for i in installed])
         return 0
-    infos = plugin_manager.load().plugins
+    manager = plugin_manager.load()
+    manager.load_deferred()
+    infos = manager.plugins
     if args.json:
         print(json.dumps([info.to_json() for info in infos], indent=2))
     else:
         _print_table([[info.name, _dist(info), info.layer.name.lower(),
-                       f"{'ok' if info.ok else f'BROKEN: {info.error}'}; registers "
+                       f"{'ok' if info.ok else f'BROKEN: {info.error}'}"
+                       f"{' (loads on demand)' if info.on_demand else ''}; registers "
                        f"{_registered(info.registered)}"] for info in infos])
     return 0 if all(i.ok for i in infos) else 1
+
+
+def _declare_ops(names: list[str]) -> int:
+    from oxport import plugin_manager
+
+    manager = plugin_manager.load()
+    manager.load_deferred()
+    infos = {info.name: info for info in manager.plugins}
+    unknown = [name for name in names if name not in infos]
+    if unknown:
+        print(f"oxport: no loaded plugin is called {', '.join(unknown)}; `oxport plugins` "
+              "lists the installed ones.", file=sys.stderr)
+        return 2
+    print(f'[project.entry-points."{plugin_manager.OPS_ENTRY_POINT_GROUP}"]')
+    for name in names:
+        for op in infos[name].ops:
+            print(f'"{op}" = "{name}"')
+    return 0
 
 
 def _registered(counts: dict[str, int]) -> str:

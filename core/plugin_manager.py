@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import email.parser
 import importlib
 import logging
 import os
@@ -40,6 +41,10 @@ else:
 log = logging.getLogger("oxport.plugins")
 
 ENTRY_POINT_GROUP = "oxport"
+#: Entry points named after an op (``"aten::conv2d" = "oxport.nn"``) whose value is the
+#: ``oxport`` entry point, in the same distribution, that serves it: such a plugin loads
+#: only when an export meets one of the ops it declares.
+OPS_ENTRY_POINT_GROUP = "oxport.ops"
 BUILTIN_DISTRIBUTION = "oxport"
 _REGISTRATION_HOOKS = (
     "oxport_register_domains",
@@ -66,6 +71,8 @@ class PluginInfo:
     error: str | None = None
     registered: dict[str, int] = dataclasses.field(default_factory=dict)
     ops: list[str] = dataclasses.field(default_factory=list)
+    #: It declares its ops (group ``oxport.ops``) and loads when one of them is met.
+    on_demand: bool = False
 
     @property
     def ok(self) -> bool:
@@ -157,34 +164,56 @@ class PluginManager:
         self.registry = SymbolicRegistry()
         self.plugins: list[PluginInfo] = []
         self.entry_points: list[Any] = []
+        #: plugin name -> (its entry point, its PluginInfo, the ops it declares), not loaded yet
+        self._deferred: dict[str, tuple[Any, PluginInfo, frozenset[str]]] = {}
+        self._declared_by: dict[str, list[str]] = {}  # op -> deferred plugins declaring it
+        self._demand_lock = threading.RLock()
 
     # -- loading ----------------------------------------------------------
-    def load(self, entry_points: list[Any] | None = None) -> SymbolicRegistry:
+    def load(self, entry_points: list[Any] | None = None,
+             declarations: list[Any] | None = None) -> SymbolicRegistry:
         """Load every selected plugin (of ``entry_points``, by default the installed ones),
-        register it, and check hook names."""
-        found = _entry_points() if entry_points is None else entry_points
-        available = self.entry_points = _sorted(found)
+        register it, and check hook names. A plugin that ``declarations`` (entry points of
+        the ``oxport.ops`` group) give ops for loads when the registry is first asked about
+        one of them."""
+        if entry_points is None:
+            entry_points, declarations = _installed_entry_points()
+        available = self.entry_points = _sorted(entry_points)
+        declared = _declared_ops(available, declarations or ())
         if self.selection.autoload or self.selection.allow:
             _check_duplicates(available)
             for entry_point in available:
-                self._load_entry_point(entry_point)
+                if entry_point.name in declared:
+                    self._defer(entry_point, declared[entry_point.name])
+                else:
+                    self._load_entry_point(entry_point)
         for index, plugin in enumerate(self.selection.extra):
             name = getattr(plugin, "name", None) or getattr(plugin, "__name__", f"extra-{index}")
             self._add(plugin, PluginInfo(str(name), None, None, Layer.INSTALLED))
+        # A plugin loaded now that hides ops of one loaded on demand is reported now.
+        for name in [n for n in self.registry._entries if n in self._declared_by]:
+            self._load_on_demand(name)
         self.check_pending()
         self._check_selection(available)
         return self.registry
 
-    def _load_entry_point(self, entry_point: Any) -> None:
+    def _info(self, entry_point: Any) -> PluginInfo | None:
+        """The entry point's PluginInfo, or None when it is not selected or already seen (the
+        same distribution twice on sys.path)."""
         name = entry_point.name
         if not self.selection.admits(name):
             log.debug("plugin %s not selected", name)
-            return
+            return None
         if any(p.name == name for p in self.plugins):
-            return  # the same distribution seen twice on sys.path
+            return None
         dist_name, version = _distribution(entry_point)
         layer = Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED
-        info = PluginInfo(name, dist_name, version, layer, entry_point.value)
+        return PluginInfo(name, dist_name, version, layer, entry_point.value)
+
+    def _load_entry_point(self, entry_point: Any, info: PluginInfo | None = None) -> None:
+        info = info or self._info(entry_point)
+        if info is None:
+            return
         try:
             plugin = entry_point.load()
         except Exception as exc:  # a third party's import may raise anything
@@ -192,8 +221,74 @@ class PluginManager:
             return
         self._add(plugin, info)
 
-    def _add(self, plugin: Any, info: PluginInfo) -> None:
+    def _defer(self, entry_point: Any, ops: frozenset[str]) -> None:
+        info = self._info(entry_point)
+        if info is None:
+            return
+        info.ops, info.on_demand = sorted(ops), True
         self.plugins.append(info)
+        self._deferred[info.name] = (entry_point, info, ops)
+        for op in ops:
+            self._declared_by.setdefault(op, []).append(info.name)
+        self.registry.on_demand = self._load_on_demand
+
+    def _load_on_demand(self, op: str | None) -> None:
+        """Load the deferred plugins that declare ``op`` (all of them for None)."""
+        if op is not None and op not in self._declared_by:
+            return
+        with self._demand_lock:
+            names = list(self._deferred) if op is None else self._declared_by.get(op, [])
+            for name in list(names):
+                pending = self._deferred.pop(name, None)
+                if pending is None:
+                    continue
+                entry_point, info, declared = pending
+                for each in declared:
+                    self._declared_by[each].remove(name)
+                    if not self._declared_by[each]:
+                        del self._declared_by[each]
+                self._load_entry_point(entry_point, info)
+                if info.ok:
+                    self._check_declared(info, declared)
+            if not self._deferred:
+                self.registry.on_demand = None
+
+    def _check_declared(self, info: PluginInfo, declared: frozenset[str]) -> None:
+        """A plugin loaded on demand registers the symbolics it declares and nothing else:
+        whatever else it registers would be missed by exports that never load it."""
+        problems = []
+        undeclared = sorted(set(info.ops) - declared)
+        if undeclared:
+            problems.append(f"symbolics for {', '.join(undeclared)}, which it does not "
+                            f"declare (`oxport plugins --declare-ops {info.name}` prints "
+                            "every entry to declare)")
+        others = sorted(kind for kind in info.registered if kind != "symbolics")
+        hooks = sorted(caller.name for caller in self.pm.get_hookcallers(
+            self.pm.get_plugin(info.name)) or () if caller.name != "oxport_register_symbolics")
+        if others or hooks:
+            problems.append(f"{' and '.join(others + hooks)}, which only a plugin loaded with "
+                            f"every export can provide (drop its {OPS_ENTRY_POINT_GROUP} "
+                            "entries, or move these to another plugin)")
+        stale = sorted(declared - set(info.ops))
+        if stale:
+            log.warning("plugin %r declares %s in %s but registers no symbolic for them: drop "
+                        "those entries", info.name, ", ".join(stale), OPS_ENTRY_POINT_GROUP)
+        if problems:
+            self.registry.discard(info.provenance)
+            self.pm.unregister(name=info.name)
+            info.error = "registers " + "; and ".join(problems)
+            raise RegistryError(
+                f"Plugin {info.name!r} ({info.distribution or 'not installed'}) loads on "
+                f"demand, since it declares ops in the entry-point group "
+                f"{OPS_ENTRY_POINT_GROUP!r}, but it {info.error}.")
+
+    def load_deferred(self) -> None:
+        """Load every plugin that would load on demand (listing or checking them all)."""
+        self._load_on_demand(None)
+
+    def _add(self, plugin: Any, info: PluginInfo) -> None:
+        if info not in self.plugins:
+            self.plugins.append(info)
         try:
             self.pm.register(plugin, name=info.name)
         except (ValueError, pluggy.PluginValidationError) as exc:
@@ -306,7 +401,7 @@ def discover(selection: PluginSelection | None = None) -> list[InstalledPlugin]:
     """Every installed plugin, built-in ones first, without importing any (nor torch)."""
     selection = selection or PluginSelection.resolve()
     found = []
-    for entry_point in _sorted(_entry_points()):
+    for entry_point in _sorted(_installed_entry_points()[0]):
         dist_name, version = _distribution(entry_point)
         layer = Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED
         found.append(InstalledPlugin(entry_point.name, dist_name, version, layer,
@@ -324,11 +419,15 @@ def _distribution(entry_point: Any) -> tuple[str | None, str | None]:
     dist = getattr(entry_point, "dist", None)
     if dist is None:
         return None, None
-    # Reading a distribution's metadata parses its METADATA file: once per folder.
+    # Once per folder, and from the metadata's headers only: ``dist.metadata`` parses the
+    # whole file (the long description too) and first imports email's policy machinery,
+    # which was a third of loading the plugins.
     path = getattr(dist, "_path", None)
     found = _dist_names.get(str(path)) if path is not None else None
     if found is None:
-        found = dist.metadata["Name"], dist.version
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+        headers = email.parser.HeaderParser().parsestr(text) if text else {}
+        found = headers.get("Name"), headers.get("Version")
         if path is not None:
             _dist_names[str(path)] = found
     return found
@@ -384,9 +483,26 @@ def _unknown_hint(text: str) -> str:
     return ""
 
 
-def _entry_points() -> list[Any]:
-    """The installed ``oxport`` entry points."""
-    return list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+def _installed_entry_points() -> tuple[list[Any], list[Any]]:
+    """The installed ``oxport`` and ``oxport.ops`` entry points, from one scan."""
+    groups: dict[str, list[Any]] = {ENTRY_POINT_GROUP: [], OPS_ENTRY_POINT_GROUP: []}
+    for entry_point in importlib_metadata.entry_points():
+        groups.get(entry_point.group, []).append(entry_point)
+    return groups[ENTRY_POINT_GROUP], groups[OPS_ENTRY_POINT_GROUP]
+
+
+def _declared_ops(plugins: list[Any], declarations: Iterable[Any]) -> dict[str, frozenset[str]]:
+    """Plugin name -> the ops its distribution declares for it in ``oxport.ops``."""
+    dists = {entry_point.name: _distribution(entry_point)[0] for entry_point in plugins}
+    declared: dict[str, set[str]] = {}
+    for entry in declarations:
+        plugin = entry.value.strip()
+        if plugin not in dists:
+            log.warning("%s declares %s for plugin %r, which is not installed: drop the entry",
+                        _distribution(entry)[0] or "an entry point", entry.name, plugin)
+        elif dists[plugin] == _distribution(entry)[0]:
+            declared.setdefault(plugin, set()).add(entry.name)
+    return {name: frozenset(ops) for name, ops in declared.items()}
 
 
 # -- the session's registries ------------------------------------------------
@@ -419,15 +535,15 @@ def manager_for(selection: PluginSelection) -> PluginManager:
     with _lock:
         manager = _cache.get(selection)
         if manager is None:
-            entry_points = None
+            entry_points = declarations = None
             if _installed is None:
-                entry_points = _entry_points()
-                _installed = _fingerprint(entry_points)
+                entry_points, declarations = _installed_entry_points()
+                _installed = _fingerprint(entry_points + declarations)
             key = (selection, _installed)
             manager = _loaded.get(key)
             if manager is None or not all(p.ok for p in manager.plugins):
                 manager = PluginManager(selection)
-                manager.load(entry_points)
+                manager.load(entry_points, declarations)
                 _loaded[key] = manager
             _cache[selection] = manager
         return manager
@@ -462,5 +578,6 @@ def _fingerprint(entry_points: list[Any]) -> tuple[Any, ...]:
     points, such as test fakes, by identity: the manager that saw them keeps them alive)."""
     real = (importlib_metadata.EntryPoint, stdlib_metadata.EntryPoint)
     return tuple(sorted(
-        (repr((ep.name, ep.value, *_distribution(ep))) if isinstance(ep, real) else str(id(ep)))
+        (repr((ep.group, ep.name, ep.value, *_distribution(ep))) if isinstance(ep, real)
+         else str(id(ep)))
         for ep in entry_points))

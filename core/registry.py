@@ -166,6 +166,12 @@ class ShadowingWarning(UserWarning):
     """A higher layer hides a symbolic of a lower one without ``override=True``."""
 
 
+def _warn_shadowing(higher: SymbolicEntry, lower: SymbolicEntry) -> None:
+    _warn_at(higher.fn, ShadowingWarning(
+        f"{higher.provenance} shadows {higher.name} from {lower.provenance}; pass "
+        "override=True to do it on purpose and silence this warning."))
+
+
 def _warn_at(fn: Callable[..., Any], warning: Warning) -> None:
     """Warn at the line that defines ``fn`` (the pack's file, where the fix goes), shown once
     per line as a ``warnings.warn`` from there would be."""
@@ -196,6 +202,13 @@ class SymbolicRegistry:
         self.passes: list[tuple[str, Callable[..., Any], Provenance]] = []
         #: op name -> (its capture kernel, who registered it): see Registrar.register_capture_kernel
         self.capture_kernels: dict[str, tuple[Callable[..., Any], Provenance]] = {}
+        #: Loads the packs that declared an op name (every such pack for None) before the
+        #: registry is read: packs that load on demand (see PluginManager).
+        self.on_demand: Callable[[str | None], None] | None = None
+
+    def _demand(self, name: str | None) -> None:
+        if self.on_demand is not None:
+            self.on_demand(name)
 
     # -- registration -----------------------------------------------------
     def add(self, entry: SymbolicEntry) -> None:
@@ -225,12 +238,14 @@ class SymbolicRegistry:
         if entry.layer == Layer.RUNTIME:
             same_name[:] = [e for e in same_name if not (
                 e.layer == Layer.RUNTIME and e.since == entry.since)]
-        elif not entry.override:
+        else:  # in either order: a pack loaded on demand may come after the one hiding it
             lower = [e for e in same_name if e.layer < entry.layer]
-            if lower:
-                _warn_at(entry.fn, ShadowingWarning(
-                    f"{entry.provenance} shadows {entry.name} from {lower[0].provenance}; "
-                    "pass override=True to do it on purpose and silence this warning."))
+            higher = [e for e in same_name if e.layer > entry.layer
+                      and e.layer != Layer.RUNTIME and not e.override]
+            if lower and not entry.override:
+                _warn_shadowing(entry, lower[0])
+            if higher:
+                _warn_shadowing(higher[0], entry)
         same_name.append(entry)
         self._seal(entry.name)
 
@@ -276,6 +291,7 @@ class SymbolicRegistry:
     # -- lookup -----------------------------------------------------------
     def lookup(self, name: str, opset: int) -> SymbolicEntry | None:
         """The symbolic that converts ``name`` at ``opset``, or None."""
+        self._demand(name)
         best: SymbolicEntry | None = None
         for entry in self._entries.get(name, ()):
             if not entry.serves(opset):
@@ -286,11 +302,13 @@ class SymbolicRegistry:
 
     def min_opset(self, name: str) -> int | None:
         """The lowest opset at which any symbolic serves ``name``."""
+        self._demand(name)
         entries = self._entries.get(name)
         return min(e.since for e in entries) if entries else None
 
     def shadowed_by(self, entry: SymbolicEntry) -> list[SymbolicEntry]:
         """The entries that ``entry`` hides at some opset."""
+        self._demand(entry.name)
         return [
             other for other in self._entries.get(entry.name, ())
             if other is not entry and (other.layer, other.override) < (entry.layer, entry.override)
@@ -298,9 +316,11 @@ class SymbolicRegistry:
         ]
 
     def names(self) -> list[str]:
+        self._demand(None)
         return sorted(n for n, entries in self._entries.items() if entries)
 
     def entries(self, name: str | None = None) -> Iterator[SymbolicEntry]:
+        self._demand(name)
         names = [name] if name is not None else self.names()
         for each in names:
             yield from sorted(self._entries.get(each, ()), key=lambda e: (e.layer, e.since))
@@ -308,6 +328,7 @@ class SymbolicRegistry:
     @property
     def cases(self) -> list[OpCase]:
         """Every declared test case; lazily declared ones are gathered on first access."""
+        self._demand(None)
         while self._case_sources:
             provenance, source = self._case_sources[0]
             try:

@@ -18,7 +18,8 @@ import pytest
 from oxport import cli, plugins
 from oxport.types import MAX_OPSET, MIN_OPSET
 
-PLUGIN_KEYS = {"name", "distribution", "version", "layer", "value", "error", "registered", "ops"}
+PLUGIN_KEYS = {"name", "distribution", "version", "layer", "value", "error", "registered", "ops",
+               "on_demand"}
 LISTING_KEYS = {"name", "distribution", "version", "layer", "value", "enabled"}
 OP_KEYS = {"op", "since", "until", "provider", "distribution", "version", "layer", "override",
            "shadows"}
@@ -96,7 +97,8 @@ def test_plugins_text(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any(line.split()[:4] == ["oxport.prim", "oxport", "0.1.0", "builtin"] and
-               " ok; registers " in line for line in lines)
+               " ok (loads on demand); registers " in line for line in lines)
+    assert any(line.startswith("oxport.rnn ") and " ok; registers " in line for line in lines)
     (fallthrough,) = [line for line in lines if line.startswith("oxport.fallback.fallthrough")]
     assert fallthrough.endswith("ok; registers 1 fallback")
     assert len({line.index(" oxport 0.1.0") for line in lines}) == 1
@@ -206,3 +208,14 @@ def test_unknown_allow_list_names(tmp_path):
 def test_a_command_is_required(tmp_path):
     result = oxport_cli(cwd=tmp_path)
     assert result.returncode == 2 and "COMMAND" in result.stderr
+
+
+def test_plugins_declare_ops_prints_the_entry_points_to_paste(tmp_path):
+    result = oxport_cli("plugins", "--declare-ops", "oxport.signal", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    header, *entries = result.stdout.splitlines()
+    assert header == '[project.entry-points."oxport.ops"]'
+    assert '"aten::stft" = "oxport.signal"' in entries and len(entries) == 17
+    missing = oxport_cli("plugins", "--declare-ops", "no.such.pack", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "no loaded plugin is called no.such.pack" in missing.stderr

@@ -108,10 +108,11 @@ def test_a_pack_declares_its_domains_default_version(monkeypatch):
     def foo_forward(g, input1, input2, attr1, attr2):
         return g.op("com.example.test::Foo", input1, input2)
 
-    real = plugin_manager._entry_points()
+    real, declared = plugin_manager._installed_entry_points()
     fake = types.SimpleNamespace(name="test-domain-pack", value="test:pack", group="oxport",
                                  dist=None, load=lambda: pack)
-    monkeypatch.setattr(plugin_manager, "_entry_points", lambda: [*real, fake])
+    monkeypatch.setattr(plugin_manager, "_installed_entry_points",
+                        lambda: ([*real, fake], declared))
     plugins.reset()
     try:
         assert imports(export(FooModel(1.0, 1), ARGS))["com.example.test"] == 3

@@ -77,10 +77,18 @@ def foo_pack(name: str = "my-pack", since: int = 9, override: bool = False) -> O
 
 
 # -- fake installed distributions --------------------------------------------------------
+#: The real scan, before a test's fakes replace it.
+INSTALLED_ENTRY_POINTS = plugin_manager._installed_entry_points
+
+
 class FakeDistribution:
     def __init__(self, name: str, version: str) -> None:
         self.metadata = {"Name": name}
         self.version = version
+
+    def read_text(self, filename: str) -> str | None:
+        return f"Name: {self.metadata['Name']}\nVersion: {self.version}\n" \
+            if filename == "METADATA" else None
 
 
 @pytest.fixture(autouse=True)
@@ -104,12 +112,15 @@ def isolated(monkeypatch):
 def install(monkeypatch):
     """``install(name, plugin, dist=...)`` fakes an installed entry point for ``plugin``
     (an object, or module source text), next to the real ones."""
-    real = plugin_manager._entry_points()
+    real, declared = plugin_manager._installed_entry_points()
     fakes: list = []
-    monkeypatch.setattr(plugin_manager, "_entry_points", lambda: [*fakes, *real])
+    fake_declarations: list = []
+    monkeypatch.setattr(plugin_manager, "_installed_entry_points",
+                        lambda: ([*fakes, *real], [*fake_declarations, *declared]))
 
     def install_one(name: str, plugin=None, dist: str | None = None, version: str = "1.0",
-                    value: str | None = None) -> None:
+                    value: str | None = None, declares: tuple[str, ...] = ()) -> None:
+        """``declares``: ops its distribution declares for it (group ``oxport.ops``)."""
         module_name = "fake_oxport_" + name.replace("-", "_").replace(".", "_")
         module = types.ModuleType(module_name)
         if plugin is None:  # ``value`` names a real module
@@ -124,7 +135,10 @@ def install(monkeypatch):
             monkeypatch.setitem(sys.modules, module_name, module)
         entry_point = plugin_manager.importlib_metadata.EntryPoint(
             name, value or default_value, plugin_manager.ENTRY_POINT_GROUP)
-        fakes.append(entry_point._for(FakeDistribution(dist or f"{name}-dist", version)))
+        distribution = FakeDistribution(dist or f"{name}-dist", version)
+        fakes.append(entry_point._for(distribution))
+        fake_declarations.extend(plugin_manager.importlib_metadata.EntryPoint(
+            op, name, plugin_manager.OPS_ENTRY_POINT_GROUP)._for(distribution) for op in declares)
 
     return install_one
 
@@ -152,6 +166,79 @@ def test_builtin_packs_load_through_their_entry_points():
     for entry in entries:
         assert entry.layer == Layer.BUILTIN
         assert entry.name in builtin[entry.provenance.plugin].ops
+
+
+# -- loading on demand -------------------------------------------------------------------
+def test_a_declared_pack_loads_when_an_export_meets_one_of_its_ops():
+    manager = plugins.load()
+    nn, signal = info_of(manager, "oxport.nn"), info_of(manager, "oxport.signal")
+    assert nn.on_demand and signal.on_demand and not nn.registered and "aten::stft" in signal.ops
+    assert not info_of(manager, "oxport.rnn").on_demand  # capture kernels: loaded every time
+    oxport.export(torch.nn.Conv2d(3, 4, 3), (torch.randn(1, 3, 8, 8),), io.BytesIO())
+    assert not signal.registered  # no op of it met, so not imported
+    assert nn.registered["symbolics"] == len([e for e in manager.registry.entries()
+                                              if e.provenance.plugin == "oxport.nn"])
+
+
+def test_the_builtin_declarations_are_the_ops_each_pack_registers():
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared: dict[str, set[str]] = {}
+    for op, plugin in pyproject["project"]["entry-points"]["oxport.ops"].items():
+        declared.setdefault(plugin, set()).add(op)
+    manager = plugins.load()
+    on_demand = {p.name for p in manager.plugins if p.on_demand}
+    assert on_demand == set(declared), (
+        "the installed oxport.ops entry points differ from pyproject.toml: "
+        "pip install -e . --no-deps")
+    manager.load_deferred()  # raises if a pack registers what it does not declare
+    for name in on_demand:
+        assert set(info_of(manager, name).ops) == declared[name], name
+
+
+def test_a_declared_pack_registering_an_undeclared_op_is_an_error(install):
+    pack = foo_pack()
+    pack.symbolic("custom_ops::bar", since=9)(lambda g, x: x)
+    install("my-pack", pack, declares=("custom_ops::foo_forward",))
+    registry = plugins.load().registry
+    with pytest.raises(RegistryError, match=r"'my-pack' .* loads on demand, .* registers "
+                                            r"symbolics for custom_ops::bar, which it does not "
+                                            r"declare \(`oxport plugins --declare-ops my-pack`"):
+        registry.lookup("custom_ops::foo_forward", 13)
+    assert registry.lookup("custom_ops::bar", 13) is None  # nothing of it kept
+
+
+def test_a_declared_pack_registering_a_pass_is_an_error(install):
+    plugin = types.SimpleNamespace(
+        oxport_register_symbolics=oxport.hookimpl(
+            lambda registry: registry.register("custom_ops::foo_forward", lambda g, x: x, 9)),
+        oxport_register_passes=oxport.hookimpl(
+            lambda registry: registry.register_pass("noop", lambda graph, context: None)))
+    install("my-pack", plugin, declares=("custom_ops::foo_forward",))
+    manager = plugins.load()
+    with pytest.raises(RegistryError, match=r"passes and oxport_register_passes, which only a "
+                                            r"plugin loaded with every export can provide"):
+        manager.load_deferred()
+    assert all(p[2].plugin != "my-pack" for p in manager.registry.passes)
+
+
+def test_a_declared_pack_and_a_builtin_both_load_for_their_op(install):
+    pack = OpPack("my-neg")
+    pack.symbolic("aten::neg", since=14, override=True)(
+        lambda g, x: g.op("test_domain::MyNeg", x))
+    install("my-neg", pack, declares=("aten::neg",))
+    registry = plugins.load().registry
+    assert registry.lookup("aten::neg", 13).layer == Layer.BUILTIN
+    assert registry.lookup("aten::neg", 14).provenance.plugin == "my-neg"
+
+
+def test_a_declaration_for_a_plugin_that_is_not_installed_is_reported(caplog):
+    caplog.set_level(logging.WARNING, logger="oxport.plugins")
+    plugin_manager.PluginManager().load(
+        [], [plugin_manager.importlib_metadata.EntryPoint(
+            "custom_ops::x", "missing", plugin_manager.OPS_ENTRY_POINT_GROUP)])
+    assert "declares custom_ops::x for plugin 'missing', which is not installed" in caplog.text
 
 
 def test_an_installed_pack_is_loaded_listed_and_picked(install):
@@ -206,8 +293,7 @@ def test_reset_looks_for_installed_plugins_again(install, monkeypatch):
     assert second.registry.lookup("custom_ops::foo_forward", 9) is not None
     # Uninstalled again: the first manager is back, so entries collected before (by the
     # op-test runner, say) are still the ones an export uses.
-    monkeypatch.setattr(plugin_manager, "_entry_points", lambda: [
-        ep for ep in plugin_manager.importlib_metadata.entry_points(group="oxport")])
+    monkeypatch.setattr(plugin_manager, "_installed_entry_points", INSTALLED_ENTRY_POINTS)
     plugins.reset()
     assert plugins.load() is first
 

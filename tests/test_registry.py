@@ -244,7 +244,8 @@ def test_discard_forgets_everything_a_provider_registered():
     registry = SymbolicRegistry()
     add(registry, PACK_A, "aten::op", sym_a, 9)
     add(registry, PACK_A, "aten::op", sym_b, 13)
-    add(registry, BUILTIN, "aten::op", sym_c, 7)
+    with pytest.warns(ShadowingWarning, match="pack-a .* shadows aten::op from oxport.demo"):
+        add(registry, BUILTIN, "aten::op", sym_c, 7)  # the lower layer second: warned too
     registrar = Registrar(registry, PACK_A)
     registrar.register_domain("custom_domain", 2)
     registrar.add_case(OpCase("aten::op", torch.nn.Identity(), ((2,),)))

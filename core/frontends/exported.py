@@ -22,7 +22,7 @@ import inspect
 import operator
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -230,13 +230,25 @@ def _tensor_specs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     return found
 
 
-def served_ops(registry: Any, opset: int) -> set[str]:
-    """The qualified names (``aten::conv2d``, ``aten::max.other``) a symbolic serves at
-    ``opset``."""
-    return {name for name in registry.names() if registry.lookup(name, opset) is not None}
+class ServedOps(Container[str]):
+    """The qualified names (``aten::conv2d``, ``aten::max.other``) a symbolic serves at an
+    opset, each looked up when asked about (so a pack that loads on demand loads only for
+    the ops a model has)."""
+
+    def __init__(self, registry: Any, opset: int) -> None:
+        self.registry, self.opset = registry, opset
+        self._known: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        served = self._known.get(name)
+        if served is None:
+            served = self._known[name] = self.registry.lookup(name, self.opset) is not None
+        return served
 
 
-def decompose(program: torch.export.ExportedProgram, served: set[str]
+def decompose(program: torch.export.ExportedProgram, served: Container[str]
               ) -> torch.export.ExportedProgram:
     """Decompose with torch's default table, keeping whole every op a pack serves.
 
@@ -256,7 +268,7 @@ def decompose(program: torch.export.ExportedProgram, served: set[str]
         return program.run_decompositions(table)
 
 
-def _unserved(program: torch.export.ExportedProgram, served: set[str]) -> bool:
+def _unserved(program: torch.export.ExportedProgram, served: Container[str]) -> bool:
     """Whether some ATen op of the graph (or of a subgraph) has no symbolic."""
     for module in program.graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
