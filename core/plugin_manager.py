@@ -46,6 +46,9 @@ ENTRY_POINT_GROUP = "oxport"
 #: only when an export meets one of the ops it declares.
 OPS_ENTRY_POINT_GROUP = "oxport.ops"
 BUILTIN_DISTRIBUTION = "oxport"
+#: What a plugin that loads on demand may register, and the hooks it may implement.
+_ON_DEMAND_KINDS = ("symbolics", "domains")
+_ON_DEMAND_HOOKS = ("oxport_register_symbolics", "oxport_register_domains")
 _REGISTRATION_HOOKS = (
     "oxport_register_domains",
     "oxport_register_symbolics",
@@ -254,17 +257,18 @@ class PluginManager:
                 self.registry.on_demand = None
 
     def _check_declared(self, info: PluginInfo, declared: frozenset[str]) -> None:
-        """A plugin loaded on demand registers the symbolics it declares and nothing else:
-        whatever else it registers would be missed by exports that never load it."""
+        """A plugin loaded on demand registers the symbolics it declares (and the default
+        versions of the domains they emit) and nothing else: whatever else it registered
+        would be missed by exports that never load it."""
         problems = []
         undeclared = sorted(set(info.ops) - declared)
         if undeclared:
             problems.append(f"symbolics for {', '.join(undeclared)}, which it does not "
                             f"declare (`oxport plugins --declare-ops {info.name}` prints "
                             "every entry to declare)")
-        others = sorted(kind for kind in info.registered if kind != "symbolics")
+        others = sorted(kind for kind in info.registered if kind not in _ON_DEMAND_KINDS)
         hooks = sorted(caller.name for caller in self.pm.get_hookcallers(
-            self.pm.get_plugin(info.name)) or () if caller.name != "oxport_register_symbolics")
+            self.pm.get_plugin(info.name)) or () if caller.name not in _ON_DEMAND_HOOKS)
         if others or hooks:
             problems.append(f"{' and '.join(others + hooks)}, which only a plugin loaded with "
                             f"every export can provide (drop its {OPS_ENTRY_POINT_GROUP} "

@@ -139,11 +139,16 @@ def test_installed_packs(fresh_plugins, capsys):
         pytest.skip("the contrib packs are not installed: run `tox -e contrib`")
     import oxport_example_pack  # noqa: F401 - defines torch.ops.oxport_example
 
-    assert "ortcontrib" in gelu_providers(capsys)
-    assert_ortcontrib_gelu()
+    # The example pack declares its op (group oxport.ops): imported when an export meets it.
+    (example,) = [p for p in plugins.load().plugins if p.name == "example-pack"]
+    assert example.on_demand and not example.registered
     args = (torch.randn(3), torch.randn(3))
     model = oxport.convert(ScaledAdd(), args, opset_version=17).model_proto()
     assert [(n.domain, n.op_type) for n in model.graph.node] == [("com.example", "ScaledAdd")]
+    assert example.registered == {"symbolics": 2, "domains": 1}
+    assert {o.domain: o.version for o in model.opset_import}["com.example"] == 1
+    assert "ortcontrib" in gelu_providers(capsys)
+    assert_ortcontrib_gelu()
     fresh_plugins.setenv("OXPORT_DISABLE_PLUGINS", "ortcontrib,example-pack")
     assert_standard_gelu()
     with pytest.raises(oxport.UnsupportedOperatorError, match="oxport_example::scaled_add"):

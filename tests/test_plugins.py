@@ -223,6 +223,17 @@ def test_a_declared_pack_registering_a_pass_is_an_error(install):
     assert all(p[2].plugin != "my-pack" for p in manager.registry.passes)
 
 
+def test_a_declared_pack_may_set_its_domains_default_version(install):
+    pack = OpPack("my-pack", domains={"custom_domain": 2})
+    pack.symbolic("custom_ops::foo_forward", since=9)(
+        lambda g, x, y, a, b: g.op("custom_domain::Foo", x, y))
+    install("my-pack", pack, declares=("custom_ops::foo_forward",))
+    manager = plugins.load()
+    assert "custom_domain" not in manager.registry.domain_versions
+    assert manager.registry.lookup("custom_ops::foo_forward", 13) is not None
+    assert manager.registry.domain_versions["custom_domain"] == 2
+
+
 def test_a_declared_pack_and_a_builtin_both_load_for_their_op(install):
     pack = OpPack("my-neg")
     pack.symbolic("aten::neg", since=14, override=True)(
