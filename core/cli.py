@@ -84,7 +84,7 @@ def _declare_ops(names: list[str]) -> int:
     print(f'[project.entry-points."{plugin_manager.OPS_ENTRY_POINT_GROUP}"]')
     for name in names:
         for op in infos[name].ops:
-            print(f'"{op}" = "{name}"')
+            print(f'"{plugin_manager.entry_name_of_op(op)}" = "{infos[name].value}"')
     return 0
 
 

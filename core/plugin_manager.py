@@ -41,9 +41,10 @@ else:
 log = logging.getLogger("oxport.plugins")
 
 ENTRY_POINT_GROUP = "oxport"
-#: Entry points named after an op (``"aten::conv2d" = "oxport.nn"``) whose value is the
-#: ``oxport`` entry point, in the same distribution, that serves it: such a plugin loads
-#: only when an export meets one of the ops it declares.
+#: Entry points named after an op (its namespace then a dot: ``aten.conv2d``) whose value is
+#: the object an ``oxport`` entry point of the same distribution names
+#: (``"aten.conv2d" = "oxport.opsets.nn:pack"``): that plugin loads only when an export
+#: meets one of the ops it declares.
 OPS_ENTRY_POINT_GROUP = "oxport.ops"
 BUILTIN_DISTRIBUTION = "oxport"
 #: What a plugin that loads on demand may register, and the hooks it may implement.
@@ -495,17 +496,32 @@ def _installed_entry_points() -> tuple[list[Any], list[Any]]:
     return groups[ENTRY_POINT_GROUP], groups[OPS_ENTRY_POINT_GROUP]
 
 
+def entry_name_of_op(op: str) -> str:
+    """``aten::max.other`` -> ``aten.max.other``: entry-point names are ``[\\w.-]+``."""
+    return op.replace("::", ".", 1)
+
+
+def op_of_entry_name(name: str) -> str:
+    """The op an ``oxport.ops`` entry point is named after (``aten.max.other`` ->
+    ``aten::max.other``; a namespace has no dot). ``aten::max.other`` is taken as is."""
+    return name if "::" in name else name.replace(".", "::", 1)
+
+
 def _declared_ops(plugins: list[Any], declarations: Iterable[Any]) -> dict[str, frozenset[str]]:
-    """Plugin name -> the ops its distribution declares for it in ``oxport.ops``."""
-    dists = {entry_point.name: _distribution(entry_point)[0] for entry_point in plugins}
+    """Plugin name -> the ops its distribution declares for it in ``oxport.ops`` (entries
+    whose value is the object the plugin's ``oxport`` entry point names)."""
+    served_by = {(_distribution(entry_point)[0], entry_point.value.strip()): entry_point.name
+                 for entry_point in plugins}
     declared: dict[str, set[str]] = {}
     for entry in declarations:
-        plugin = entry.value.strip()
-        if plugin not in dists:
-            log.warning("%s declares %s for plugin %r, which is not installed: drop the entry",
-                        _distribution(entry)[0] or "an entry point", entry.name, plugin)
-        elif dists[plugin] == _distribution(entry)[0]:
-            declared.setdefault(plugin, set()).add(entry.name)
+        dist, value = _distribution(entry)[0], entry.value.strip()
+        plugin = served_by.get((dist, value))
+        if plugin is None:
+            log.warning("%s declares %s in %s for %s, which none of its %s entry points "
+                        "names: drop the entry or fix its value", dist or "an entry point",
+                        entry.name, OPS_ENTRY_POINT_GROUP, value, ENTRY_POINT_GROUP)
+        else:
+            declared.setdefault(plugin, set()).add(op_of_entry_name(entry.name))
     return {name: frozenset(ops) for name, ops in declared.items()}
 
 

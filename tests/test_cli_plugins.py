@@ -215,7 +215,7 @@ def test_plugins_declare_ops_prints_the_entry_points_to_paste(tmp_path):
     assert result.returncode == 0, result.stderr
     header, *entries = result.stdout.splitlines()
     assert header == '[project.entry-points."oxport.ops"]'
-    assert '"aten::stft" = "oxport.signal"' in entries and len(entries) == 17
+    assert '"aten.stft" = "oxport.opsets.signal:pack"' in entries and len(entries) == 17
     missing = oxport_cli("plugins", "--declare-ops", "no.such.pack", cwd=tmp_path)
     assert missing.returncode == 2
     assert "no loaded plugin is called no.such.pack" in missing.stderr

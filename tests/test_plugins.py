@@ -138,7 +138,9 @@ def install(monkeypatch):
         distribution = FakeDistribution(dist or f"{name}-dist", version)
         fakes.append(entry_point._for(distribution))
         fake_declarations.extend(plugin_manager.importlib_metadata.EntryPoint(
-            op, name, plugin_manager.OPS_ENTRY_POINT_GROUP)._for(distribution) for op in declares)
+            plugin_manager.entry_name_of_op(op), entry_point.value,
+            plugin_manager.OPS_ENTRY_POINT_GROUP)._for(distribution)
+            for op in declares)
 
     return install_one
 
@@ -183,10 +185,11 @@ def test_a_declared_pack_loads_when_an_export_meets_one_of_its_ops():
 def test_the_builtin_declarations_are_the_ops_each_pack_registers():
     import tomllib
 
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    plugin_named = {value: name for name, value in entry_points["oxport"].items()}
     declared: dict[str, set[str]] = {}
-    for op, plugin in pyproject["project"]["entry-points"]["oxport.ops"].items():
-        declared.setdefault(plugin, set()).add(op)
+    for op, value in entry_points["oxport.ops"].items():
+        declared.setdefault(plugin_named[value], set()).add(plugin_manager.op_of_entry_name(op))
     manager = plugins.load()
     on_demand = {p.name for p in manager.plugins if p.on_demand}
     assert on_demand == set(declared), (
@@ -248,8 +251,9 @@ def test_a_declaration_for_a_plugin_that_is_not_installed_is_reported(caplog):
     caplog.set_level(logging.WARNING, logger="oxport.plugins")
     plugin_manager.PluginManager().load(
         [], [plugin_manager.importlib_metadata.EntryPoint(
-            "custom_ops::x", "missing", plugin_manager.OPS_ENTRY_POINT_GROUP)])
-    assert "declares custom_ops::x for plugin 'missing', which is not installed" in caplog.text
+            "custom_ops.x", "missing:pack", plugin_manager.OPS_ENTRY_POINT_GROUP)])
+    assert ("declares custom_ops.x in oxport.ops for missing:pack, which none of its oxport "
+            "entry points names") in caplog.text
 
 
 def test_an_installed_pack_is_loaded_listed_and_picked(install):
