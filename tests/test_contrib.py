@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import oxport
-from oxport import cli, plugins
+from oxport import cli, plugin_manager, plugins
 from oxport.plugin_manager import importlib_metadata
 from oxport.testing import compare
 from tests.venvs import layered_venv
@@ -139,13 +139,17 @@ def test_installed_packs(fresh_plugins, capsys):
         pytest.skip("the contrib packs are not installed: run `tox -e contrib`")
     import oxport_example_pack  # noqa: F401 - defines torch.ops.oxport_example
 
-    # The example pack declares its op (group oxport.ops): imported when an export meets it.
-    (example,) = [p for p in plugins.load().plugins if p.name == "example-pack"]
+    # The example pack declares its op (group oxport.ops): a new manager imports it only
+    # when asked about that op (the session's manager may have loaded it already).
+    manager = plugin_manager.PluginManager()
+    manager.load()
+    (example,) = [p for p in manager.plugins if p.name == "example-pack"]
     assert example.on_demand and not example.registered
+    assert manager.registry.lookup("oxport_example::scaled_add", 17) is not None
+    assert example.registered == {"symbolics": 2, "domains": 1}
     args = (torch.randn(3), torch.randn(3))
     model = oxport.convert(ScaledAdd(), args, opset_version=17).model_proto()
     assert [(n.domain, n.op_type) for n in model.graph.node] == [("com.example", "ScaledAdd")]
-    assert example.registered == {"symbolics": 2, "domains": 1}
     assert {o.domain: o.version for o in model.opset_import}["com.example"] == 1
     assert "ortcontrib" in gelu_providers(capsys)
     assert_ortcontrib_gelu()
