@@ -247,13 +247,17 @@ class PluginManager:
                 if pending is None:
                     continue
                 entry_point, info, declared = pending
-                for each in declared:
-                    self._declared_by[each].remove(name)
-                    if not self._declared_by[each]:
-                        del self._declared_by[each]
-                self._load_entry_point(entry_point, info)
-                if info.ok:
-                    self._check_declared(info, declared)
+                try:
+                    self._load_entry_point(entry_point, info)
+                    if info.ok:
+                        self._check_declared(info, declared)
+                finally:
+                    # Only now: another thread asking about these ops waits for the lock
+                    # instead of reading the registry before the plugin is in it.
+                    for each in declared:
+                        self._declared_by[each].remove(name)
+                        if not self._declared_by[each]:
+                            del self._declared_by[each]
             if not self._deferred:
                 self.registry.on_demand = None
 

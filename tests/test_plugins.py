@@ -247,6 +247,33 @@ def test_a_declared_pack_and_a_builtin_both_load_for_their_op(install):
     assert registry.lookup("aten::neg", 14).provenance.plugin == "my-neg"
 
 
+def test_a_thread_asking_while_another_loads_the_pack_waits_for_it(install, monkeypatch):
+    import threading
+    import time
+
+    install("my-pack", foo_pack(), declares=("custom_ops::foo_forward",))
+    manager = plugins.load()
+    entry_point, _, _ = manager._deferred["my-pack"]
+    started = threading.Event()
+
+    def slow_import(entry_point=entry_point):
+        started.set()
+        time.sleep(0.3)  # a pack whose import takes a while
+        return type(entry_point).load(entry_point)
+
+    monkeypatch.setitem(manager._deferred, "my-pack", (
+        types.SimpleNamespace(name=entry_point.name, value=entry_point.value, load=slow_import),
+        *manager._deferred["my-pack"][1:]))
+    found = {}
+    first = threading.Thread(target=lambda: found.setdefault(
+        "first", manager.registry.lookup("custom_ops::foo_forward", 13)))
+    first.start()
+    assert started.wait(5)
+    found["second"] = manager.registry.lookup("custom_ops::foo_forward", 13)
+    first.join()
+    assert found["first"] is not None and found["second"] is found["first"]
+
+
 def test_a_declaration_for_a_plugin_that_is_not_installed_is_reported(caplog):
     caplog.set_level(logging.WARNING, logger="oxport.plugins")
     plugin_manager.PluginManager().load(
