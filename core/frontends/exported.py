@@ -237,15 +237,9 @@ class ServedOps(Container[str]):
 
     def __init__(self, registry: Any, opset: int) -> None:
         self.registry, self.opset = registry, opset
-        self._known: dict[str, bool] = {}
 
     def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        served = self._known.get(name)
-        if served is None:
-            served = self._known[name] = self.registry.lookup(name, self.opset) is not None
-        return served
+        return isinstance(name, str) and self.registry.lookup(name, self.opset) is not None
 
 
 def decompose(program: torch.export.ExportedProgram, served: Container[str]
