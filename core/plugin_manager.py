@@ -493,10 +493,22 @@ def _unknown_hint(text: str) -> str:
 
 
 def _installed_entry_points() -> tuple[list[Any], list[Any]]:
-    """The installed ``oxport`` and ``oxport.ops`` entry points, from one scan."""
+    """The installed ``oxport`` and ``oxport.ops`` entry points, from one scan.
+
+    As ``importlib.metadata.entry_points()``, the first copy of a distribution on
+    ``sys.path`` wins; but only the distributions whose ``entry_points.txt`` mentions
+    oxport are parsed (parsing every installed one's was half of loading the plugins)."""
     groups: dict[str, list[Any]] = {ENTRY_POINT_GROUP: [], OPS_ENTRY_POINT_GROUP: []}
-    for entry_point in importlib_metadata.entry_points():
-        groups.get(entry_point.group, []).append(entry_point)
+    seen: set[str] = set()
+    for dist in importlib_metadata.distributions():
+        name = dist._normalized_name  # from the folder's name: no metadata read
+        if name in seen:
+            continue
+        seen.add(name)
+        text = dist.read_text("entry_points.txt")
+        if text and ENTRY_POINT_GROUP in text:
+            for entry_point in dist.entry_points:
+                groups.get(entry_point.group, []).append(entry_point)
     return groups[ENTRY_POINT_GROUP], groups[OPS_ENTRY_POINT_GROUP]
 
 

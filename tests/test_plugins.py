@@ -171,6 +171,34 @@ def test_builtin_packs_load_through_their_entry_points():
 
 
 # -- loading on demand -------------------------------------------------------------------
+def _dist_info(site, version: str, entry_points: str) -> None:
+    info = site / f"oxport_shadowed_pack-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: oxport-shadowed-pack\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_the_scan_takes_the_first_copy_of_a_distribution_on_the_path(tmp_path, monkeypatch):
+    """Two copies of one distribution (a stale build beside an install): the first on
+    sys.path is the installed one, whether or not it names oxport plugins, as for
+    importlib.metadata; other distributions' entry points are not oxport's."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    _dist_info(first, "2.0", "[console_scripts]\nshadowed = oxport_shadowed:main\n")
+    _dist_info(second, "1.0", "[oxport]\nshadowed = oxport_shadowed:pack\n")
+    monkeypatch.syspath_prepend(str(second))
+    monkeypatch.syspath_prepend(str(first))
+    importlib.invalidate_caches()
+    plugins, declarations = INSTALLED_ENTRY_POINTS()
+    assert "shadowed" not in {ep.name for ep in plugins}
+    assert {ep.group for ep in plugins} == {"oxport"}
+    assert {ep.group for ep in declarations} == {"oxport.ops"}
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(first)])
+    importlib.invalidate_caches()
+    plugins, _ = INSTALLED_ENTRY_POINTS()
+    assert [ep.value for ep in plugins if ep.name == "shadowed"] == ["oxport_shadowed:pack"]
+
+
 def test_a_declared_pack_loads_when_an_export_meets_one_of_its_ops():
     manager = plugins.load()
     nn, signal = info_of(manager, "oxport.nn"), info_of(manager, "oxport.signal")
