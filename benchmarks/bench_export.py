@@ -59,6 +59,14 @@ sys.path.insert(0, ROOT)
 EXPORTERS = ("floor", "oxport", "ts", "dynamo", "oxport-export")
 LABELS = {"oxport": "oxport", "ts": "TorchScript", "dynamo": "dynamo", "floor": "floor",
           "oxport-export": "oxport (torch.export)", "floor-export": "export floor"}
+#: The extra Python call depths the timed call runs at, one per run (the same for every
+#: exporter of a run). On CPython before 3.13's and 3.14's fixes of gh-142183 (this
+#: machine's 3.11 among them), a call made again and again right across a boundary of
+#: the interpreter's frame-stack chunks maps and unmaps a chunk each time: measured here,
+#: torch.export's capture of SuperResolution at one depth made 16,000 mmap/munmap pairs
+#: (0.19 s) and 2,500 (0.10 s) at a depth 10 frames deeper. Which depth is slow depends on
+#: the caller, so one fixed depth favours whichever exporter it happens to suit.
+CALL_DEPTHS = (0, 8, 16, 24, 32)
 #: The exporters whose export starts with ``torch.export.export``.
 CAPTURES_WITH_EXPORT = ("floor-export", "oxport-export", "dynamo")
 OPSET = 20
@@ -262,8 +270,13 @@ def _warm_up(exporter: str, out_dir: str) -> None:
         os.remove(os.path.join(out_dir, name))
 
 
-def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool = False
-          ) -> dict[str, Any]:
+def _at_depth(depth: int, call: Any) -> Any:
+    """``call()``, made from ``depth`` extra Python frames (see :data:`CALL_DEPTHS`)."""
+    return _at_depth(depth - 1, call) if depth else call()
+
+
+def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool = False,
+          depth: int = 0) -> dict[str, Any]:
     import torch
 
     from benchmarks.models import BY_NAME, unique_weight_bytes
@@ -276,7 +289,7 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool
     inputs = spec.inputs()
     with torch.no_grad():  # first-call initialisation of torch's kernels is no export's cost
         model(*inputs)
-    result: dict[str, Any] = {"weight_bytes": unique_weight_bytes(model)}
+    result: dict[str, Any] = {"weight_bytes": unique_weight_bytes(model), "depth": depth}
     # Imports are not part of the export time: each exporter's own modules, and for the
     # three that capture with torch.export, its tracing machinery (torch._dynamo and
     # friends, ~1 s here whatever the model), timed on its own as ``capture_import_s``.
@@ -299,13 +312,15 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool
     _fresh_page_cache(out_dir, result["weight_bytes"])
     before = _status()["VmRSS"]
     result["peak_exact"] = _reset_peak()
+    if exporter in floors:
+        def timed() -> dict[str, Any]:
+            return _floor(model, inputs, path, spec if exporter == "floor-export" else None)
+    else:
+        def timed() -> dict[str, Any]:
+            return _export(exporter, model, inputs, spec, path)
     start = time.perf_counter()
     try:
-        if exporter in floors:
-            result.update(_floor(model, inputs, path,
-                                 spec if exporter == "floor-export" else None))
-        else:
-            result.update(_export(exporter, model, inputs, spec, path))
+        result.update(_at_depth(depth, timed))
     except Exception as exc:  # noqa: BLE001 - an exporter failing is a result
         result["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
         return result
@@ -331,9 +346,10 @@ def _child_env() -> dict[str, str]:
 
 
 def run_child(model: str, exporter: str, verify: bool, env: dict[str, str], timeout: float,
-              warm: bool = False) -> dict[str, Any]:
+              warm: bool = False, depth: int = 0) -> dict[str, Any]:
     out_dir = tempfile.mkdtemp(prefix=f"bench-{model}-{exporter}-")
-    command = [sys.executable, os.path.abspath(__file__), "--child", model, exporter, out_dir]
+    command = [sys.executable, os.path.abspath(__file__), "--child", model, exporter, out_dir,
+               "--depth", str(depth)]
     if verify:
         command.append("--verify")
     if warm:
@@ -550,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "EXPORTER", "DIR"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--depth", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--warm", action="store_true",
                         help="time a second export: each child first exports a two-layer "
                              "model with the same exporter (no first-call costs)")
@@ -588,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.child:
-        result = child(*args.child, verify=args.verify, warm=args.warm)
+        result = child(*args.child, verify=args.verify, warm=args.warm, depth=args.depth)
         print(MARKER + json.dumps(result), flush=True)
         return 0
 
@@ -619,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(repeat):
             for exporter in exporters:
                 result = run_child(spec.name, exporter, rep == 0, env, args.timeout,
-                                   args.warm)
+                                   args.warm, CALL_DEPTHS[rep % len(CALL_DEPTHS)])
                 runs[exporter].append(result)
                 shown = (f"{result['seconds']:.2f} s" if "seconds" in result
                          else f"FAILED: {result.get('error')}")
