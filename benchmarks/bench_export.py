@@ -2,7 +2,8 @@
 
 Every export runs in a fresh subprocess; for each model the exporters are
 interleaved (floor, oxport, TorchScript, dynamo, floor, oxport, ...) and each
-figure is the median of ``--repeat`` runs. Per model it reports:
+figure is the median of ``--repeat`` runs, each run calling from another Python call
+depth (``CALL_DEPTHS``). Per model it reports:
 
 * seconds of the export call, and the *floor*: ``torch.jit.trace`` of the model
   (``check_trace=False``) plus writing its unique weight bytes once, raw, to a file,
@@ -453,7 +454,8 @@ def _check(entry: dict[str, Any], key: str) -> str:
 
 
 def tables(summaries: list[dict[str, Any]]) -> str:
-    """The Markdown tables: time ratios, then memory, size, graph and numerics."""
+    """The Markdown tables: time ratios, then memory, size, graph and numerics (for a run
+    with oxport's TorchScript front end), then the torch.export front end's table."""
     time_rows = ["| model | weights MB | floor s (trace + write) | oxport s | oxport ÷ floor "
                  "| TorchScript ÷ oxport | dynamo ÷ oxport |",
                  "|---|--:|--:|--:|--:|--:|--:|"]
@@ -478,9 +480,10 @@ def tables(summaries: list[dict[str, Any]]) -> str:
             True: "", "fp32": " (fp32)"}.get(ox.get("ort_ok"), " **(over)**")
         dyn = " / ".join(_check(e, "dyn_ok") for e in trio)
         other_rows.append(f"| {s['model']} | {mem} | {size} | {nodes} | {err_text} | {dyn} |")
-    text = "\n".join(time_rows) + "\n\n" + "\n".join(other_rows) + "\n"
+    text = ("\n".join(time_rows) + "\n\n" + "\n".join(other_rows) + "\n"
+            if any("oxport" in s for s in summaries) else "")
     if any("oxport-export" in s for s in summaries):
-        text += "\n" + _export_front_end_table(summaries)
+        text += ("\n" if text else "") + _export_front_end_table(summaries)
     return text
 
 
