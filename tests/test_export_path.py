@@ -223,9 +223,11 @@ def test_small_initializers_stay_inline_beside_external_data(tmp_path, external)
 
 
 @pytest.mark.parametrize("chunk", [48, 4])  # a few rows per chunk; rows past the chunk
+@pytest.mark.parametrize("columns", [512, 2])  # one tile per band; tiles, the last partial
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])
-def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk):
-    monkeypatch.setattr(serialize, "CHUNK_BYTES", chunk)
+def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk, columns):
+    monkeypatch.setattr(serialize, "GATHER_BYTES", chunk)
+    monkeypatch.setattr(serialize, "GATHER_COLUMNS", columns)
     base = torch.randn(7, 5) > 0 if dtype == torch.bool else torch.randn(7, 5).to(dtype)
     strided = base.t()  # a folded Transpose is such a view
     assert not strided.is_contiguous()
@@ -238,7 +240,8 @@ def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk):
 
 
 def test_a_transposed_weight_past_the_chunk_size_runs_in_onnx_runtime(monkeypatch):
-    monkeypatch.setattr(serialize, "CHUNK_BYTES", 100)
+    monkeypatch.setattr(serialize, "GATHER_BYTES", 100)
+    monkeypatch.setattr(serialize, "GATHER_COLUMNS", 16)
     model = nn.Linear(40, 30).eval()
     x = torch.randn(2, 3, 40)
     result = oxport.convert(model, (x,))
