@@ -48,8 +48,9 @@ ENTRY_POINT_GROUP = "oxport"
 OPS_ENTRY_POINT_GROUP = "oxport.ops"
 BUILTIN_DISTRIBUTION = "oxport"
 #: What a plugin that loads on demand may register, and the hooks it may implement.
-_ON_DEMAND_KINDS = ("symbolics", "domains")
-_ON_DEMAND_HOOKS = ("oxport_register_symbolics", "oxport_register_domains")
+_ON_DEMAND_KINDS = ("symbolics", "domains", "passes")
+_ON_DEMAND_HOOKS = ("oxport_register_symbolics", "oxport_register_domains",
+                    "oxport_register_passes")
 _REGISTRATION_HOOKS = (
     "oxport_register_domains",
     "oxport_register_symbolics",
@@ -262,9 +263,10 @@ class PluginManager:
                 self.registry.on_demand = None
 
     def _check_declared(self, info: PluginInfo, declared: frozenset[str]) -> None:
-        """A plugin loaded on demand registers the symbolics it declares (and the default
-        versions of the domains they emit) and nothing else: whatever else it registered
-        would be missed by exports that never load it."""
+        """A plugin loaded on demand registers the symbolics it declares, the default
+        versions of the domains they emit and passes over what they emit (which run in the
+        exports that load it), and nothing else: whatever else it registered would be
+        missed by exports that never load it."""
         problems = []
         undeclared = sorted(set(info.ops) - declared)
         if undeclared:

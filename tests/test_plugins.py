@@ -240,7 +240,9 @@ def test_a_declared_pack_registering_an_undeclared_op_is_an_error(install):
     assert registry.lookup("custom_ops::bar", 13) is None  # nothing of it kept
 
 
-def test_a_declared_pack_registering_a_pass_is_an_error(install):
+def test_a_declared_packs_pass_runs_in_the_exports_that_load_the_pack(install):
+    """A pass over what a pack's symbolics emit (the quantized pack's requantize) is
+    registered when the pack loads, before the passes run."""
     plugin = types.SimpleNamespace(
         oxport_register_symbolics=oxport.hookimpl(
             lambda registry: registry.register("custom_ops::foo_forward", lambda g, x: x, 9)),
@@ -248,10 +250,24 @@ def test_a_declared_pack_registering_a_pass_is_an_error(install):
             lambda registry: registry.register_pass("noop", lambda graph, context: None)))
     install("my-pack", plugin, declares=("custom_ops::foo_forward",))
     manager = plugins.load()
-    with pytest.raises(RegistryError, match=r"passes and oxport_register_passes, which only a "
-                                            r"plugin loaded with every export can provide"):
+    assert "noop" not in [name for name, _, _ in manager.registry.passes]
+    assert manager.registry.lookup("custom_ops::foo_forward", 13) is not None
+    assert [p.plugin for name, _, p in manager.registry.passes if name == "noop"] == ["my-pack"]
+
+
+def test_a_declared_pack_registering_a_fallback_is_an_error(install):
+    plugin = types.SimpleNamespace(
+        oxport_register_symbolics=oxport.hookimpl(
+            lambda registry: registry.register("custom_ops::foo_forward", lambda g, x: x, 9)),
+        oxport_register_fallbacks=oxport.hookimpl(
+            lambda registry: registry.register_fallback("my-fallback", types.SimpleNamespace())))
+    install("my-pack", plugin, declares=("custom_ops::foo_forward",))
+    manager = plugins.load()
+    with pytest.raises(RegistryError, match=r"fallbacks and oxport_register_fallbacks, which "
+                                            r"only a plugin loaded with every export can "
+                                            r"provide"):
         manager.load_deferred()
-    assert all(p[2].plugin != "my-pack" for p in manager.registry.passes)
+    assert "my-fallback" not in manager.registry.fallbacks
 
 
 def test_a_declared_pack_may_set_its_domains_default_version(install):
