@@ -499,7 +499,7 @@ def _installed_entry_points() -> tuple[list[Any], list[Any]]:
 
     As ``importlib.metadata.entry_points()``, the first copy of a distribution on
     ``sys.path`` wins; but only the distributions whose ``entry_points.txt`` mentions
-    oxport are parsed (parsing every installed one's was half of loading the plugins)."""
+    oxport are parsed (parsing every installed one's took 1-2 ms more)."""
     groups: dict[str, list[Any]] = {ENTRY_POINT_GROUP: [], OPS_ENTRY_POINT_GROUP: []}
     seen: set[str] = set()
     for dist in importlib_metadata.distributions():
