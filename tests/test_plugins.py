@@ -191,8 +191,9 @@ def test_the_scan_takes_the_first_copy_of_a_distribution_on_the_path(tmp_path, m
     importlib.invalidate_caches()
     plugins, declarations = INSTALLED_ENTRY_POINTS()
     assert "shadowed" not in {ep.name for ep in plugins}
-    assert {ep.group for ep in plugins} == {"oxport"}
-    assert {ep.group for ep in declarations} == {"oxport.ops"}
+    # oxport's own distribution passes the text filter: its plugins and declarations.
+    assert "oxport.nn" in {ep.name for ep in plugins}
+    assert "aten.conv2d" in {ep.name for ep in declarations}
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(first)])
     importlib.invalidate_caches()
     plugins, _ = INSTALLED_ENTRY_POINTS()
