@@ -255,14 +255,17 @@ def _float_weight(value: Value | None, graph: Graph, frozen: set[int]) -> bool:
 
 
 def _scaled(weight: torch.Tensor, factor: torch.Tensor, axis: int = 0) -> Any:
-    """Rows ``start:stop`` of ``weight`` scaled by ``factor`` along dimension ``axis`` (0
-    or 1)."""
+    """Computes rows ``start:stop`` of ``weight`` scaled by ``factor`` along dimension
+    ``axis`` (0 or 1) into ``out``, in float32."""
     shape = [1] * weight.dim()
     shape[axis] = -1
 
-    def rows(start: int, stop: int) -> torch.Tensor:
-        along = factor[start:stop] if axis == 0 else factor
-        return (weight[start:stop].float() * along.reshape(shape)).to(weight.dtype)
+    def rows(start: int, stop: int, out: torch.Tensor) -> None:
+        along = (factor[start:stop] if axis == 0 else factor).reshape(shape)
+        if out.dtype == torch.float32:
+            torch.mul(weight[start:stop], along, out=out)
+        else:
+            out.copy_(weight[start:stop].float() * along)
     return rows
 
 

@@ -54,11 +54,12 @@ Progress = Callable[[int, int], None]
 
 class LazyTensor:
     """A weight computed only when its bytes are written, e.g. a convolution with a batch
-    norm folded in. ``rows(start, stop)`` computes rows ``start:stop`` of its first
-    dimension, so the writer holds no more than :data:`CHUNK_BYTES` of it at a time."""
+    norm folded in. ``rows(start, stop, out)`` computes rows ``start:stop`` of its first
+    dimension into ``out`` (contiguous, of those rows' shape and the weight's dtype), so
+    the writer computes every chunk into one buffer of at most :data:`CHUNK_BYTES`."""
 
     def __init__(self, shape: Sequence[int], dtype: torch.dtype,
-                 rows: Callable[[int, int], torch.Tensor]) -> None:
+                 rows: Callable[[int, int, torch.Tensor], None]) -> None:
         if not shape:
             raise ValueError("A LazyTensor has at least one dimension (computed rows at a time).")
         self.shape = torch.Size(shape)
@@ -67,7 +68,9 @@ class LazyTensor:
 
     def compute(self) -> torch.Tensor:
         """The whole tensor."""
-        return self.rows(0, self.shape[0])
+        whole = torch.empty(self.shape, dtype=self.dtype)
+        self.rows(0, self.shape[0], whole)
+        return whole
 
     def numel(self) -> int:
         return self.shape.numel()
@@ -885,7 +888,8 @@ _TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])    # TensorProto.raw_data
 
 
 #: Computed weights (:class:`LazyTensor`) are written rows at a time, at most this many
-#: bytes at once.
+#: bytes at once, each chunk computed into the same buffer (a new tensor per chunk, of
+#: varying sizes, grew ResNet-50's export by 2-5 MB of heap the chunks left fragmented).
 CHUNK_BYTES = 1 << 20
 #: Weights stored strided (a folded transpose is a view) are gathered rows at a time, at
 #: most this many bytes at once, and each band a tile of :data:`GATHER_COLUMNS` columns at
@@ -904,11 +908,41 @@ def _row_chunks(tensor: Any, limit: int) -> Iterator[tuple[int, int]]:
         yield start, min(start + step, rows)
 
 
-class _Writer:
-    """Writes weights' raw bytes; owns the scratch buffer for strided ones."""
+def _gathered(tensor: Any) -> bool:
+    """Whether the writer gathers ``tensor`` (a strided CPU weight) band by band."""
+    return (isinstance(tensor, torch.Tensor) and tensor.dim() >= 2
+            and not tensor.is_contiguous() and tensor.device.type == "cpu"
+            and not tensor.is_quantized and tensor.numel() > 0)
 
-    def __init__(self) -> None:
-        self.scratch: torch.Tensor | None = None
+
+def _chunk_bytes(tensor: Any) -> int:
+    """The largest chunk of ``tensor`` the writer puts in its scratch buffer (0: none)."""
+    if isinstance(tensor, LazyTensor):
+        limit = CHUNK_BYTES
+    elif _gathered(tensor):
+        limit = GATHER_BYTES
+    else:
+        return 0
+    if not tensor.numel():
+        return 0
+    step = next(_row_chunks(tensor, limit))
+    return (step[1] - step[0]) * (tensor.numel() // tensor.shape[0]) * tensor.element_size()
+
+
+class _Writer:
+    """Writes weights' raw bytes; owns the one scratch buffer that computed and strided
+    weights pass through, allocated once at the largest chunk any of them needs (a
+    buffer grown weight by weight left each smaller one behind in the heap)."""
+
+    def __init__(self, weights: Sequence[Weight]) -> None:
+        chunks = [_chunk_bytes(weight.tensor) for weight in weights]
+        self._scratch = torch.empty(max(chunks, default=0), dtype=torch.uint8)
+
+    def _buffer(self, tensor: Any, rows: int) -> torch.Tensor:
+        """A contiguous tensor for ``rows`` of ``tensor``'s rows, in the scratch buffer."""
+        shape = (rows, *tensor.shape[1:])
+        size = torch.Size(shape).numel() * tensor.element_size()
+        return self._scratch[:size].view(tensor.dtype).view(shape)
 
     def weight(self, handle: IO[bytes], weight: Weight) -> int:
         """Write ``weight``'s bytes; returns how many (``weight.nbytes``)."""
@@ -916,24 +950,20 @@ class _Writer:
         if isinstance(tensor, LazyTensor):
             written = 0
             for start, stop in _row_chunks(tensor, CHUNK_BYTES):
-                data = raw_bytes(tensor.rows(start, stop))
+                out = self._buffer(tensor, stop - start)
+                tensor.rows(start, stop, out)
+                data = raw_bytes(out)
                 handle.write(data)
                 written += len(data)
-        elif isinstance(tensor, torch.Tensor) and tensor.dim() >= 2 \
-                and not tensor.is_contiguous() and tensor.device.type == "cpu" \
-                and not tensor.is_quantized and tensor.numel():
+        elif _gathered(tensor):
             tensor = tensor.detach()
-            needed = min(max(GATHER_BYTES, tensor[0].nbytes), tensor.nbytes)
-            if self.scratch is None or self.scratch.numel() < needed:
-                self.scratch = torch.empty(needed, dtype=torch.uint8)
             for start, stop in _row_chunks(tensor, GATHER_BYTES):
                 part = tensor[start:stop]
-                size = part.numel() * part.element_size()
-                band = self.scratch[:size].view(tensor.dtype).view(part.shape)
+                band = self._buffer(tensor, stop - start)
                 for column in range(0, part.shape[1], GATHER_COLUMNS):
                     band[:, column:column + GATHER_COLUMNS].copy_(
                         part[:, column:column + GATHER_COLUMNS])
-                handle.write(memoryview(self.scratch[:size].numpy()))
+                handle.write(raw_bytes(band))
             written = tensor.numel() * tensor.element_size()
         else:
             data = raw_bytes(tensor)
@@ -950,7 +980,7 @@ def _stream(serialized: Serialized, handle: IO[bytes], progress: Progress | None
     """Write the model, then each weight as a merged ``graph { initializer {...} }``."""
     handle.write(serialized.model.SerializeToString())
     done, total = 0, serialized.weight_bytes
-    writer = _Writer()
+    writer = _Writer(serialized.weights)
     for weight in serialized.weights:
         length = weight.nbytes
         header = tensor_header(weight.name, weight.tensor).SerializeToString()
@@ -969,7 +999,7 @@ def _external(serialized: Serialized, data_file: IO[bytes], location: str,
     model = onnx.ModelProto()
     model.CopyFrom(serialized.model)
     offset, done, total = 0, 0, serialized.weight_bytes
-    writer = _Writer()
+    writer = _Writer(serialized.weights)
     for weight in serialized.weights:
         if weight.nbytes < EXTERNAL_MIN_BYTES:
             model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
@@ -1009,7 +1039,7 @@ def _external_files(serialized: Serialized, directory: str, model_name: str, tem
     taken: set[str] = {"data"}  # <model_name>.data is the single-file form's name
     moves = []
     done, total = 0, serialized.weight_bytes
-    writer = _Writer()
+    writer = _Writer(serialized.weights)
     for weight in serialized.weights:
         if weight.nbytes < EXTERNAL_MIN_BYTES:
             model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))

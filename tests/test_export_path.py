@@ -32,9 +32,9 @@ def test_written_files_get_the_umask_permissions(tmp_path, monkeypatch):
 def test_lazy_weights_are_computed_when_written_and_in_model_protos():
     calls = []
 
-    def rows(start: int, stop: int) -> torch.Tensor:
+    def rows(start: int, stop: int, out: torch.Tensor) -> None:
         calls.append((start, stop))
-        return torch.arange(6.0).reshape(2, 3)[start:stop]
+        out.copy_(torch.arange(6.0).reshape(2, 3)[start:stop])
 
     lazy = serialize.LazyTensor((2, 3), torch.float32, rows)
     weight = serialize.Weight("w", lazy)
@@ -52,16 +52,39 @@ def test_computed_weights_are_written_rows_at_a_time(monkeypatch):
     calls = []
     full = torch.arange(15.0).reshape(5, 3)
 
-    def rows(start: int, stop: int) -> torch.Tensor:
-        calls.append((start, stop))
-        return full[start:stop] * 2
+    def rows(start: int, stop: int, out: torch.Tensor) -> None:
+        calls.append((start, stop, out.data_ptr()))
+        torch.mul(full[start:stop], 2, out=out)
 
     lazy = serialize.LazyTensor(full.shape, torch.float32, rows)
     model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
     data = serialize.to_bytes(serialize.Serialized(model, [serialize.Weight("w", lazy)], {}))
     (loaded,) = onnx.load_from_string(data).graph.initializer
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(loaded), (full * 2).numpy())
-    assert calls == [(0, 2), (2, 4), (4, 5)]
+    assert [call[:2] for call in calls] == [(0, 2), (2, 4), (4, 5)]
+    assert len({call[2] for call in calls}) == 1  # every chunk computed into one buffer
+
+
+def test_every_computed_weight_is_computed_into_one_buffer_sized_once():
+    pointers = []
+
+    def rows_of(full: torch.Tensor):
+        def rows(start: int, stop: int, out: torch.Tensor) -> None:
+            pointers.append(out.data_ptr())
+            out.copy_(full[start:stop])
+        return rows
+
+    small, large = torch.ones(2, 3), torch.arange(40.0).reshape(10, 4)
+    weights = [serialize.Weight(name, serialize.LazyTensor(full.shape, torch.float32,
+                                                           rows_of(full)))
+               for name, full in (("small", small), ("large", large))]
+    model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    data = serialize.to_bytes(serialize.Serialized(model, weights, {}))
+    loaded = {t.name: onnx.numpy_helper.to_array(t)
+              for t in onnx.load_from_string(data).graph.initializer}
+    np.testing.assert_array_equal(loaded["large"], large.numpy())
+    np.testing.assert_array_equal(loaded["small"], small.numpy())
+    assert len(set(pointers)) == 1  # the smaller weight, written first, did not size it
 
 
 class _Phases:
