@@ -766,18 +766,19 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     from oxport.frontends import exported
 
     served = exported.ServedOps(registry, opset)
-    if isinstance(model, torch.export.ExportedProgram):
-        return exported.read(exported.decompose(model, served))
-    positional, kwargs = trace.normalize_args(args)
-    trace.check_inputs(positional, kwargs, model.forward)
-    with torch.enable_grad():  # torch.export records grad mode changes otherwise
-        kernels = {name: kernel for name, kernel in registry.capture_kernels.items()
-                   if name in served or name.partition(".")[0] in served}
-        program, names, axis_names, notes = exported.capture(
-            model, positional, kwargs, dynamic_shapes=dynamic_shapes,
-            dynamic_axes=dynamic_axes, input_names=input_names, kernels=kernels)
-    return exported.read(exported.decompose(program, served), axis_names, input_names=names,
-                         notes=notes, prefix="model.")
+    with exported.source_lines_released():
+        if isinstance(model, torch.export.ExportedProgram):
+            return exported.read(exported.decompose(model, served))
+        positional, kwargs = trace.normalize_args(args)
+        trace.check_inputs(positional, kwargs, model.forward)
+        with torch.enable_grad():  # torch.export records grad mode changes otherwise
+            kernels = {name: kernel for name, kernel in registry.capture_kernels.items()
+                       if name in served or name.partition(".")[0] in served}
+            program, names, axis_names, notes = exported.capture(
+                model, positional, kwargs, dynamic_shapes=dynamic_shapes,
+                dynamic_axes=dynamic_axes, input_names=input_names, kernels=kernels)
+        return exported.read(exported.decompose(program, served), axis_names,
+                             input_names=names, notes=notes, prefix="model.")
 
 
 def _tracing_grad(exported: bool = False) -> bool:

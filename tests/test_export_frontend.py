@@ -8,6 +8,7 @@ at a second size of every dynamic axis (``oxport.verification.verify``).
 from __future__ import annotations
 
 import io
+import linecache
 import warnings
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 import oxport
+from oxport.frontends import exported
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
 from oxport.verification import verify
 from tests.models.resnet import resnet18
@@ -163,6 +165,39 @@ def test_unsupported_ops_are_reported_at_once_with_their_source_lines() -> None:
     message = str(raised.value)
     assert "oxport_test::mystery (2 uses" in message
     assert "test_export_frontend.py" in message
+
+
+def _file_lines_cached() -> list[str]:
+    return [name for name, entry in linecache.cache.items()
+            if len(entry) == 4 and entry[1] is not None]
+
+
+def test_the_source_files_the_capture_reads_are_not_kept(monkeypatch) -> None:
+    read = []
+    update = linecache.updatecache
+    monkeypatch.setattr(linecache, "updatecache",
+                        lambda name, *rest: read.append(name) or update(name, *rest))
+    linecache.clearcache()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    oxport.export(model, (torch.randn(2, 4),), None, dynamo=True)
+    assert any(name.endswith(".py") for name in read)  # torch.export's stack traces
+    assert _file_lines_cached() == []
+
+
+def test_releasing_source_lines_keeps_entries_from_before_and_without_a_file(tmp_path) -> None:
+    before, during = tmp_path / "before.py", tmp_path / "during.py"
+    for path in (before, during):
+        path.write_text("x = 1\n")
+    linecache.clearcache()
+    linecache.getline(str(before), 1)
+    with exported.source_lines_released():
+        assert linecache.getline(str(during), 1) == "x = 1\n"
+        generated = "<eval_with_key>.0"  # as torch.fx names a GraphModule's code
+        loader = type("Loader", (), {"get_source": lambda self, name: "y = 2\n"})()
+        assert linecache.lazycache(generated, {"__name__": generated, "__loader__": loader})
+        assert linecache.getline(generated, 1) == "y = 2\n"
+    assert str(before) in linecache.cache and str(during) not in linecache.cache
+    assert linecache.getline(generated, 1) == "y = 2\n"
 
 
 def test_a_custom_op_is_served_by_a_registered_symbolic() -> None:
