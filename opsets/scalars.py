@@ -9,6 +9,7 @@ Scripted graphs compute with Python ``int``/``float``/``bool`` values (``n + 1``
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -155,6 +156,22 @@ def neg_number(g, a: Value) -> Value:
     if const is not None:
         return g.python_constant(-const)
     return _typed(g.op("Neg", a), a.type().dtype() or torch.int64)
+
+
+def _rounding(name: str, op_type: str, py: Callable[[float], int]):
+    def symbolic(g, a: Value) -> Value:
+        const = _const(a)
+        if const is not None:
+            return g.python_constant(py(const))
+        rounded = g.op(op_type, _number(g, a, torch.float32))
+        return _typed(sh._cast_to(g, rounded, torch.int64), torch.int64)
+    symbolic.__name__ = f"{name}_number"
+    symbolic.__doc__ = f"``math.{name}`` of a float: an int (folded when constant)."
+    return symbolic
+
+
+pack.symbolic("aten::ceil.float", since=7)(_rounding("ceil", "Ceil", math.ceil))
+pack.symbolic("aten::floor.float", since=7)(_rounding("floor", "Floor", math.floor))
 
 
 @pack.symbolic("aten::__range_length", since=7)

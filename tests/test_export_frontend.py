@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import linecache
+import math
 import warnings
 
 import numpy as np
@@ -125,6 +126,36 @@ def test_symint_arithmetic_becomes_shape_computations() -> None:
 
     verify(Fold(), (torch.randn(2, 3, 4),), dynamo=True, input_names=["x"],
            dynamic_axes={"x": {0: "batch", 1: "seq"}})
+
+
+_NUMBER_OPS = {  # each a computation on a dynamic size torch.export keeps symbolic
+    "int ** float": lambda x: x * x.shape[0] ** 0.5,
+    "int ** natural int": lambda x: x.reshape(x.shape[0] ** 2 // x.shape[0], -1),
+    "int ** negative int": lambda x: x * x.shape[0] ** -1,
+    "float ** int": lambda x: x * (x.shape[0] / 2) ** 2,
+    "math.ceil": lambda x: x[:math.ceil(x.shape[0] / 2)],
+    "math.floor": lambda x: x[:math.floor(x.shape[0] / 4)],
+    "math.trunc": lambda x: x * math.trunc(x.shape[0] / 4),
+    "torch.sym_sqrt": lambda x: x * torch.sym_sqrt(x.shape[0]),
+}
+
+
+class _SizeArithmetic(torch.nn.Module):
+    def __init__(self, compute) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.compute(x)
+
+
+@pytest.mark.parametrize("opset", [11, 20])
+@pytest.mark.parametrize("op", list(_NUMBER_OPS))
+def test_powers_and_roundings_of_sizes_stay_dynamic(op: str, opset: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing specialized
+        verify(_SizeArithmetic(_NUMBER_OPS[op]), (torch.randn(9, 4),), dynamo=True,
+               input_names=["x"], dynamic_axes={"x": {0: "n"}}, opset_version=opset)
 
 
 def test_an_exported_program_is_taken_as_it_is() -> None:
@@ -436,6 +467,67 @@ def test_transformers_decoders_match_eager_at_a_second_batch_and_length(name: st
         actual = _run(proto, *feeds.values())
         for got, want in zip(actual, [e for e in expected if isinstance(e, torch.Tensor)]):
             np.testing.assert_allclose(got, want.numpy(), rtol=spec.rtol, atol=spec.atol)
+
+
+@pytest.mark.parametrize("name", ["vit", "videoprism"])
+def test_vision_transformers_resize_position_embeddings_at_a_second_size(name: str) -> None:
+    """Their position embeddings are resized to ``int(patches ** 0.5)`` a side: a power of
+    a SymInt, computed at run time. Captured at the larger size: at the smaller one the
+    model's code skips the resize (its patches are the embeddings' own), a branch
+    torch.export would keep."""
+    pytest.importorskip("transformers")
+    from tests.test_transformers import _CALL, _EXTRA, SIZES, SPECS
+
+    spec = SPECS[name]
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    options = {**_CALL, **_EXTRA.get(name, {})}
+    inputs = spec.inputs(*SIZES[1])
+    proto = oxport.convert(model, ({**inputs, **options},), dynamo=True, opset_version=20,
+                           input_names=list(inputs),
+                           output_names=[key for key in spec.axes if key not in inputs],
+                           dynamic_axes=spec.axes).model_proto()
+    for size in SIZES:
+        feeds = spec.inputs(*size)
+        with torch.no_grad():
+            expected = [y for y in model(**feeds, **options) if isinstance(y, torch.Tensor)]
+        actual = _run(proto, *feeds.values())
+        assert len(actual) == len(expected)
+        for got, want in zip(actual, expected):
+            np.testing.assert_allclose(got, want.numpy(), rtol=spec.rtol, atol=spec.atol)
+
+
+class _SizeBranch(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] * x.shape[1] == 12:
+            return x * 2 + y
+        return x + y
+
+
+def test_a_branch_taken_on_a_condition_on_dynamic_axes_is_warned_about() -> None:
+    axes = {"x": {0: "rows", 1: "cols"}, "y": {0: "rows", 1: "cols"}}
+    with pytest.warns(UserWarning, match=r"only where \(x\.shape\[1\]\*x\.shape\[0\]\) "
+                                         r"== 12 \(values of dynamic axes"):
+        oxport.convert(_SizeBranch(), (torch.randn(3, 4), torch.randn(3, 4)), dynamo=True,
+                       input_names=["x", "y"], dynamic_axes=axes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # x + y only asks for equal sizes: no warning
+        oxport.convert(_SizeBranch(), (torch.randn(2, 5), torch.randn(2, 5)), dynamo=True,
+                       input_names=["x", "y"], dynamic_axes=axes)
+
+
+def test_dinov2_pins_its_resize_to_the_captured_size_and_is_warned_about() -> None:
+    """``int(height // patch)`` in transformers' resize specializes the quotient under
+    torch.export (the TorchScript front end computes it at run time)."""
+    pytest.importorskip("transformers")
+    from tests.test_transformers import _CALL, SIZES, SPECS
+
+    spec = SPECS["dinov2_with_registers"]
+    inputs = spec.inputs(*SIZES[1])
+    with pytest.warns(UserWarning, match=r"pixel_values\.shape\[2\]"):
+        oxport.convert(spec.build().eval(), ({**inputs, **_CALL},), dynamo=True,
+                       input_names=list(inputs), dynamic_axes={
+                           key: axes for key, axes in spec.axes.items() if key in inputs})
 
 
 def test_modules_become_functions_from_the_module_stack() -> None:

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import inspect
 import linecache
+import math
 import operator
 import re
 import warnings
@@ -36,13 +37,14 @@ from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceVa
 from oxport.ir import Type
 from oxport.types import JitScalarType
 
-#: Python operators on SymInts -> TorchScript's number ops (same meaning on ints).
+#: Python operators on SymInts and SymFloats -> TorchScript's number ops (same meaning).
 _SYM_OPERATORS = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul",
     operator.floordiv: "floordiv", operator.truediv: "div", operator.mod: "remainder",
-    operator.eq: "eq", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
-    operator.gt: "gt", operator.ge: "ge",
+    operator.pow: "pow", operator.eq: "eq", operator.ne: "ne", operator.lt: "lt",
+    operator.le: "le", operator.gt: "gt", operator.ge: "ge",
 }
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 #: torch.sym_* functions -> (TorchScript kind, schema).
 _SYM_FUNCTIONS = {
     torch.sym_max: ("prim::max", "prim::max.int(int a, int b) -> int"),
@@ -51,6 +53,10 @@ _SYM_FUNCTIONS = {
     torch.sym_float: ("aten::Float", "aten::Float.Scalar(Scalar a) -> float"),
     torch.sym_int: ("aten::Int", "aten::Int.Scalar(Scalar a) -> int"),
     operator.neg: ("aten::neg", "aten::neg.int(int a) -> int"),
+    math.ceil: ("aten::ceil", "aten::ceil.float(float a) -> int"),
+    math.floor: ("aten::floor", "aten::floor.float(float a) -> int"),
+    math.trunc: ("aten::Int", "aten::Int.float(float a) -> int"),
+    torch._sym_sqrt: ("aten::sqrt", "aten::sqrt.float(float a) -> float"),
 }
 #: ATen ops the FX graph writes under another name than TorchScript does.
 _RENAMED = {
@@ -575,14 +581,15 @@ class _Reader:
             self.emit(graph, node, kind, schema, inputs, target._schema.returns)
             return
         if target in _SYM_OPERATORS:
-            numbers = [a for a in node.args]
-            suffix = "float" if any(isinstance(self._example(a), (float, torch.SymFloat))
-                                    for a in numbers) else "int"
             op = _SYM_OPERATORS[target]
-            returns = "float" if op == "div" else (
-                "bool" if op in ("eq", "ne", "lt", "le", "gt", "ge") else suffix)
-            schema = f"aten::{op}.{suffix}({suffix} a, {suffix} b) -> {returns}"
-            inputs = [self.argument(graph, a, None) for a in numbers]
+            types = [_number_type(self._example(a)) for a in node.args]
+            suffix = "float" if "float" in types else "int"
+            example = node.meta.get("val")
+            returns = (_number_type(example) if example is not None else "bool"
+                       if op in _COMPARISONS else "float" if op in ("div", "pow") else suffix)
+            schema = (_pow_schema(*types, returns) if op == "pow" else
+                      f"aten::{op}.{suffix}({suffix} a, {suffix} b) -> {returns}")
+            inputs = [self.argument(graph, a, None) for a in node.args]
             self.emit(graph, node, f"aten::{op}", schema, inputs, None)
             return
         if target in _SYM_FUNCTIONS:
@@ -692,6 +699,23 @@ def _feeding_checks_only(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return dropped
 
 
+def _number_type(example: Any) -> str:
+    """The TorchScript number type of a SymInt, SymFloat or SymBool (or plain) value."""
+    if isinstance(example, (bool, torch.SymBool)):
+        return "bool"
+    return "float" if isinstance(example, (float, torch.SymFloat)) else "int"
+
+
+def _pow_schema(base: str, exponent: str, returns: str) -> str:
+    """TorchScript's overload of ``a ** b`` on numbers of these types: an int to a
+    natural power stays an int, every other power is a float."""
+    if base == exponent == "int":
+        overload = "int_to_int" if returns == "int" else "int"
+    else:
+        overload = "float" if base == exponent else f"{base}_{exponent}"
+    return f"aten::pow.{overload}({base} a, {exponent} b) -> {returns}"
+
+
 def _user_line(node: torch.fx.Node) -> str:
     """The innermost frame of a node's stack trace."""
     return _stack(node.meta.get("stack_trace")).partition("\n")[0] or "unknown"
@@ -788,9 +812,52 @@ def read(program: torch.export.ExportedProgram,
 
     reader = _Reader(program, axis_names or {}, prefix)
     graph, examples, names, params, more = reader.read()
+    assumed = assumed_conditions(program, list(input_names or names))
+    if assumed:
+        warnings.warn(
+            "oxport: torch.export captured the model's code on a branch that holds only "
+            "where " + "; ".join(assumed) + " (values of dynamic axes that the code "
+            "tested or turned into Python numbers). The ONNX model cannot check them and is "
+            "only right at sizes where they hold: capture at example sizes that take the "
+            "general path (or, for code that tests torch.jit.is_tracing(), export with "
+            "dynamo=False).", UserWarning, stacklevel=3)
     return FrontEnd(graph, examples, list(input_names or names), params, [],
                     [*notes, *more],
                     evaluate=functools.partial(_evaluate, program, reader.env))
+
+
+#: A size in torch.export's guards: ``L['x'].size()[1]``, or ``L['tensors'][0].size()[1]``
+#: for the inputs of the model :func:`capture` wraps.
+_GUARDED_SIZE = re.compile(r"L\['(\w+)'\](?:\[(\d+)\])?\.size\(\)\[(\d+)\]")
+_INTEGER = re.compile(r"-?\d+")
+
+
+def assumed_conditions(program: torch.export.ExportedProgram, input_names: Sequence[str]
+                       ) -> list[str]:
+    """The values torch.export pinned an expression of input sizes to, because the model's
+    code branched on it (``if h * w == 16:``, ``int(n ** 0.5)``), with the sizes written
+    ``name.shape[axis]``.
+
+    Other guards are left out: sizes equal to each other or divisible by another (a
+    broadcast, a reshape), which the ONNX model's own operators check at run time. The
+    guards are ``ExportedProgram._guards_code``, which ``ExportedProgram.module()`` checks
+    on every call."""
+    def size(match: re.Match[str]) -> str:
+        name, index, axis = match.groups()
+        if index is not None and int(index) < len(input_names):
+            name = input_names[int(index)]
+        return f"{name}.shape[{axis}]"
+
+    found = []
+    for guard in getattr(program, "_guards_code", None) or ():
+        sides = guard.split(" == ")
+        if len(sides) != 2:
+            continue
+        expression, value = sorted(sides, key=lambda side: bool(_INTEGER.fullmatch(side)))
+        if _INTEGER.fullmatch(value) and _GUARDED_SIZE.search(expression) and not (
+                value == "0" and "%" in expression):
+            found.append(_GUARDED_SIZE.sub(size, guard))
+    return found
 
 
 def _evaluate(program: torch.export.ExportedProgram, env: Mapping[torch.fx.Node, Any],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Optional
 
@@ -61,6 +62,14 @@ def _floordiv(x: torch.Tensor) -> torch.Tensor:
 
 def _remainder(x: torch.Tensor) -> torch.Tensor:
     return x * (x.size(1) % x.size(0))
+
+
+def _ceil(x: torch.Tensor) -> torch.Tensor:
+    return x * math.ceil(x.size(0) / 3)
+
+
+def _floor(x: torch.Tensor) -> torch.Tensor:
+    return x * math.floor(x.size(0) / 3)
 
 
 def _neg(x: torch.Tensor) -> torch.Tensor:
@@ -192,6 +201,8 @@ pack.case("aten::mul.int", _mul, (2, 3), script=True, dynamic_axes=DYNAMIC)
 pack.case("aten::div.int", _div, (2, 3), script=True, dynamic_axes=DYNAMIC)
 pack.case("aten::floordiv.int", _floordiv, (2, 4), script=True, dynamic_axes=DYNAMIC)
 pack.case("aten::remainder.int", _remainder, (2, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::ceil.float", _ceil, (5, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case("aten::floor.float", _floor, (7, 3), script=True, dynamic_axes=DYNAMIC)
 pack.case("aten::neg.int", _neg, (2, 3), script=True, dynamic_axes=DYNAMIC)
 pack.case("prim::min", _min, (2, 3), script=True, dynamic_axes=DYNAMIC)
 pack.case("prim::max", _max, (2, 3), script=True, dynamic_axes=DYNAMIC)
