@@ -585,8 +585,12 @@ class _Reader:
             types = [_number_type(self._example(a)) for a in node.args]
             suffix = "float" if "float" in types else "int"
             example = node.meta.get("val")
-            returns = (_number_type(example) if example is not None else "bool"
-                       if op in _COMPARISONS else "float" if op in ("div", "pow") else suffix)
+            if example is not None:
+                returns = _number_type(example)
+            elif op in _COMPARISONS:
+                returns = "bool"
+            else:
+                returns = "float" if op in ("div", "pow") else suffix
             schema = (_pow_schema(*types, returns) if op == "pow" else
                       f"aten::{op}.{suffix}({suffix} a, {suffix} b) -> {returns}")
             inputs = [self.argument(graph, a, None) for a in node.args]
@@ -812,7 +816,7 @@ def read(program: torch.export.ExportedProgram,
 
     reader = _Reader(program, axis_names or {}, prefix)
     graph, examples, names, params, more = reader.read()
-    assumed = assumed_conditions(program, list(input_names or names))
+    assumed = _assumed_conditions(program, list(input_names or names))
     if assumed:
         warnings.warn(
             "oxport: torch.export captured the model's code on a branch that holds only "
@@ -832,8 +836,8 @@ _GUARDED_SIZE = re.compile(r"L\['(\w+)'\](?:\[(\d+)\])?\.size\(\)\[(\d+)\]")
 _INTEGER = re.compile(r"-?\d+")
 
 
-def assumed_conditions(program: torch.export.ExportedProgram, input_names: Sequence[str]
-                       ) -> list[str]:
+def _assumed_conditions(program: torch.export.ExportedProgram, input_names: Sequence[str]
+                        ) -> list[str]:
     """The values torch.export pinned an expression of input sizes to, because the model's
     code branched on it (``if h * w == 16:``, ``int(n ** 0.5)``), with the sizes written
     ``name.shape[axis]``.
