@@ -64,6 +64,11 @@ def _modules_used_cached(fn: Any) -> tuple[str, ...]:
     return tuple(_torch_modules_used(fn))
 
 
+#: Values a symbolic's defaults and closures mostly hold (parse_args' descriptors, flags):
+#: made of no code, so nothing to follow.
+_PLAIN_VALUES = (str, int, float, bool, bytes, tuple, frozenset, type(None))
+
+
 def _torch_modules_used(fn: Any) -> Iterator[str]:
     """torch.onnx symbolic modules ``fn`` is made of or reads: through its decorators'
     wrappers, closures, default arguments, nested functions, the globals and dotted
@@ -71,7 +76,7 @@ def _torch_modules_used(fn: Any) -> Iterator[str]:
     pending, seen = [fn], set()
     while pending:
         func = pending.pop()
-        if id(func) in seen:
+        if isinstance(func, _PLAIN_VALUES) or id(func) in seen:
             continue
         seen.add(id(func))
         found = _torch_module(_module_name(func))

@@ -200,6 +200,22 @@ def test_the_scan_takes_the_first_copy_of_a_distribution_on_the_path(tmp_path, m
     assert [ep.value for ep in plugins if ep.name == "shadowed"] == ["oxport_shadowed:pack"]
 
 
+
+def test_the_scan_reads_entry_points_as_importlib_metadata_does(tmp_path, monkeypatch):
+    """The scan parses ``entry_points.txt`` itself: the same groups, names and values as
+    importlib.metadata, comments and spacing included, and each knows its distribution."""
+    _dist_info(tmp_path, "3.0", "# a comment\n[oxport]\n  spaced  =  oxport_shadowed:pack \n"
+                                "\n[oxport.ops]\naten.spaced=oxport_shadowed:pack\n"
+                                "[console_scripts]\noxport-spaced = oxport_shadowed:main\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    plugins, declarations = INSTALLED_ENTRY_POINTS()
+    for group, found in (("oxport", plugins), ("oxport.ops", declarations)):
+        expected = {(ep.name, ep.value, ep.dist.name)
+                    for ep in plugin_manager.importlib_metadata.entry_points(group=group)}
+        assert {(ep.name, ep.value, ep.dist.name) for ep in found} == expected
+    assert ("spaced", "oxport_shadowed:pack") in {(ep.name, ep.value) for ep in plugins}
+
 def test_a_declared_pack_loads_when_an_export_meets_one_of_its_ops():
     manager = plugins.load()
     nn, signal = info_of(manager, "oxport.nn"), info_of(manager, "oxport.signal")
