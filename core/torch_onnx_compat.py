@@ -107,8 +107,9 @@ def _torch_modules_used(fn: Any) -> Iterator[str]:
                 found = _torch_module(name) or _torch_module(_module_name(globals_.get(name)))
                 if found is not None:
                     bound[name] = found
-            for name in names & bound.keys():
-                yield bound[name]
+            if bound:
+                for name in names & bound.keys():
+                    yield bound[name]
             if "onnx" in names:  # an attribute chain through the package, or a local import
                 yield from filter(None, (_torch_module(f"{_TORCH_ONNX}.{n}") for n in names))
 
