@@ -14,7 +14,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
-from oxport.opsets.elementwise import clamp_values, float_input, scalar
+from oxport.opsets.common import clamp_values, float_input, scalar
 
 pack = OpPack("oxport.activations", cases="oxport.opsets.cases.activations")
 

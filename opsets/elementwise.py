@@ -17,41 +17,11 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
+from oxport.opsets.common import absent, clamp_values, float_input, is_int, promote, scalar
 from oxport.opsets.signal import as_pairs, complex_abs, complex_mul, is_complex
 from oxport.types import onnx_dtype
 
 pack = OpPack("oxport.elementwise", cases="oxport.opsets.cases.elementwise")
-
-# -- helpers shared with the math and activations packs ------------------------------
-def scalar(g, value: Any, dtype: torch.dtype | None) -> Value:
-    """A 0-d constant of ``dtype`` (float32 when unknown)."""
-    return g.constant(torch.tensor(value, dtype=dtype or torch.float32))
-
-
-def is_int(dtype: torch.dtype | None) -> bool:
-    """An integer dtype (bool excluded)."""
-    return dtype is not None and not dtype.is_floating_point and dtype != torch.bool
-
-
-def promote(g, op: str, *operands: Any) -> tuple[list[Value], torch.dtype | None]:
-    """``operands`` cast to the dtype the ``op`` node computes in, and that dtype."""
-    dtype = sh._traced_dtype(g, op) or sh.result_dtype(*operands)
-    values = sh.promote(g, *operands) if dtype is None else [
-        sh._cast_to(g, v, dtype) if isinstance(v, Value) else scalar(g, v, dtype)
-        for v in operands]
-    return values, dtype
-
-
-def float_input(g, op: str, x: Value) -> Value:
-    """``x`` in the floating dtype of the ``op`` node's output (ints become float32)."""
-    dtype = sh._traced_dtype(g, op)
-    if dtype is None or not dtype.is_floating_point:
-        dtype = x.type().dtype()
-        if dtype is None or dtype.is_floating_point:
-            return x
-        dtype = torch.float32
-    return sh._cast_to(g, x, dtype)
-
 
 def via_double(g, dtype: torch.dtype, build, *values: Value) -> Value:
     """``build(*values)`` computed in float64 and cast back to ``dtype``."""
@@ -59,14 +29,10 @@ def via_double(g, dtype: torch.dtype, build, *values: Value) -> Value:
     return sh._cast_to(g, build(*doubles), dtype)
 
 
-def _none(value: Any) -> bool:
-    return value is None or sh._is_none(value)
-
-
 # -- add, sub, mul, rsub ---------------------------------------------------------------
 def _scaled(g, value: Value, alpha: Any, dtype: torch.dtype | None) -> Value:
     """``alpha * value`` (``value`` itself when alpha is absent or 1)."""
-    if _none(alpha):
+    if absent(alpha):
         return value
     factor = sh._maybe_get_const(alpha, "f")
     if isinstance(factor, Value):
@@ -142,7 +108,7 @@ def floor_divide_values(g, a: Value, b: Value, dtype: torch.dtype | None) -> Val
 @pack.symbolic("aten::div", since=7)
 def div(g, self: Value, other: Value, rounding_mode: Value | None = None) -> Value:
     """True division (integers give float32), or ``floor`` / ``trunc`` rounding."""
-    mode = None if _none(rounding_mode) else sh._get_const(rounding_mode, "s", "rounding_mode")
+    mode = None if absent(rounding_mode) else sh._get_const(rounding_mode, "s", "rounding_mode")
     (a, b), dtype = promote(g, "aten::div", self, other)
     if mode is None:
         if dtype is None or not dtype.is_floating_point:
@@ -325,45 +291,6 @@ for _name, _op, _bool in (("max.other", "Max", "Or"), ("min.other", "Min", "And"
     pack.symbolic(f"aten::{_name}", since=8)(_extremum(_op, _bool, _name))
 
 
-def _scalar_const(value: Value) -> bool:
-    const = value.const if value.is_const else None
-    return isinstance(const, (int, float)) or (isinstance(const, torch.Tensor) and const.dim() == 0)
-
-
-def clamp_values(g, op: str, self: Value, low: Any, high: Any) -> Value:
-    """``self`` limited to ``[low, high]``; either bound may be None, a number or a tensor."""
-    bounds = [None if _none(b) else b for b in (low, high)]
-    given = [b for b in bounds if b is not None]
-    if not given:
-        return self
-    values, dtype = promote(g, op, self, *given)
-    rest = iter(values[1:])
-    x, (lo, hi) = values[0], [next(rest) if b is not None else None for b in bounds]
-    present = [b for b in (lo, hi) if b is not None]
-    integer = is_int(dtype)
-    if all(_scalar_const(b) for b in present):
-        if not integer and g.opset < 11:
-            attrs = {"min_f": float(lo.const) if lo is not None else None,
-                     "max_f": float(hi.const) if hi is not None else None}
-            return g.op("Clip", x, **attrs)
-        if (not integer and g.opset >= 11) or (integer and g.opset >= 12):
-            return g.op("Clip", x, lo, hi)
-    if g.opset < 8:
-        sh._onnx_opset_unsupported_detailed(
-            op, g.opset, 8, "tensor or integer bounds need Max/Min with broadcasting")
-
-    def limit(v: Value, lo: Value | None, hi: Value | None) -> Value:
-        if lo is not None:
-            v = g.op("Max", v, lo)
-        return v if hi is None else g.op("Min", v, hi)
-
-    if integer and g.opset < 12:
-        doubles = [sh._cast_to(g, v, torch.float64) if v is not None else None
-                   for v in (x, lo, hi)]
-        return sh._cast_to(g, limit(*doubles), dtype)
-    return limit(x, lo, hi)
-
-
 @pack.symbolic("aten::clamp", since=7)
 def clamp(g, self: Value, min: Value | None = None,  # noqa: A002 - the aten names
           max: Value | None = None) -> Value:  # noqa: A002
@@ -427,6 +354,6 @@ def nan_to_num(g, self: Value, nan: Any = None, posinf: Any = None, neginf: Any 
             (g.op("IsNaN", self), nan, 0.0),
             (is_inf(g, self, negative=False), posinf, info.max),
             (is_inf(g, self, positive=False), neginf, info.min)):
-        number = default if _none(replacement) else sh._get_const(replacement, "f", "nan_to_num")
+        number = default if absent(replacement) else sh._get_const(replacement, "f", "nan_to_num")
         out = g.op("Where", mask, scalar(g, number, dtype), out)
     return out

@@ -12,7 +12,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
-from oxport.opsets.shape import scalar_as_vector
+from oxport.opsets.common import scalar_as_vector
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.linalg", cases="oxport.opsets.cases.linalg")

@@ -15,7 +15,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
-from oxport.opsets.elementwise import clamp_values, scalar
+from oxport.opsets.common import clamp_values, scalar
 
 pack = OpPack("oxport.losses", cases="oxport.opsets.cases.losses")
 

@@ -14,13 +14,8 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
-from oxport.opsets.elementwise import (
-    float_input,
-    floor_divide_values,
-    is_int,
-    promote,
-    scalar,
-)
+from oxport.opsets.common import float_input, is_int, promote, scalar
+from oxport.opsets.elementwise import floor_divide_values
 from oxport.opsets.elementwise import is_inf as _is_inf
 
 pack = OpPack("oxport.math", cases="oxport.opsets.cases.math")

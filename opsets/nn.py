@@ -7,7 +7,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
-from oxport.opsets.shape import scalar_as_vector
+from oxport.opsets.common import scalar_as_vector
 
 pack = OpPack("oxport.nn", cases="oxport.opsets.cases.nn")
 

@@ -8,17 +8,15 @@ bakes in a size where the traced graph itself does (``squeeze()``, split counts)
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
-from oxport.infer import infer_value, needs_inference
 from oxport.ir import Type, Value
 from oxport.opsets import sequence as seq
+from oxport.opsets.common import scalar_as_vector
 from oxport.opsets.signal import complex_cast, is_complex
 from oxport.types import JitScalarType
 
@@ -35,37 +33,6 @@ def rank_of(op: str, x: Value) -> int:
     if rank is None:
         sh._unimplemented(op, "an input of unknown rank")
     return rank
-
-
-def scalar_as_vector(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Serve a 0-d first input (torch takes dim 0 or -1 on a scalar; ONNX ops with an axis
-    want rank >= 1): run ``fn`` on it reshaped to ``[1]``, then squeeze back to 0-d each
-    output the trace recorded as 0-d (scripted code records no rank: torch's result on a
-    scalar is one, ``keepdim`` or not)."""
-    @functools.wraps(fn)
-    def symbolic(g, self: Value, *args: Any, **kwargs: Any) -> Any:
-        if not isinstance(self, Value) or self.type().dim() != 0:
-            return fn(g, self, *args, **kwargs)
-        vector = sh._unsqueeze_helper(g, self, [0]).setType(self.type().with_sizes([1]))
-        out = fn(g, vector, *args, **kwargs)
-        outs = out if isinstance(out, tuple) else (out,)
-        node = g.original_node
-        scalars = [node is None or i >= node.outputsSize() or node.outputsAt(i).type().kind()
-                   != "TensorType" or node.outputsAt(i).type().dim() in (0, None)
-                   for i in range(len(outs))]
-        fixed = tuple(_squeezed_to_scalar(g, v) if scalar else v
-                      for v, scalar in zip(outs, scalars))
-        return fixed if isinstance(out, tuple) else fixed[0]
-    return symbolic
-
-
-def _squeezed_to_scalar(g, value: Value) -> Value:
-    """``value`` (from a ``[1]`` input: rank 1 or already 0) as a 0-d tensor."""
-    if needs_inference(value):
-        infer_value(value, g.opset)
-    if value.type().dim() == 0:
-        return value
-    return sh._squeeze_helper(g, value, [0]).setType(value.type().with_sizes([]))
 
 
 def int_list(value: Value) -> list[int | Value] | None:
@@ -270,8 +237,6 @@ def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
     return _transpose(g, self, perm)
 
 
-
-
 @pack.symbolic("aten::t", since=7)
 def t(g, self: Value) -> Value:
     """Transpose a 2-D tensor; 0-D and 1-D tensors are returned as is."""
@@ -310,8 +275,6 @@ def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
         perm[dst % rank] = src
     rest = iter(d for d in range(rank) if d not in sources)
     return _transpose(g, self, [p if p >= 0 else next(rest) for p in perm])
-
-
 
 
 # -- squeeze, unsqueeze ---------------------------------------------------------
@@ -668,8 +631,6 @@ def cat(g, tensors: Value, dim: Value) -> Value:
     return _concat(g, kept, axis)
 
 
-
-
 @pack.symbolic("aten::stack", since=7)
 def stack(g, tensors: Value, dim: Value) -> Value:
     """Unsqueeze each tensor and Concat; ConcatFromSequence(new_axis=1) for a run-time list."""
@@ -702,8 +663,6 @@ def hstack(g, tensors: Value) -> Value:
 def vstack(g, tensors: Value) -> Value:
     """Concat along dim 0 after making every tensor at least 2-D."""
     return _concat(g, [_at_least(g, "aten::vstack", t, 2) for t in sh._unpack_list(tensors)], 0)
-
-
 
 
 def tensor_list(g, items: Sequence[Value]) -> Value:
