@@ -17,11 +17,6 @@ from oxport.infer import infer_value, needs_inference
 from oxport.ir import Value
 
 
-def absent(value: Any) -> bool:
-    """An argument not given: None, or a TorchScript None constant."""
-    return value is None or sh._is_none(value)
-
-
 def scalar(g, value: Any, dtype: torch.dtype | None) -> Value:
     """A 0-d constant of ``dtype`` (float32 when unknown)."""
     return g.constant(torch.tensor(value, dtype=dtype or torch.float32))
@@ -60,7 +55,7 @@ def _scalar_const(value: Value) -> bool:
 
 def clamp_values(g, op: str, self: Value, low: Any, high: Any) -> Value:
     """``self`` limited to ``[low, high]``; either bound may be None, a number or a tensor."""
-    bounds = [None if absent(b) else b for b in (low, high)]
+    bounds = [None if sh._is_none(b) else b for b in (low, high)]
     given = [b for b in bounds if b is not None]
     if not given:
         return self

@@ -17,7 +17,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
-from oxport.opsets.common import absent, clamp_values, float_input, is_int, promote, scalar
+from oxport.opsets.common import clamp_values, float_input, is_int, promote, scalar
 from oxport.opsets.signal import as_pairs, complex_abs, complex_mul, is_complex
 from oxport.types import onnx_dtype
 
@@ -32,7 +32,7 @@ def via_double(g, dtype: torch.dtype, build, *values: Value) -> Value:
 # -- add, sub, mul, rsub ---------------------------------------------------------------
 def _scaled(g, value: Value, alpha: Any, dtype: torch.dtype | None) -> Value:
     """``alpha * value`` (``value`` itself when alpha is absent or 1)."""
-    if absent(alpha):
+    if sh._is_none(alpha):
         return value
     factor = sh._maybe_get_const(alpha, "f")
     if isinstance(factor, Value):
@@ -108,7 +108,8 @@ def floor_divide_values(g, a: Value, b: Value, dtype: torch.dtype | None) -> Val
 @pack.symbolic("aten::div", since=7)
 def div(g, self: Value, other: Value, rounding_mode: Value | None = None) -> Value:
     """True division (integers give float32), or ``floor`` / ``trunc`` rounding."""
-    mode = None if absent(rounding_mode) else sh._get_const(rounding_mode, "s", "rounding_mode")
+    mode = (None if sh._is_none(rounding_mode)
+            else sh._get_const(rounding_mode, "s", "rounding_mode"))
     (a, b), dtype = promote(g, "aten::div", self, other)
     if mode is None:
         if dtype is None or not dtype.is_floating_point:
@@ -354,6 +355,7 @@ def nan_to_num(g, self: Value, nan: Any = None, posinf: Any = None, neginf: Any 
             (g.op("IsNaN", self), nan, 0.0),
             (is_inf(g, self, negative=False), posinf, info.max),
             (is_inf(g, self, positive=False), neginf, info.min)):
-        number = default if absent(replacement) else sh._get_const(replacement, "f", "nan_to_num")
+        number = (default if sh._is_none(replacement)
+                  else sh._get_const(replacement, "f", "nan_to_num"))
         out = g.op("Where", mask, scalar(g, number, dtype), out)
     return out

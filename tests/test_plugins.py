@@ -200,7 +200,6 @@ def test_the_scan_takes_the_first_copy_of_a_distribution_on_the_path(tmp_path, m
     assert [ep.value for ep in plugins if ep.name == "shadowed"] == ["oxport_shadowed:pack"]
 
 
-
 def test_the_scan_reads_entry_points_as_importlib_metadata_does(tmp_path, monkeypatch):
     """The scan parses ``entry_points.txt`` itself: the same groups, names and values as
     importlib.metadata, comments and spacing included, and each knows its distribution."""
@@ -215,6 +214,7 @@ def test_the_scan_reads_entry_points_as_importlib_metadata_does(tmp_path, monkey
                     for ep in plugin_manager.importlib_metadata.entry_points(group=group)}
         assert {(ep.name, ep.value, ep.dist.name) for ep in found} == expected
     assert ("spaced", "oxport_shadowed:pack") in {(ep.name, ep.value) for ep in plugins}
+
 
 def test_a_declared_pack_loads_when_an_export_meets_one_of_its_ops():
     manager = plugins.load()
