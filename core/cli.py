@@ -59,6 +59,7 @@ def _plugins(args: argparse.Namespace) -> int:
         return 0
     manager = plugin_manager.load()
     manager.load_deferred()
+    manager.check_symbolics()
     infos = manager.plugins
     if args.json:
         print(json.dumps([info.to_json() for info in infos], indent=2))

@@ -29,7 +29,7 @@ import pluggy
 
 from oxport import hookspecs
 from oxport.errors import PluginError, RegistryError, how_to_set
-from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry
+from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry, vet_symbolic
 
 from importlib import metadata as stdlib_metadata
 
@@ -296,6 +296,22 @@ class PluginManager:
     def load_deferred(self) -> None:
         """Load every plugin that would load on demand (listing or checking them all)."""
         self._load_on_demand(None)
+
+    def check_symbolics(self) -> None:
+        """Vet every loaded symbolic as a lookup would (``oxport plugins --check``): a plugin
+        with one written against torch.onnx's modules is reported broken."""
+        for info in list(self.plugins):
+            if not info.ok:
+                continue
+            provenance = info.provenance
+            mine = [e for entries in self.registry._entries.values() for e in entries
+                    if e.provenance == provenance]
+            for entry in mine:
+                try:
+                    vet_symbolic(entry)
+                except RegistryError as exc:
+                    self._broken(info, "symbolic check", exc)
+                    break
 
     def _add(self, plugin: Any, info: PluginInfo) -> None:
         if info not in self.plugins:

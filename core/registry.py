@@ -71,6 +71,8 @@ class SymbolicEntry:
     provenance: Provenance
     override: bool = False
     until: int | None = None  # last opset served; None means "every newer opset"
+    #: Whether :func:`vet_symbolic` passed it (done when it is first looked up).
+    vetted: bool = dataclasses.field(default=False, repr=False)
 
     @property
     def layer(self) -> Layer:
@@ -150,16 +152,25 @@ def validate_since(since: Any, name: str) -> int:
 
 
 def validate_symbolic(fn: Any, name: str, where: object) -> None:
-    """Check that a symbolic is callable and not written against torch.onnx's modules."""
+    """Check that a symbolic is callable."""
     if not callable(fn):
         raise RegistryError(
             f"{name}: the symbolic from {where} is {fn!r}, which is not callable: register "
             "a function fn(g, *inputs, **attributes) that returns the output Value(s).")
-    advice = torch_onnx_compat.torch_onnx_advice(fn)
+
+
+def vet_symbolic(entry: SymbolicEntry) -> None:
+    """Check that a symbolic is not written against torch.onnx's modules: at once for
+    ``register_custom_op_symbolic``, for a pack's symbolic when it is first looked up (so
+    loading a pack does not read the code of every symbolic it has)."""
+    if entry.vetted:
+        return
+    advice = torch_onnx_compat.torch_onnx_advice(entry.fn)
     if advice:
         raise RegistryError(
-            f"{name}: the symbolic {getattr(fn, '__qualname__', fn)!r} from {where} cannot "
-            f"run in oxport. {advice}")
+            f"{entry.name}: the symbolic {getattr(entry.fn, '__qualname__', entry.fn)!r} from "
+            f"{entry.provenance} cannot run in oxport. {advice}")
+    entry.vetted = True
 
 
 class ShadowingWarning(UserWarning):
@@ -216,6 +227,8 @@ class SymbolicRegistry:
         validate_name(entry.name)
         validate_since(entry.since, entry.name)
         validate_symbolic(entry.fn, entry.name, entry.provenance)
+        if entry.layer == Layer.RUNTIME:
+            vet_symbolic(entry)
         same_name = self._entries.setdefault(entry.name, [])
         for other in same_name:
             if other.layer != entry.layer:
@@ -298,6 +311,8 @@ class SymbolicRegistry:
                 continue
             if best is None or (entry.layer, entry.override) > (best.layer, best.override):
                 best = entry
+        if best is not None:
+            vet_symbolic(best)
         return best
 
     def min_opset(self, name: str) -> int | None:

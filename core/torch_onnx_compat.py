@@ -51,8 +51,8 @@ def _torch_module(name: str) -> str | None:
 
 
 def _modules_used(fn: Any) -> tuple[str, ...]:
-    """:func:`_torch_modules_used`, once per function (a symbolic is checked when its pack
-    declares it and again when it is registered)."""
+    """:func:`_torch_modules_used`, once per function (one function often serves several
+    ops: in-place variants, overloads)."""
     try:
         return _modules_used_cached(fn)
     except TypeError:  # an unhashable callable object

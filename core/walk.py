@@ -36,7 +36,7 @@ from oxport.errors import (
 )
 from oxport.infer import infer_value, needs_inference
 from oxport.ir import COMPLEX_OF_REAL, Graph, Type, Value
-from oxport.registry import RegistryView, SymbolicEntry
+from oxport.registry import RegistryView, SymbolicEntry, vet_symbolic
 from oxport.symbolic_helper import carries_complex_pairs, has_complex_input
 from oxport.trace import FrontEnd
 
@@ -376,7 +376,9 @@ class Conversion:
         yield first
         rest = [e for e in self.registry.entries(kind) if e is not first and e.serves(self.opset)]
         rest.sort(key=lambda e: (e.layer, e.override), reverse=True)
-        yield from rest
+        for entry in rest:
+            vet_symbolic(entry)
+            yield entry
 
     def lookup_symbolic(self, node: torch._C.Node, kind: str) -> SymbolicEntry | None:
         """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``) if one serves and

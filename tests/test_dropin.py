@@ -14,6 +14,7 @@ import torch
 
 import oxport
 from oxport.errors import InvalidExportArgumentError
+from oxport.registry import Provenance, Registrar, SymbolicRegistry
 from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode
 
 
@@ -308,9 +309,14 @@ def test_torch_onnx_symbolics_are_refused_naming_the_import():
                        match=r"uses torch.onnx.symbolic_helper.*`from oxport import "
                              r"symbolic_helper`"):
         oxport.register_custom_op_symbolic("aten::elu", elu, 9)
+    registry = SymbolicRegistry()
     pack = oxport.OpPack("torch-style")
-    with pytest.raises(oxport.errors.RegistryError, match="torch.onnx.symbolic_opset9"):
-        pack.symbolic("aten::elu", since=9)(_calls_opset9)
+    pack.symbolic("aten::elu", since=9)(_calls_opset9)  # a pack's symbolic: vetted when used
+    pack.register_into(Registrar(registry, Provenance("torch-style")))
+    with pytest.raises(oxport.errors.RegistryError,
+                       match=r"aten::elu: the symbolic '_calls_opset9' from torch-style cannot "
+                             r"run in oxport\. It uses torch.onnx.symbolic_opset9"):
+        registry.lookup("aten::elu", 9)
 
 
 def _calls_opset9(g, x, alpha, *rest):

@@ -456,6 +456,36 @@ def test_strict_mode_raises_for_a_broken_plugin(broken_import, monkeypatch):
         plugins.load(strict=True)
 
 
+TORCH_STYLE_PACK = """
+    import oxport
+    import torch.onnx.symbolic_opset9 as opset9
+
+    plugin = oxport.OpPack("torch-style")
+
+    @plugin.symbolic("aten::elu", since=9, override=True)
+    def elu(g, x, alpha, scale, input_scale):
+        return opset9.elu(g, x, alpha, scale, input_scale)
+"""
+
+
+def test_a_symbolic_written_for_torch_onnx_fails_where_it_is_used(install):
+    """A pack's symbolics are vetted when first looked up: a torch.onnx-style one fails the
+    exports that need it, naming the import to change, and no other export."""
+    install("torch-style", TORCH_STYLE_PACK, value="fake_oxport_torch_style:plugin")
+    relu = oxport.export(torch.nn.ReLU(), (torch.randn(2, 3),), io.BytesIO())
+    assert [n.op_type for n in relu.model_proto().graph.node] == ["Relu"]
+    with pytest.raises(RegistryError, match=r"aten::elu: the symbolic 'elu' from torch-style "
+                                            r"\(torch-style-dist 1.0\) cannot run in oxport\. "
+                                            r"It uses torch.onnx.symbolic_opset9"):
+        oxport.export(torch.nn.ELU(), (torch.randn(2, 3),), io.BytesIO())
+    manager = plugins.load(strict=False)
+    assert info_of(manager, "torch-style").ok
+    manager.check_symbolics()  # what `oxport plugins --check` reports
+    assert "symbolic check failed: oxport.errors.RegistryError: aten::elu" in info_of(
+        manager, "torch-style").error
+    assert manager.registry.lookup("aten::elu", 9).provenance.plugin == "oxport.activations"
+
+
 def test_a_hook_that_raises_is_reported_and_its_registrations_rolled_back(install):
     install("half-done", """
         import oxport
