@@ -321,6 +321,8 @@ def child(model_name: str, exporter: str, out_dir: str, verify: bool, warm: bool
     if exporter.startswith("oxport"):
         import oxport
         oxport.export  # noqa: B018 - the public names load on first use
+    if exporter == "oxport-export":  # its torch.export front end, as dynamo's _core below
+        import oxport.frontends.exported  # noqa: F401
     elif exporter in ("ts", "dynamo"):
         import torch.onnx  # noqa: F401
     if exporter == "dynamo":
