@@ -27,7 +27,7 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
-from oxport.opsets import sequence as seq
+from oxport.opsets import lists
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.control_flow", cases="oxport.opsets.cases.control_flow")
@@ -60,7 +60,7 @@ def _list_item_kind(g: Any, ts_type: Any, op: str) -> str:
     """The item kind of a list passed through If/Loop: tensors or numbers (a list of lists
     has no ONNX form here)."""
     kind = ts_type.getElementType().kind()
-    if kind not in ("TensorType", *seq.NUMBER_KINDS):
+    if kind not in ("TensorType", *lists.NUMBER_KINDS):
         raise OnnxExporterError(
             f"{op} at {g.source or 'unknown'} passes a list of {ts_type.getElementType()} "
             "through its block; ONNX Sequences there hold tensors only (at every opset). "
@@ -117,8 +117,8 @@ def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None 
                     op, g.opset, SEQUENCE_CONTROL_FLOW_OPSET,
                     "a list of tensors passed through If/Loop needs Sequence support in If "
                     "and Loop")
-            return seq.as_sequence(g, value, dtype, op)
-        return g.graph.materialize(seq.as_number_tensor(g, value, kind))
+            return lists.as_sequence(g, value, dtype, op)
+        return g.graph.materialize(lists.as_number_tensor(g, value, kind))
     if value.is_const and value.const is None:
         raise OnnxExporterError(
             f"{op} passes None into or out of its block (a variable that is None on some "
@@ -167,7 +167,7 @@ def merge_types(types: list[Type], where: str) -> Type:
     dtype = dtypes.pop() if dtypes else None
     first = types[0]
     if first.kind() == "ListType":
-        return seq.sequence_type(dtype)
+        return lists.sequence_type(dtype)
     if first.kind() == "OptionalType":
         return optional_type(dtype)
     shapes = [t.shape for t in types]
@@ -270,7 +270,7 @@ def _chosen_constant(g: Any, ts_output: Any, values: list[Value]) -> Value:
 def _dtype_hint(values: list[Value]) -> torch.dtype | None:
     """The dtype of the values meeting at an If output (for lists, of their items): one
     may be an empty list, or None."""
-    dtypes = (seq.elem_dtype(v) or _dtype_of(v.type()) for v in values)
+    dtypes = (lists.elem_dtype(v) or _dtype_of(v.type()) for v in values)
     return next((d for d in dtypes if d is not None), None)
 
 
@@ -316,7 +316,7 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
             shape = item.type().shape
             stacked.setType(Type.tensor(item.type().dtype(),
                                         None if shape is None else [None, *shape]))
-            mapped.append(seq.stacked_list(g, stacked, Type.of(ts_value.type())))
+            mapped.append(lists.stacked_list(g, stacked, Type.of(ts_value.type())))
         else:
             value = next(carried_out)
             value.setType(inner[k].type())
@@ -337,7 +337,7 @@ def _convert_body(g: Any, body: Any, ts_carried: list[Any], scans: set[int],
     inner: dict[int, Value] = {}
     for k, ts_value in enumerate(ts_carried):
         if k in scans:
-            block_inputs.append(seq.scan_accumulator(sub.graph, Type.of(ts_value.type())))
+            block_inputs.append(lists.scan_accumulator(sub.graph, Type.of(ts_value.type())))
             continue
         inner[k] = sub.graph.add_input(sub.graph.fresh_name(_hint(ts_value)), types[k])
         block_inputs.append(inner[k])
@@ -347,14 +347,14 @@ def _convert_body(g: Any, body: Any, ts_carried: list[Any], scans: set[int],
     for k, ts_value in enumerate(ts_carried):
         out = outs[1 + k]
         if k in scans:
-            item = seq.scanned_item(out)
+            item = lists.scanned_item(out)
             if item is None:
                 raise OnnxExporterError(
                     f"Internal error: the loop at {g.source or 'unknown'} lost the item "
                     "appended to its list.")
             scan_items.append(sub.graph.materialize(item))
             continue
-        dtype = seq.elem_dtype(out) if ts_value.type().kind() == "ListType" else None
+        dtype = lists.elem_dtype(out) if ts_value.type().kind() == "ListType" else None
         value = runtime_value(sub, out, ts_value.type(), dtype or _elem_dtype(inner[k]),
                               "prim::Loop", optional=k in optional)
         _refine(inner[k], value)
@@ -389,8 +389,8 @@ def _carried_type(g: Any, init: Value, ts_value: Any, optional: bool) -> Type:
                     "prim::Loop", g.opset, SEQUENCE_CONTROL_FLOW_OPSET,
                     "a list of tensors carried through a loop (other than one appended to "
                     "once per iteration) needs Sequence support in Loop")
-            return seq.sequence_type(seq.elem_dtype(init))
-        return Type.tensor(seq.number_dtype(kind), [None])
+            return lists.sequence_type(lists.elem_dtype(init))
+        return Type.tensor(lists.number_dtype(kind), [None])
     t = init.type()
     if t.kind() in ("IntType", "FloatType", "BoolType", "NumberType"):
         return Type.tensor(t.dtype(), ())
@@ -401,7 +401,7 @@ def _elem_dtype(value: Value) -> torch.dtype | None:
     """The dtype of the tensors a list or Optional holds."""
     kind = value.type().kind()
     if kind == "ListType":
-        return seq.elem_dtype(value)
+        return lists.elem_dtype(value)
     return _dtype_of(value.type()) if kind == "OptionalType" else None
 
 
@@ -409,7 +409,7 @@ def _refine(inner: Value, out: Value) -> None:
     """Give a body input the dtype its body output shows (an empty list's, say)."""
     t, o = inner.type(), out.type()
     if t.kind() == "ListType" and t._elem is not None and t._elem.dtype() is None:
-        inner.setType(seq.sequence_type(seq.elem_dtype(out)))
+        inner.setType(lists.sequence_type(lists.elem_dtype(out)))
     elif t.kind() == "OptionalType" and _dtype_of(t) is None:
         inner.setType(optional_type(_dtype_of(o)))
     elif t.kind() == "TensorType" and t.dtype() is None and o.dtype() is not None:
@@ -436,7 +436,7 @@ def _is_scan_slot(g: Any, body: Any, k: int, init: Value) -> bool:
             or sh._unpack_list(init):
         return False
     block_input = list(body.inputs())[1 + k]
-    if seq.elem_kind(block_input) != "TensorType":
+    if lists.elem_kind(block_input) != "TensorType":
         return False
     returned = list(body.outputs())[1 + k]
     uses = [u.user for u in block_input.uses() if u.user != body.returnNode()]

@@ -10,7 +10,7 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.errors import SymbolicDeclined
 from oxport.ir import Type, Value
-from oxport.opsets import sequence as seq
+from oxport.opsets import lists
 
 pack = OpPack("oxport.prim", cases="oxport.opsets.cases.prim")
 
@@ -27,14 +27,14 @@ def prim_constant(g, **attrs: Any) -> Value:
         # a packed list of constants, so ops see its items as they see a built list's.
         items = [g.constant(v) if isinstance(v, torch.Tensor) else g.python_constant(v)
                  for v in value]
-        return seq.packed_list(g, items, Type.of(output.type()))
+        return lists.packed_list(g, items, Type.of(output.type()))
     return g.python_constant(value, Type.of(output.type()))
 
 
 @pack.symbolic("prim::ListConstruct", since=7)
 def prim_list_construct(g, *items: Value) -> Value:
     """A list: constant if its items are; materialized as Concat (numbers) or a Sequence."""
-    return seq.packed_list(g, list(items), Type.of(g.original_node.output().type()))
+    return lists.packed_list(g, list(items), Type.of(g.original_node.output().type()))
 
 
 @pack.symbolic("prim::ListUnpack", since=7)

@@ -15,7 +15,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
-from oxport.opsets import sequence as seq
+from oxport.opsets import lists
 from oxport.opsets.common import scalar_as_vector
 from oxport.opsets.signal import complex_cast, is_complex
 from oxport.types import JitScalarType
@@ -668,7 +668,7 @@ def vstack(g, tensors: Value) -> Value:
 def tensor_list(g, items: Sequence[Value]) -> Value:
     """A list of tensors known item by item: ``prim::ListUnpack`` and list consumers take
     the items; used as a whole it becomes a SequenceConstruct (opset 11)."""
-    return seq.packed_list(g, list(items), Type.of(g.original_node.output().type()))
+    return lists.packed_list(g, list(items), Type.of(g.original_node.output().type()))
 
 
 def _split(g, x: Value, axis: int, sizes: list[int | Value],
