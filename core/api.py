@@ -772,11 +772,10 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
         positional, kwargs = trace.normalize_args(args)
         trace.check_inputs(positional, kwargs, model.forward)
         with torch.enable_grad():  # torch.export records grad mode changes otherwise
-            kernels = {name: kernel for name, kernel in registry.capture_kernels.items()
-                       if name in served or name.partition(".")[0] in served}
             program, names, axis_names, notes = exported.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
-                dynamic_axes=dynamic_axes, input_names=input_names, kernels=kernels)
+                dynamic_axes=dynamic_axes, input_names=input_names,
+                kernels=registry.capture_kernels, served=served)
         return exported.read(exported.decompose(program, served), axis_names,
                              input_names=names, notes=notes, prefix="model.")
 

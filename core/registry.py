@@ -420,7 +420,9 @@ class Registrar:
         """Keep the ATen op ``name`` (``aten::lstm.input``) whole when torch.export captures
         a model, where torch would decompose it (an LSTM unrolled over a fixed number of
         steps): ``fn`` takes the op's arguments and returns its outputs, empty, in their
-        shapes. Applies while a symbolic serves ``name`` at the export's opset."""
+        shapes. Applies where a symbolic serves ``name`` at the export's opset, asked when
+        the model calls the op (a pack that declares its ops and serves it loads only then;
+        kernels, needed before the capture, come from a plugin loaded with every export)."""
         validate_name(name)
         if not callable(fn):
             raise RegistryError(f"The capture kernel of {name} from {self.provenance} is not "

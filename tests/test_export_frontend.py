@@ -94,6 +94,24 @@ def test_batch_first_bidirectional_recurrent_layers_stay_dynamic(layer: type) ->
     assert len(verdict.runs) == 3
 
 
+def test_a_capture_kernel_applies_only_where_a_symbolic_serves_its_op() -> None:
+    """The capture kernels load with every export, the rnn pack only when a model calls a
+    recurrent layer; with the pack blocked, no symbolic serves the layer and torch.export
+    unrolls it as it would without the kernel."""
+    model = torch.nn.GRU(4, 5).eval()
+    x = torch.randn(3, 2, 4)
+    kept = oxport.convert(model, (x,), dynamo=True).model_proto()
+    assert [n.op_type for n in kept.graph.node].count("GRU") == 1
+    unrolled = oxport.convert(model, (x,), dynamo=True, disable_plugins=["oxport.rnn"])
+    ops = [n.op_type for n in unrolled.model_proto().graph.node]
+    assert "GRU" not in ops and "MatMul" in ops
+    session = ort.InferenceSession(unrolled.model_proto().SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], model(x)[0].numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_a_capture_kernel_for_an_op_torch_lacks_is_refused_clearly() -> None:
     from oxport.frontends import exported
 

@@ -220,7 +220,8 @@ def test_a_declared_pack_loads_when_an_export_meets_one_of_its_ops():
     manager = plugins.load()
     nn, signal = info_of(manager, "oxport.nn"), info_of(manager, "oxport.signal")
     assert nn.on_demand and signal.on_demand and not nn.registered and "aten::stft" in signal.ops
-    assert not info_of(manager, "oxport.rnn").on_demand  # capture kernels: loaded every time
+    assert info_of(manager, "oxport.rnn").on_demand  # its capture kernels are a plugin apart
+    assert not info_of(manager, "oxport.rnn_capture").on_demand
     oxport.export(torch.nn.Conv2d(3, 4, 3), (torch.randn(1, 3, 8, 8),), io.BytesIO())
     assert not signal.registered  # no op of it met, so not imported
     assert nn.registered["symbolics"] == len([e for e in manager.registry.entries()

@@ -86,14 +86,16 @@ _LAYOUTS = {torch.strided: 0, torch.sparse_coo: 1}
 def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
             dynamic_shapes: Any = None, dynamic_axes: Mapping[str, Any] | None = None,
             input_names: Sequence[str] | None = None, strict: bool = False,
-            kernels: Mapping[str, Any] | None = None
+            kernels: Mapping[str, Any] | None = None, served: Container[str] = ()
             ) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
                        list[str]]:
     """Capture ``model`` with ``torch.export.export`` as the TorchScript front end traces it:
     the tensors in ``args`` (nested, named ones included) become the inputs, every other
     argument a constant, and the outputs a flat tuple of tensors.
 
-    ``kernels`` (op name -> a pack's capture kernel) keeps those ops whole.
+    ``kernels`` (op name -> a pack's capture kernel) keeps those ops whole where a symbolic
+    in ``served`` converts them: asked when the model calls one (so the pack serving it
+    loads only then); the others are decomposed as usual.
 
     Returns the program, the inputs' names, the names of their dynamic axes
     (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
@@ -118,7 +120,8 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     notes: list[str] = []
     wrapper = _Flattened(model, spec, leaves, slots, notes)
     shapes = (tuple(per_tensor),) if any(per_tensor) else None
-    kept_whole = [_kept_whole(name, kernel) for name, kernel in (kernels or {}).items()]
+    kept_whole = [_kept_whole(name, kernel, served)
+                  for name, kernel in (kernels or {}).items()]
     try:
         with warnings.catch_warnings(), contextlib.ExitStack() as stack:
             if _example_size_below_two(tensors, per_tensor):
@@ -138,9 +141,11 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     return program, names, axis_names, notes
 
 
-def _kept_whole(name: str, kernel: Any) -> contextlib.AbstractContextManager[None]:
+def _kept_whole(name: str, kernel: Any, served: Container[str]
+                ) -> contextlib.AbstractContextManager[None]:
     """While capturing, ``kernel`` stands in for op ``name``'s decomposition (a
-    CompositeImplicitAutograd kernel), so torch.export records the op whole.
+    CompositeImplicitAutograd kernel), so torch.export records the op whole, if a symbolic
+    in ``served`` converts it; else the op decomposes as it would without the kernel.
 
     torch.export._patches does this for its while_loop LSTM and GRU; a pack's kernel only
     gives the outputs' shapes, since the symbolic converts the op itself."""
@@ -152,7 +157,13 @@ def _kept_whole(name: str, kernel: Any) -> contextlib.AbstractContextManager[Non
         raise OnnxExporterError(
             f"A capture kernel is registered for {name}, which torch does not define: fix "
             "the name in the pack that registers it, or block that pack.") from None
-    return _register_rnn_while_loop_decomposition(op, kernel)
+
+    def kernel_if_served(*args: Any, **kwargs: Any) -> Any:
+        if name in served or name.partition(".")[0] in served:
+            return kernel(*args, **kwargs)
+        return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
+
+    return _register_rnn_while_loop_decomposition(op, kernel_if_served)
 
 
 def _example_size_below_two(tensors: Sequence[torch.Tensor], per_tensor: Sequence[Any]
