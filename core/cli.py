@@ -9,11 +9,14 @@ run is imported, so ``oxport --help`` and ``oxport plugins`` do not import torch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from oxport import __version__
@@ -243,6 +246,48 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+class _CtrlC:
+    """SIGINT raises KeyboardInterrupt as usual and is remembered: should a library swallow
+    that exception (a C++ callback that ignores a Python error), the next phase of the
+    export raises it again, so a command interrupted never goes on to succeed."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def raise_if_pressed(self) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+
+    def phase_started(self, name: str) -> None:
+        self.raise_if_pressed()
+
+    def phase_advanced(self, name: str, done: int, total: int) -> None:
+        self.raise_if_pressed()
+
+    def phase_finished(self, name: str, seconds: float) -> None:
+        self.raise_if_pressed()
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops_the_command() -> Iterator[None]:
+    from oxport import progress
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach only it
+        yield
+        return
+    ctrl_c = _CtrlC()
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        with progress.listening(ctrl_c):
+            yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
@@ -251,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        with advice_for_cli():
+        with advice_for_cli(), _ctrl_c_stops_the_command():
             args = build_parser(argv).parse_args(argv)
             status = args.run(args)
             sys.stdout.flush()  # a closed pipe raises here, not at exit

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -142,25 +143,30 @@ class TerminalProgress:
             console=console, transient=False)
         self._lock = threading.Lock()
         self._shown = False
+        self._closed = threading.Event()
         self._tasks: dict[str, Any] = {}
         self._totals: dict[str, int] = {}
-        self._timer = threading.Timer(delay, self._show)
-        self._timer.daemon = True
+        self._timer = threading.Thread(target=self._show_after, args=(delay,), daemon=True,
+                                       name="oxport-progress")
 
     def start(self) -> None:
         self._timer.start()
 
     def close(self) -> None:
         """Stop the timer and, if the display was shown, leave it finished on screen."""
-        self._timer.cancel()
         with self._lock:
+            self._closed.set()
             if self._shown:
                 self._progress.stop()
 
-    def _show(self) -> None:
+    def _show_after(self, delay: float) -> None:
+        _block_ctrl_c_in_this_thread()  # and in rich's refresh thread, started from here
+        if self._closed.wait(delay):
+            return
         with self._lock:
-            self._shown = True
-            self._progress.start()
+            if not self._closed.is_set():
+                self._shown = True
+                self._progress.start()
 
     def phase_started(self, name: str) -> None:
         self._tasks[name] = self._progress.add_task(LABELS.get(name, name), total=None,
@@ -176,6 +182,14 @@ class TerminalProgress:
         total = self._totals.get(name) or 1
         self._progress.update(task, completed=total, total=total)
         self._progress.stop_task(task)
+
+
+def _block_ctrl_c_in_this_thread() -> None:
+    """Leave SIGINT to the main thread. The kernel hands a process's signal to any thread
+    that does not block it; one taken by a display thread does not interrupt the main
+    thread's blocking call (a model's ``time.sleep``, a read), so Ctrl-C waited for it."""
+    if hasattr(signal, "pthread_sigmask"):  # not on Windows, where only the main thread gets it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 @contextlib.contextmanager
