@@ -98,7 +98,8 @@ def test_plugins_text(tmp_path):
     lines = result.stdout.splitlines()
     assert any(line.split()[:4] == ["oxport.prim", "oxport", "0.1.0", "builtin"] and
                " ok (loads on demand); registers " in line for line in lines)
-    assert any(line.startswith("oxport.rnn ") and " ok; registers " in line for line in lines)
+    assert any(line.startswith("oxport.rnn_capture ") and line.endswith(
+        " ok; registers 4 capture kernels") for line in lines)
     (fallthrough,) = [line for line in lines if line.startswith("oxport.fallback.fallthrough")]
     assert fallthrough.endswith("ok; registers 1 fallback")
     assert len({line.index(" oxport 0.1.0") for line in lines}) == 1
