@@ -300,18 +300,15 @@ class PluginManager:
     def check_symbolics(self) -> None:
         """Vet every loaded symbolic as a lookup would (``oxport plugins --check``): a plugin
         with one written against torch.onnx's modules is reported broken."""
+        refused: dict[Provenance, RegistryError] = {}
+        for entry in self.registry.entries():
+            try:
+                vet_symbolic(entry)
+            except RegistryError as exc:
+                refused.setdefault(entry.provenance, exc)
         for info in list(self.plugins):
-            if not info.ok:
-                continue
-            provenance = info.provenance
-            mine = [e for entries in self.registry._entries.values() for e in entries
-                    if e.provenance == provenance]
-            for entry in mine:
-                try:
-                    vet_symbolic(entry)
-                except RegistryError as exc:
-                    self._broken(info, "symbolic check", exc)
-                    break
+            if info.ok and info.provenance in refused:
+                self._broken(info, "symbolic check", refused[info.provenance])
 
     def _add(self, plugin: Any, info: PluginInfo) -> None:
         if info not in self.plugins:

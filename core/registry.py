@@ -304,6 +304,13 @@ class SymbolicRegistry:
     # -- lookup -----------------------------------------------------------
     def lookup(self, name: str, opset: int) -> SymbolicEntry | None:
         """The symbolic that converts ``name`` at ``opset``, or None."""
+        best = self.winner(name, opset)
+        if best is not None:
+            vet_symbolic(best)
+        return best
+
+    def winner(self, name: str, opset: int) -> SymbolicEntry | None:
+        """:meth:`lookup`'s entry, not vetted yet (another registry's may hide it)."""
         self._demand(name)
         best: SymbolicEntry | None = None
         for entry in self._entries.get(name, ()):
@@ -311,8 +318,6 @@ class SymbolicRegistry:
                 continue
             if best is None or (entry.layer, entry.override) > (best.layer, best.override):
                 best = entry
-        if best is not None:
-            vet_symbolic(best)
         return best
 
     def min_opset(self, name: str) -> int | None:
@@ -549,8 +554,11 @@ class RegistryView:
         self.registries = registries
 
     def lookup(self, name: str, opset: int) -> SymbolicEntry | None:
-        found = [e for r in self.registries if (e := r.lookup(name, opset)) is not None]
-        return max(found, key=lambda e: (e.layer, e.override), default=None)
+        found = [e for r in self.registries if (e := r.winner(name, opset)) is not None]
+        best = max(found, key=lambda e: (e.layer, e.override), default=None)
+        if best is not None:
+            vet_symbolic(best)
+        return best
 
     def min_opset(self, name: str) -> int | None:
         mins = [m for r in self.registries if (m := r.min_opset(name)) is not None]

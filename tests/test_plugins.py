@@ -479,6 +479,13 @@ def test_a_symbolic_written_for_torch_onnx_fails_where_it_is_used(install):
                                             r"\(torch-style-dist 1.0\) cannot run in oxport\. "
                                             r"It uses torch.onnx.symbolic_opset9"):
         oxport.export(torch.nn.ELU(), (torch.randn(2, 3),), io.BytesIO())
+    # Hidden by a runtime registration, it is never used, so never in the way.
+    oxport.register_custom_op_symbolic("aten::elu", lambda g, x, *_: g.op("Elu", x), 9)
+    try:
+        elu = oxport.export(torch.nn.ELU(), (torch.randn(2, 3),), io.BytesIO())
+        assert [n.op_type for n in elu.model_proto().graph.node] == ["Elu"]
+    finally:
+        oxport.unregister_custom_op_symbolic("aten::elu", 9)
     manager = plugins.load(strict=False)
     assert info_of(manager, "torch-style").ok
     manager.check_symbolics()  # what `oxport plugins --check` reports
