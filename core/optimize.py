@@ -220,20 +220,21 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
         if any(not _float_weight(v, graph, frozen) for v in [*own, *stats]) \
                 or any(consumers.get(id(v)) != [conv] for v in own):
             continue
-        scale, beta, mean, var = (v.const.detach().float() for v in stats)
+        scale, beta, mean, var = (_float32_array(v) for v in stats)
         w = weight.const.detach()
         if not scale.shape == beta.shape == mean.shape == var.shape == (w.shape[axis],):
             continue
-        factor = scale / torch.sqrt(var + norm.attrs.get("epsilon", ("f", 1e-5))[1])
-        b = bias.const.detach().float() if bias is not None else torch.zeros_like(mean)
-        new_bias = ((b - mean) * factor + beta).to(w.dtype)
+        factor = scale / np.sqrt(var + np.float32(norm.attrs.get("epsilon", ("f", 1e-5))[1]))
+        b = _float32_array(bias) if bias is not None else np.zeros_like(mean)
+        new_bias = torch.from_numpy((b - mean) * factor + beta).to(w.dtype)
         bias_name = bias.name if bias is not None else (
             stats[1].name if consumers.get(id(stats[1])) == [norm] else weight.name + ".bias")
         for value in own:
             del graph.initializers[value.name]
         if bias is None and bias_name == stats[1].name:
             del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
-        lazy = serialize.LazyTensor(w.shape, w.dtype, _scaled(w, factor, axis))
+        lazy = serialize.LazyTensor(w.shape, w.dtype,
+                                    _scaled(w, torch.from_numpy(factor).to(w.device), axis))
         conv._inputs[1:] = [
             graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
                                   parameter=True),
@@ -245,6 +246,13 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
         graph.nodes = [n for n in graph.nodes if id(n) not in fused]
         _replace_uses(graph, replace)
     return len(fused)
+
+
+def _float32_array(value: Value) -> np.ndarray:
+    """A per-channel batch-norm or bias vector as float32 numpy (a view where it can be):
+    the fold's arithmetic on these short vectors runs in numpy, whose loops are a few pages,
+    where each of torch's elementwise kernels maps 0.2-0.5 MB of its library on first use."""
+    return value.const.detach().to("cpu", torch.float32).numpy()
 
 
 def _float_weight(value: Value | None, graph: Graph, frozen: set[int]) -> bool:
@@ -262,10 +270,11 @@ def _scaled(weight: torch.Tensor, factor: torch.Tensor, axis: int = 0) -> Any:
 
     def rows(start: int, stop: int, out: torch.Tensor) -> None:
         along = (factor[start:stop] if axis == 0 else factor).reshape(shape)
-        if out.dtype == torch.float32:
-            torch.mul(weight[start:stop], along, out=out)
+        part = weight[start:stop]
+        if out.dtype == part.dtype == torch.float32 and part.device.type == "cpu":
+            np.multiply(part.numpy(), along.numpy(), out=out.numpy())  # as _float32_array
         else:
-            out.copy_(weight[start:stop].float() * along)
+            out.copy_(part.float() * along)
     return rows
 
 
