@@ -370,7 +370,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             serialized = serialize.serialize(
                 graph, input_names=input_names,
                 output_names=_output_names(output_names, front, graph, input_names),
-                dynamic_axes=dynamic_axes,
+                dynamic_axes=dynamic_axes, example_sizes=front.example_sizes,
                 export_params=export_params,
                 keep_initializers_as_inputs=keep_initializers_as_inputs,
                 param_names=_state_dict_order(model), verbose=verbose,

@@ -132,7 +132,8 @@ class _Search:
         front = trace.FrontEnd(graph, [self.values[v.unique()] for v in user_values],
                                [f"input_{i}" for i in range(len(user_values))],
                                [self.params[v.unique()] for v in param_values],
-                               scripted=self.front.scripted)
+                               scripted=self.front.scripted,
+                               example_sizes=self.front.example_sizes)
         return front, outputs
 
     def boundary_ok(self, upper: list[Any]) -> bool:

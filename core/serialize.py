@@ -179,7 +179,8 @@ def _dedupe_weights(graph: Graph) -> None:
 
 def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
               output_names: Sequence[str] | None = None,
-              dynamic_axes: Mapping[str, Any] | None = None, export_params: bool = True,
+              dynamic_axes: Mapping[str, Any] | None = None, example_sizes: bool = True,
+              export_params: bool = True,
               keep_initializers_as_inputs: bool = False, param_names: Sequence[str] = (),
               verbose: bool = False, add_node_names: bool = True,
               doc_string: str = "", metadata: dict[str, str] | None = None,
@@ -189,7 +190,9 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
     Parameters (initializers marked ``parameter``) follow the user inputs in
     ``param_names`` (``state_dict``) order; ``input_names`` name inputs then
     parameters. With ``export_params=False`` parameters become graph inputs and
-    carry no data; constants the conversion made stay initializers.
+    carry no data; constants the conversion made stay initializers. With
+    ``example_sizes`` (a trace's graph), the outputs' numeric sizes are the example's:
+    when there are dynamic axes they are left open for ONNX shape inference to fill.
     """
     if dedupe and not keep_initializers_as_inputs:
         _dedupe_weights(graph)
@@ -236,7 +239,7 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
             graph_proto.input.append(_value_info(namer.name(value), value.type(), {}))
     for value in graph.outputs:
         graph_proto.output.append(_value_info(namer.name(value), value.type(), axes,
-                                              dynamic=bool(axes)))
+                                              dynamic=bool(axes) and example_sizes))
     stored = constants if not export_params else [*params, *constants]
     weights = [Weight(namer.name(v), v.const) for v in stored]
     for value in graph.inputs:
@@ -256,7 +259,7 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
     for key, value in {**graph.metadata, **(metadata or {})}.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
-    if axes:
+    if axes and _open_dims(model.graph.output):
         _infer_output_shapes(model, weights)
     return Serialized(model, weights, namer.names, types, nodes)
 
@@ -304,6 +307,13 @@ def _plugins_metadata(nodes: Any) -> str:
         key = plugin_of(node) or "(constants and passes)"
         counts[key] = counts.get(key, 0) + 1
     return json.dumps(counts, sort_keys=True)
+
+
+def _open_dims(values: Sequence[onnx.ValueInfoProto]) -> bool:
+    """Whether some tensor value has a dim with neither a size nor a name."""
+    return any(not dim.HasField("dim_value") and not dim.dim_param
+               for value in values if value.type.HasField("tensor_type")
+               for dim in value.type.tensor_type.shape.dim)
 
 
 def _infer_output_shapes(model: onnx.ModelProto, weights: Sequence[Weight]) -> None:

@@ -64,6 +64,9 @@ class FrontEnd:
     evaluate: Callable[[Sequence[torch.Tensor]], dict[int, Any]] | None = None
     #: Sizes the trace turned into Python numbers and decisions (see :mod:`oxport.baked_sizes`).
     baked: list[baked_sizes.BakedSize] = dataclasses.field(default_factory=list)
+    #: Whether the graph's numeric sizes are the example inputs' (a trace), which dynamic
+    #: axes may change, rather than sizes proven static for every input (torch.export's).
+    example_sizes: bool = True
 
 
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

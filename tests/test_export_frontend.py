@@ -50,6 +50,26 @@ def test_cnn_with_a_named_dim_matches_eager_at_another_batch() -> None:
                                rtol=1e-3, atol=1e-5)
 
 
+def test_output_sizes_torch_export_proved_static_need_no_shape_inference(monkeypatch) -> None:
+    """A trace's output sizes are the example's, so with dynamic axes the TorchScript front
+    end leaves them open for ONNX shape inference; torch.export's are proven for every
+    input size, so the torch.export front end writes them as they are."""
+    from oxport import serialize
+
+    inferred = []
+    infer = serialize._infer_output_shapes
+    monkeypatch.setattr(serialize, "_infer_output_shapes",
+                        lambda *args: inferred.append(True) or infer(*args))
+    model = resnet18(num_classes=10, width=8).eval()
+    options = dict(input_names=["x"], output_names=["y"],
+                   dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    exported = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, dynamo=True,
+                             **options).model_proto()
+    assert _dims(exported.graph.output[0]) == ["batch", 10] and not inferred
+    traced = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, **options).model_proto()
+    assert _dims(traced.graph.output[0]) == ["batch", 10] and inferred == [True]
+
+
 def test_lstm_language_model_keeps_its_sequence_axis_dynamic() -> None:
     """torch's own torch.export path fixes the sequence length of nn.LSTM (it unrolls the
     time steps); here aten::lstm stays whole and becomes ONNX LSTM."""

@@ -838,7 +838,8 @@ def read(program: torch.export.ExportedProgram,
             "dynamo=False).", UserWarning, stacklevel=3)
     return FrontEnd(graph, examples, list(input_names or names), params, [],
                     [*notes, *more],
-                    evaluate=functools.partial(_evaluate, program, reader.env))
+                    evaluate=functools.partial(_evaluate, program, reader.env),
+                    example_sizes=False)
 
 
 #: A size in torch.export's guards: ``L['x'].size()[1]``, or ``L['tensors'][0].size()[1]``
