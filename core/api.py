@@ -92,7 +92,7 @@ def _capture_garbage_collected() -> Iterator[None]:
     until the export ends. Every older object is frozen meanwhile (``gc.freeze``), so the
     collections scan only the capture's (scanning the whole process made the capture
     10-25% slower). Where the caller froze objects itself, the block runs paused and its
-    garbage is collected after it."""
+    garbage (all in the youngest generation) is collected after it."""
     if not _caller_gc.get():
         yield
         return
@@ -104,7 +104,7 @@ def _capture_garbage_collected() -> Iterator[None]:
     gc.enable()
     try:
         yield
-        gc.collect(0)  # what the last automatic collection left
+        gc.collect()  # every generation holds only the block's objects (the rest is frozen)
     finally:
         gc.disable()
         gc.unfreeze()
@@ -338,7 +338,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         with _exporting(), select_model_mode_for_export(model, training), torch.no_grad():
             with progress.phase("trace", timings), torch.set_grad_enabled(tracing_grad):
                 front = (_exported_front_end(model, args, registry, opset, dynamic_shapes,
-                                             dynamic_axes, input_names) if exported
+                                             dynamic_axes, input_names, runnable=False)
+                         if exported
                          else _front_end(model, args, input_names, dynamic_axes))
                 trace.release_free_memory()
             with progress.phase("convert", timings) as advance:
@@ -796,28 +797,30 @@ _verbose_log: SharedHook[None] = SharedHook("oxport_verbose", _turn_log_on)
 
 def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
                         dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
-                        input_names: Sequence[str] | None) -> trace.FrontEnd:
+                        input_names: Sequence[str] | None, runnable: bool = True
+                        ) -> trace.FrontEnd:
     """The torch.export front end: ``model`` captured (non-strict) unless it is an
-    ``ExportedProgram`` already, decomposed except where a pack serves the op."""
+    ``ExportedProgram`` already, decomposed except where a pack serves the op. Unless
+    ``runnable`` (the front end keeps the program to run it), what the capture made is
+    collected once the program is read."""
     from oxport.frontends import exported
 
     served = exported.ServedOps(registry, opset)
-    with exported.source_lines_released():
+    with _capture_garbage_collected(), exported.capture_state_released():
         if isinstance(model, torch.export.ExportedProgram):
-            with _capture_garbage_collected():
-                program = exported.decompose(model, served)
-            return exported.read(program)
+            return exported.read(exported.decompose(model, served), runnable=runnable)
         positional, kwargs = trace.normalize_args(args)
         trace.check_inputs(positional, kwargs, model.forward)
-        with _capture_garbage_collected():
-            with torch.enable_grad():  # torch.export records grad mode changes otherwise
-                program, names, axis_names, notes = exported.capture(
-                    model, positional, kwargs, dynamic_shapes=dynamic_shapes,
-                    dynamic_axes=dynamic_axes, input_names=input_names,
-                    kernels=registry.capture_kernels, served=served)
-            program = exported.decompose(program, served)
-        return exported.read(program, axis_names, input_names=names, notes=notes,
-                             prefix="model.")
+        with torch.enable_grad():  # torch.export records grad mode changes otherwise
+            program, names, axis_names, notes = exported.capture(
+                model, positional, kwargs, dynamic_shapes=dynamic_shapes,
+                dynamic_axes=dynamic_axes, input_names=input_names,
+                kernels=registry.capture_kernels, served=served)
+        program = exported.decompose(program, served)
+        front = exported.read(program, axis_names, input_names=names, notes=notes,
+                              prefix="model.", runnable=runnable)
+        del program  # collected with the rest of the capture as the block ends
+        return front
 
 
 def _tracing_grad(exported: bool = False) -> bool:

@@ -259,7 +259,7 @@ def test_releasing_source_lines_keeps_entries_from_before_and_without_a_file(tmp
         path.write_text("x = 1\n")
     linecache.clearcache()
     linecache.getline(str(before), 1)
-    with exported.source_lines_released():
+    with exported.capture_state_released():
         assert linecache.getline(str(during), 1) == "x = 1\n"
         generated = "<eval_with_key>.0"  # as torch.fx names a GraphModule's code
         loader = type("Loader", (), {"get_source": lambda self, name: "y = 2\n"})()

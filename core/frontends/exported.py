@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch.export._patches import _register_rnn_while_loop_decomposition
 from torch.fx.experimental import _config as fx_config
+from torch.fx.experimental import proxy_tensor
 from torch.utils import _pytree as pytree
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
@@ -249,13 +250,18 @@ def _tensor_specs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
 
 
 @contextlib.contextmanager
-def source_lines_released() -> Iterator[None]:
-    """Drop again the source files read into ``linecache`` inside the block.
+def capture_state_released() -> Iterator[None]:
+    """Drop at the block's end what torch.export keeps of the captures made inside it.
 
-    torch.export reads every file on the capture's call stacks to record stack traces (on
-    ResNet-50, 37 of torch's own files, 1.8 M characters) and linecache keeps them for the
-    life of the process. The nodes hold their stack traces as text, and linecache reads a
-    file again if anything asks for it; entries without a file behind them stay."""
+    * The source files read into ``linecache``: torch.export reads every file on the
+      capture's call stacks to record stack traces (on ResNet-50, 37 of torch's own files,
+      1.8 M characters) and linecache keeps them for the life of the process. The nodes
+      hold their stack traces as text, and linecache reads a file again if anything asks
+      for it; entries without a file behind them stay.
+    * The nodes of the last non-strict capture, which torch.export maps by fake tensor in a
+      module global (for its fake-tensor leak check, made during the capture) until the
+      next capture: they keep the captured graph and its fake tensors alive after the
+      program is dropped (0.6 MB on ResNet-50)."""
     before = set(linecache.cache)
     try:
         yield
@@ -264,6 +270,9 @@ def source_lines_released() -> Iterator[None]:
             entry = linecache.cache.get(name)
             if entry is not None and len(entry) == 4 and entry[1] is not None:
                 linecache.cache.pop(name, None)
+        traced = getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", None)
+        if isinstance(traced, dict):
+            traced.clear()
 
 
 class ServedOps(Container[str]):
@@ -819,10 +828,12 @@ def _scope(stack: Mapping[str, tuple[str, Any]] | None, prefix: str) -> str:
 def read(program: torch.export.ExportedProgram,
          axis_names: Mapping[tuple[int, int], str] | None = None, *,
          input_names: Sequence[str] | None = None, notes: Sequence[str] = (),
-         prefix: str = "") -> Any:
+         prefix: str = "", runnable: bool = True) -> Any:
     """The front end of ``program`` (already decomposed): a FrontEnd whose graph is the
     source-graph view. ``prefix`` is the path of the user's model in the captured module
-    (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it."""
+    (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it.
+    ``runnable``: whether the front end keeps the program to run it (``evaluate``, for
+    ``find_mismatch``); an export drops it once read."""
     from oxport.trace import FrontEnd
 
     reader = _Reader(program, axis_names or {}, prefix)
@@ -838,7 +849,8 @@ def read(program: torch.export.ExportedProgram,
             "dynamo=False).", UserWarning, stacklevel=3)
     return FrontEnd(graph, examples, list(input_names or names), params, [],
                     [*notes, *more],
-                    evaluate=functools.partial(_evaluate, program, reader.env),
+                    evaluate=(functools.partial(_evaluate, program, reader.env)
+                              if runnable else None),
                     example_sizes=False)
 
 
