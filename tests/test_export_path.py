@@ -8,6 +8,7 @@ import gc
 import os
 import platform
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -89,11 +90,10 @@ def test_every_computed_weight_is_computed_into_one_buffer_sized_once():
 
 
 class _Phases:
-    def __init__(self, events: list[str]) -> None:
-        self.events = events
+    """A progress listener that calls ``started(name)`` as each phase starts."""
 
-    def phase_started(self, name: str) -> None:
-        self.events.append(name)
+    def __init__(self, started: Callable[[str], None]) -> None:
+        self.phase_started = started
 
     def phase_advanced(self, name: str, done: int, total: int) -> None:
         pass
@@ -106,7 +106,7 @@ def _phases_and_releases(monkeypatch, model: nn.Module, interval: float) -> list
     events: list[str] = []
     monkeypatch.setattr(trace, "release_free_memory", lambda: events.append("release"))
     monkeypatch.setattr(trace, "RELEASE_INTERVAL_S", interval)
-    with progress.listening(_Phases(events)):
+    with progress.listening(_Phases(events.append)):
         oxport.convert(model, (torch.randn(1, 3),))
     return events
 
@@ -173,18 +173,11 @@ def test_torch_export_garbage_is_collected_after_the_capture():
             garbage.append(weakref.ref(Cycle()))
             return x + 1
 
-    class Listener:
-        def phase_started(self, name: str) -> None:
-            if name == "convert":
-                collected_by_convert.append(all(ref() is None for ref in garbage))
+    def started(name: str) -> None:
+        if name == "convert":
+            collected_by_convert.append(all(ref() is None for ref in garbage))
 
-        def phase_advanced(self, name: str, done: int, total: int) -> None:
-            pass
-
-        def phase_finished(self, name: str, seconds: float) -> None:
-            pass
-
-    with progress.listening(Listener()):
+    with progress.listening(_Phases(started)):
         oxport.convert(Probe(), (torch.randn(2),), dynamo=True)
         assert garbage and collected_by_convert == [True] and gc.isenabled()
         assert gc.get_freeze_count() == 0  # the objects frozen meanwhile are back
@@ -219,19 +212,12 @@ def test_the_captured_program_is_collected_once_read(monkeypatch):
     monkeypatch.setattr(exported, "read", recording_read)
     alive_at_convert: list[bool] = []
 
-    class Listener:
-        def phase_started(self, name: str) -> None:
-            if name == "convert":
-                alive_at_convert.append(any(ref() is not None for ref in captured))
-
-        def phase_advanced(self, name: str, done: int, total: int) -> None:
-            pass
-
-        def phase_finished(self, name: str, seconds: float) -> None:
-            pass
+    def started(name: str) -> None:
+        if name == "convert":
+            alive_at_convert.append(any(ref() is not None for ref in captured))
 
     model = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU()).eval()
-    with progress.listening(Listener()):
+    with progress.listening(_Phases(started)):
         oxport.convert(model, (torch.randn(2, 4),), dynamo=True)
     assert len(captured) == 2 and alive_at_convert == [False]
 
