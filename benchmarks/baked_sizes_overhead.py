@@ -1,4 +1,4 @@
-"""What the baked-size warning costs an export with dynamic axes (``oxport.baked_sizes``).
+"""What the baked-size warning costs an export with dynamic axes (``oxport.frontends.torchscript.baked_sizes``).
 
 For each model of ``benchmarks/models.py`` (BERT, GPT-2, the LSTM LM, T5, the LLaMA-style
 decoder by default) with its dynamic axes: ``oxport.convert`` with the recorder on and off,
@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import oxport  # noqa: E402
 from benchmarks.models import BY_NAME  # noqa: E402
-from oxport import api, baked_sizes  # noqa: E402
+from oxport import api  # noqa: E402
+from oxport.frontends.torchscript import baked_sizes  # noqa: E402
 
 DEFAULT = ["bert-base", "gpt2-small", "lstm-lm", "t5-small", "llama-style"]
 

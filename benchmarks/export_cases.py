@@ -5,7 +5,7 @@ Runs every built-in case that torch.export can capture (not scripted, no
 checks of the shared runner (full checker, ONNX Runtime against eager), and prints
 the pass rate and each failure's first line, grouped by op; ``--json PATH`` keeps them,
 with the counts per op that ``docs/supported_ops.md``'s torch.export column is made from
-(``oxport.support_table.EXPORT_RESULTS`` is the committed run).
+(``oxport.cli.support_table.EXPORT_RESULTS`` is the committed run).
 
     python -m benchmarks.export_cases [--only aten::add,aten::mul] [--every N] [--json out.json]
     python -m benchmarks.export_cases --json benchmarks/results/export-cases.json  # the table's

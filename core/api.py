@@ -17,17 +17,11 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import (
-    baked_sizes,
-    functions,
-    kernels,
-    optimize,
-    passes,
-    progress,
-    quantized_io,
-    serialize,
-    trace,
-)
+from oxport import progress, serialize
+from oxport.frontends import quantized_io
+from oxport.frontends.torchscript import baked_sizes, trace
+from oxport.passes import dtype_legalization, functions, optimize
+from oxport.passes import folding as passes
 from oxport import plugin_manager as plugin_loader
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError, how_to_set
 from oxport.ir import Graph
@@ -165,22 +159,22 @@ class ExportResult:
         return serialize.to_bytes(self.serialized)
 
     def report(self, model: Any = None) -> Any:
-        """An :class:`oxport.report.ExportReport` of this export (pass ``model`` to also scan
+        """An :class:`oxport.diagnose.report.ExportReport` of this export (pass ``model`` to also scan
         its ``forward`` code for tracing pitfalls)."""
-        from oxport.report import build_report
+        from oxport.diagnose.report import build_report
         return build_report(self, model)
 
     def provenance(self, node_name: str | None = None) -> Any:
         """Where ONNX node ``node_name`` came from (TorchScript op, source line, plugin), or
-        the table of every node: see :func:`oxport.report.node_origins`."""
-        from oxport.report import node_origins
+        the table of every node: see :func:`oxport.diagnose.report.node_origins`."""
+        from oxport.diagnose.report import node_origins
         table = node_origins(self)
         return table if node_name is None else table[node_name]
 
     def input_leaves(self) -> list[int] | None:
         """For each ONNX graph input (user inputs, in order), the index of the leaf of
         the flattened ``args`` it comes from (``pytree.tree_leaves`` of the (positional,
-        named) arguments, as :func:`oxport.trace.normalize_args` splits them); None when
+        named) arguments, as :func:`oxport.frontends.torchscript.trace.normalize_args` splits them); None when
         the front end did not say (then the inputs are the args' tensors, in order)."""
         return _input_leaves(self.graph)
 
@@ -250,12 +244,12 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     ``profile``, ``dump_exported_program``, ``artifacts_dir`` and
     ``custom_translation_table`` do nothing here, as in torch.onnx with ``dynamo=False``.
     ``verify=True`` checks the model with ONNX Runtime against eager PyTorch before it is
-    written (:func:`oxport.verification.verify`'s checks; a failure raises
-    :class:`oxport.verification.VerificationError` and writes nothing).
+    written (:func:`oxport.diagnose.verification.verify`'s checks; a failure raises
+    :class:`oxport.diagnose.verification.VerificationError` and writes nothing).
 
     oxport adds: ``external_data`` (force it on or off; by default it is used past 2 GB,
     as one file beside the model; ``"per_tensor"`` writes one file per weight), ``report``
-    (True prints an :class:`oxport.report.ExportReport`; a path writes it there, as JSON
+    (True prints an :class:`oxport.diagnose.report.ExportReport`; a path writes it there, as JSON
     when the path ends in ``.json``, else as text), ``fallbacks`` (fallback plugins by
     name, in order), ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which
     plugins load). ``f=None`` converts without writing anything.
@@ -281,7 +275,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
         check=False, dynamo=dynamo, dynamic_shapes=dynamic_shapes,
     )
     if verify:
-        from oxport.verification import verify_result
+        from oxport.diagnose.verification import verify_result
         verify_result(model, args, result, dynamic_axes=dynamic_axes, training=training)
     if f is not None:
         result.save(f, external_data=external_data)
@@ -358,7 +352,7 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         with progress.phase("passes", timings):
             for _name, graph_pass, _provenance in registry.passes:
                 graph_pass(graph, conversion)
-            kernels.legalize_dtypes(graph, opset)
+            dtype_legalization.legalize_dtypes(graph, opset)
             if do_constant_folding and not training_graph:
                 # Parameters the user feeds at run time must not be folded into constants.
                 frozen = ({id(v) for v in graph.initializers.values() if v.is_parameter}

@@ -28,7 +28,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from oxport import infer
+from oxport.passes import infer
 from oxport.errors import (
     CheckerError,
     DynamicAxesWarning,

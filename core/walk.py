@@ -34,17 +34,17 @@ from oxport.errors import (
     advising_cli,
     how_to_set,
 )
-from oxport.infer import infer_value, needs_inference
+from oxport.passes.infer import infer_value, needs_inference
 from oxport.ir import COMPLEX_OF_REAL, Graph, Type, Value
 from oxport.registry import RegistryView, SymbolicEntry, vet_symbolic
 from oxport.symbolic_helper import carries_complex_pairs, has_complex_input
-from oxport.trace import FrontEnd
+from oxport.frontends.torchscript.trace import FrontEnd
 
 log = logging.getLogger("oxport.walk")
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OXPORT_DIR = os.path.dirname(os.path.abspath(__file__))
 #: The built-in example models (``oxport export --example``) are model code, not oxport's.
-_EXAMPLES = os.path.join(_OXPORT_DIR, "examples.py")
+_EXAMPLES = os.path.join(_OXPORT_DIR, "cli", "examples.py")
 #: Console-script launchers (the ``oxport`` command) are never the user's code.
 _SCRIPTS_DIR = sysconfig.get_path("scripts") + os.sep
 

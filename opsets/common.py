@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from oxport import symbolic_helper as sh
-from oxport.infer import infer_value, needs_inference
+from oxport.passes.infer import infer_value, needs_inference
 from oxport.ir import Value
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from oxport import infer
+from oxport.passes import infer
 from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Graph, Node, Type, Value

@@ -266,7 +266,7 @@ def _same_signature(ours: list[Any], theirs: list[Any]) -> bool:
 
 
 def _session(proto: bytes) -> Any:
-    return oxport.verification.ort_session(onnx.load_from_string(proto))
+    return oxport.diagnose.verification.ort_session(onnx.load_from_string(proto))
 
 
 def _run(proto: bytes | Any, names: list[str], values: list[np.ndarray]) -> list[np.ndarray]:
@@ -394,11 +394,11 @@ def _built(subject: Subject) -> tuple[Any, tuple[Any, ...]]:
 def _eager(subject: Subject, options: dict[str, Any]) -> list[torch.Tensor]:
     model, args = _built(subject)
     training = options.get("training", oxport.TrainingMode.EVAL)
-    positional, named = oxport.trace.normalize_args(_cloned(args))
+    positional, named = oxport.frontends.torchscript.trace.normalize_args(_cloned(args))
     call = model
     if isinstance(model, torch.jit.ScriptModule) and not hasattr(model, "forward"):
         # a scripted nn.LSTM has only its forward overloads to call
-        call = model._c._get_method(oxport.trace._forward_name(model, positional))
+        call = model._c._get_method(oxport.frontends.torchscript.trace._forward_name(model, positional))
     # In the grad mode the exports assume: a trace runs in the caller's (as torch.onnx's),
     # a scripted graph's torch.is_grad_enabled() is False.
     scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))

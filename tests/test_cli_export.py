@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from oxport import cli
-from oxport.cli_common import EXIT_FAILED, EXIT_MISMATCH, EXIT_USAGE, UsageError, load_target
+from oxport.cli.common import EXIT_FAILED, EXIT_MISMATCH, EXIT_USAGE, UsageError, load_target
 
 MODELS = """
     import torch
@@ -270,7 +270,7 @@ def test_load_target_names_a_missing_dependency(tmp_path, monkeypatch):
 
 # -- the built-in examples ----------------------------------------------------------------
 def test_small_examples_build_seeded_and_run():
-    from oxport import examples
+    from oxport.cli import examples
 
     for name, shape in (("mlp", (1, 10)), ("lstm", (1, 16, 8))):
         model, inputs = examples.build(examples.get(name))
@@ -281,7 +281,7 @@ def test_small_examples_build_seeded_and_run():
 
 
 def test_alexnet_example_has_torchvisions_layout():
-    from oxport import examples
+    from oxport.cli import examples
 
     model = examples.AlexNet()
     assert sum(p.numel() for p in model.parameters()) == 61_100_840
@@ -289,7 +289,7 @@ def test_alexnet_example_has_torchvisions_layout():
 
 
 def test_bert_example_without_transformers(monkeypatch):
-    from oxport import examples
+    from oxport.cli import examples
 
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(UsageError, match="needs the transformers package.*pip install "
@@ -298,7 +298,7 @@ def test_bert_example_without_transformers(monkeypatch):
 
 
 def test_unknown_example_lists_them():
-    from oxport import examples
+    from oxport.cli import examples
 
     with pytest.raises(UsageError, match="no example called 'vgg'. Examples: alexnet, resnet"):
         examples.get("vgg")

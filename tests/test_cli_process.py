@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import oxport
-from oxport.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
+from oxport.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
 
 OXPORT = [sys.executable, "-m", "oxport"]
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from oxport import cli
-from oxport.cli_doctor import diagnose
+from oxport.cli.doctor import diagnose
 
 DEMO = """
     import torch

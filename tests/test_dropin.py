@@ -93,7 +93,7 @@ def test_verify_failure_writes_nothing(tmp_path):
     oxport.register_custom_op_symbolic("aten::elu", bad_elu, 9)
     target = tmp_path / "m.onnx"
     try:
-        with pytest.raises(oxport.verification.VerificationError):
+        with pytest.raises(oxport.diagnose.verification.VerificationError):
             oxport.export(Wrong(), (torch.randn(2, 3),), target, verify=True)
     finally:
         oxport.unregister_custom_op_symbolic("aten::elu", 9)
@@ -203,7 +203,7 @@ def test_scripted_number_arguments_are_inputs_as_in_torch_onnx(model, args, agai
     results."""
     import onnxruntime as ort
 
-    from oxport.trace import normalize_args
+    from oxport.frontends.torchscript.trace import normalize_args
     scripted = torch.jit.script(model)
     result = oxport.convert(scripted, args, opset_version=opset)
     theirs = _torch_onnx(scripted, args, opset_version=opset)

@@ -2,7 +2,7 @@
 
 Models go through ``torch.export.export`` and the same op packs as the TorchScript path;
 each exported model runs in ONNX Runtime against eager PyTorch at the captured shape and
-at a second size of every dynamic axis (``oxport.verification.verify``).
+at a second size of every dynamic axis (``oxport.diagnose.verification.verify``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 import oxport
 from oxport.frontends import exported
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
-from oxport.verification import verify
+from oxport.diagnose.verification import verify
 from tests.models.resnet import resnet18
 from tests.models.word_language_model import RNNModel
 

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import progress, serialize, trace
+from oxport import progress, serialize
+from oxport.frontends.torchscript import trace
 from oxport.errors import InvalidExportArgumentError
 
 

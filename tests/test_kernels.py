@@ -1,4 +1,4 @@
-"""oxport.kernels: nodes whose dtype the opset or ONNX Runtime lacks are computed wider.
+"""oxport.passes.dtype_legalization: nodes whose dtype the opset or ONNX Runtime lacks are computed wider.
 
 The op cases (``int8``, ``uint8``, ``int16``, ``float64`` names) show the exports run; these
 tests keep ``RUNTIME_GAPS`` honest against the installed ONNX Runtime and check the pass
@@ -14,7 +14,7 @@ import torch
 from onnx import helper
 
 import oxport
-from oxport import kernels
+from oxport.passes import dtype_legalization as kernels
 from oxport.testing import as_module
 from oxport.types import onnx_dtype
 

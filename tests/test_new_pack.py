@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from oxport import cli, testing
-from oxport.cli_new_pack import TEMPLATE
+from oxport.cli.new_pack import TEMPLATE
 
 from tests.venvs import layered_venv
 

@@ -1,4 +1,4 @@
-"""Graph clean-ups (oxport.optimize) and dead-code removal: what each pass removes, and
+"""Graph clean-ups (oxport.passes.optimize) and dead-code removal: what each pass removes, and
 that ONNX Runtime computes the same as before (IR graphs) or as eager PyTorch (models),
 at the example size and at a second size of every dynamic axis."""
 
@@ -17,7 +17,9 @@ from onnx import TensorProto
 from torch import nn
 
 import oxport
-from oxport import optimize, passes, serialize
+from oxport import serialize
+from oxport.passes import optimize
+from oxport.passes import folding as passes
 from oxport.ir import Graph, Type, Value
 
 TOL = {"rtol": 1e-3, "atol": 1e-5}

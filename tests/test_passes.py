@@ -7,7 +7,7 @@ import pytest
 import torch
 from onnx import TensorProto
 
-from oxport import passes
+from oxport.passes import folding as passes
 from oxport.ir import Graph, Type
 
 F32 = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7.5

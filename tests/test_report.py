@@ -14,7 +14,7 @@ import torch
 
 import oxport
 from oxport.errors import CheckerError
-from oxport.report import ExportReport, build_report
+from oxport.diagnose.report import ExportReport, build_report
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning",
                                         "ignore::UserWarning")

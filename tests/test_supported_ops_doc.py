@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from oxport import cli, plugins, support_table
+from oxport import cli, plugins
+from oxport.cli import support_table
 from oxport.registry import Layer
 from oxport.types import MAX_OPSET, MIN_OPSET
 

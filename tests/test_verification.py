@@ -1,4 +1,4 @@
-"""oxport.verification: ``verify`` (ONNX Runtime against eager, dynamic axes proven at a
+"""oxport.diagnose.verification: ``verify`` (ONNX Runtime against eager, dynamic axes proven at a
 second size) and ``find_mismatch`` (the seed's bisection report)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import oxport
-from oxport.verification import (
+from oxport.diagnose.verification import (
     GraphInfo,
     VerificationError,
     VerificationOptions,

@@ -101,7 +101,7 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     Returns the program, the inputs' names, the names of their dynamic axes
     (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
     and notes on the outputs."""
-    from oxport.trace import _Flattened, _leaf_paths
+    from oxport.frontends.torchscript.trace import _Flattened, _leaf_paths
 
     leaves, spec = pytree.tree_flatten((args, kwargs))
     paths = _leaf_paths(args, kwargs, model.forward)
@@ -834,7 +834,7 @@ def read(program: torch.export.ExportedProgram,
     (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it.
     ``runnable``: whether the front end keeps the program to run it (``evaluate``, for
     ``find_mismatch``); an export drops it once read."""
-    from oxport.trace import FrontEnd
+    from oxport.frontends.torchscript.trace import FrontEnd
 
     reader = _Reader(program, axis_names or {}, prefix)
     graph, examples, names, params, more = reader.read()

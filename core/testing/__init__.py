@@ -48,7 +48,7 @@ import torch
 
 from oxport import plugins
 from oxport.registry import OpCase, RegistryView, SymbolicEntry
-from oxport.trace import feed_array as to_numpy
+from oxport.frontends.torchscript.trace import feed_array as to_numpy
 from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 
@@ -233,7 +233,7 @@ def _runs_or_skip(scripted: Any, inputs: tuple[Any, ...], case: OpCase, expected
     renormalization): no export of that graph can match eager."""
     import pytest
 
-    from oxport.trace import _forward_name
+    from oxport.frontends.torchscript.trace import _forward_name
 
     try:
         if isinstance(scripted, torch.jit.ScriptModule):  # (nn.LSTM: forward__0, forward__1)
@@ -399,8 +399,8 @@ def _cloned(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 def flatten_expected(expected: Any) -> list[torch.Tensor]:
     """Eager outputs as the exported file returns them (a quantized tensor as its value,
     scale and zero point)."""
-    from oxport.quantized_io import expand
-    from oxport.trace import flatten_outputs
+    from oxport.frontends.quantized_io import expand
+    from oxport.frontends.torchscript.trace import flatten_outputs
     return [part for tensor in flatten_outputs(expected, []) for part in expand(tensor)]
 
 

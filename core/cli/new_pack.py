@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
-from oxport.cli_common import EXIT_OK, EXIT_USAGE
+from oxport.cli.common import EXIT_OK, EXIT_USAGE
 
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 

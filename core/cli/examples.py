@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from oxport.cli_common import UsageError
+from oxport.cli.common import UsageError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from oxport import baked_sizes, script_passes
+from oxport.frontends.torchscript import baked_sizes
+from oxport.frontends.torchscript import script_passes
 from oxport.process_hooks import SharedHook
 from oxport.errors import (
     InvalidExportArgumentError,
@@ -62,7 +63,7 @@ class FrontEnd:
     #: source program once on the given user inputs and returns the values its nodes
     #: compute, by ``unique()`` (``find_mismatch`` compares partitions with them).
     evaluate: Callable[[Sequence[torch.Tensor]], dict[int, Any]] | None = None
-    #: Sizes the trace turned into Python numbers and decisions (see :mod:`oxport.baked_sizes`).
+    #: Sizes the trace turned into Python numbers and decisions (see :mod:`oxport.frontends.torchscript.baked_sizes`).
     baked: list[baked_sizes.BakedSize] = dataclasses.field(default_factory=list)
     #: Whether the graph's numeric sizes are the example inputs' (a trace), which dynamic
     #: axes may change, rather than sizes proven static for every input (torch.export's).
@@ -108,7 +109,7 @@ def feed_array(leaf: Any, part: str | None = None) -> Any:
     """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes (a list
     of tensors, a Sequence input's feed, as a list of arrays); for a quantized tensor, its
     ``part`` (``value``, ``scale`` or ``zero_point``)."""
-    from oxport import quantized_io
+    from oxport.frontends import quantized_io
     if is_tensor_list(leaf):
         return [feed_array(item) for item in leaf]
     # resolved: a conjugated or negated view (the imaginary part of an ifft) has no numpy form

@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
-from oxport import api, plugins, report
-from oxport.cli_common import (
+from oxport import api, plugins
+from oxport.diagnose import report
+from oxport.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -31,7 +32,7 @@ from oxport.cli_common import (
     opset_arg,
     shape_arg,
 )
-from oxport.cli_export import random_input
+from oxport.cli.export import random_input
 from oxport.errors import OnnxExporterError, advising_cli, how_to_set
 from oxport.registry import RegistryView
 from oxport.types import DEFAULT_OPSET, TrainingMode

@@ -21,11 +21,12 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from oxport import api, serialize, trace
+from oxport import api, serialize
+from oxport.frontends.torchscript import trace
 from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue, constant
 from oxport.ir import Type
 from oxport.types import TrainingMode
-from oxport.verification import VerificationOptions, compare, ort_session, run_ort
+from oxport.diagnose.verification import VerificationOptions, compare, ort_session, run_ort
 from oxport.walk import source_of
 
 #: Nodes that belong to whichever partition uses them (copied into each).

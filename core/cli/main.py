@@ -119,7 +119,7 @@ def _print_table(rows: list[list[str]]) -> None:
 
 # -- oxport ops -------------------------------------------------------------------
 def _add_ops_command(sub: Any, help: str) -> None:
-    from oxport.cli_common import opset_arg
+    from oxport.cli.common import opset_arg
 
     p = sub.add_parser("ops", help=help,
                        description="List every registered symbolic: its op, opset range, "
@@ -179,7 +179,8 @@ def _ops(args: argparse.Namespace) -> int:
 
 def _ops_markdown(args: argparse.Namespace) -> int:
     """Every loaded plugin's symbolics (``--opset`` keeps those serving it)."""
-    from oxport import plugins, support_table
+    from oxport import plugins
+    from oxport.cli import support_table
 
     entries = [e for e in plugins.load().registry.entries()
                if args.opset is None or e.serves(args.opset)]
@@ -217,15 +218,15 @@ def _short(row: dict[str, Any]) -> str:
 #: ``module:function(sub, help)`` adding its parser, imported only when the command runs).
 COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("list the installed plugins (--check: what each registers, broken ones)",
-                "oxport.cli:_add_plugins_command"),
+                "oxport.cli.main:_add_plugins_command"),
     "ops": ("list every symbolic, its provider and opset range",
-            "oxport.cli:_add_ops_command"),
+            "oxport.cli.main:_add_ops_command"),
     "export": ("export a model to ONNX (and verify it with ONNX Runtime)",
-               "oxport.cli_export:add_export_command"),
+               "oxport.cli.export:add_export_command"),
     "doctor": ("pre-flight check: unconvertible ops and tracing pitfalls, no file",
-               "oxport.cli_doctor:add_doctor_command"),
+               "oxport.cli.doctor:add_doctor_command"),
     "new-pack": ("create a pip-installable op pack that passes its own tests",
-                 "oxport.cli_new_pack:add_new_pack_command"),
+                 "oxport.cli.new_pack:add_new_pack_command"),
 }
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import torch
 
-from oxport import examples, progress, serialize
-from oxport.cli_common import (
+from oxport import progress, serialize
+from oxport.cli import examples
+from oxport.cli.common import (
     EXIT_FAILED,
     EXIT_MISMATCH,
     EXIT_OK,
@@ -302,14 +303,14 @@ def _script(model: Any) -> Any:
 # -- verification -------------------------------------------------------------------------
 def verify(model: Any, inputs: tuple[Any, ...], args: argparse.Namespace, input_names: Any,
            output_names: Any, dynamic_axes: dict[str, dict[int, str]]) -> Any:
-    """:func:`oxport.verification.verify` with the export's settings: ONNX Runtime against
+    """:func:`oxport.diagnose.verification.verify` with the export's settings: ONNX Runtime against
     eager PyTorch at the example inputs and, per dynamic axis, at a second size."""
     try:
         import onnxruntime  # noqa: F401 - only to say clearly that it is missing
     except ImportError:
         raise UsageError("--verify needs onnxruntime, which is not installed: run "
                          "`pip install onnxruntime`.") from None
-    from oxport import verification
+    from oxport.diagnose import verification
 
     options = verification.VerificationOptions(rtol=args.rtol, atol=args.atol,
                                                raise_on_failure=False)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from oxport.ir import Graph, Node, Type, Value
 
-log = logging.getLogger("oxport.passes")
+log = logging.getLogger("oxport.passes.folding")
 
 #: Ops whose result is not a function of their inputs.
 _NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",

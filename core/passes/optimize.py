@@ -19,7 +19,7 @@
   and inputs; deterministic ai.onnx ops) reuses its outputs.
 
 Each pass returns how many nodes it changed; dead nodes are left to
-:func:`oxport.passes.eliminate_dead_code`.
+:func:`oxport.passes.folding.eliminate_dead_code`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from oxport import passes, serialize
+from oxport import serialize
+from oxport.passes import folding as passes
 from oxport.ir import Graph, Node, Type, Value
 
-log = logging.getLogger("oxport.optimize")
+log = logging.getLogger("oxport.passes.optimize")
 
 #: Integer tensors up to this many elements are followed as shape arithmetic.
 SHAPE_MAX_ELEMENTS = 64

@@ -34,7 +34,7 @@ import torch
 from oxport.process_hooks import SharedHook
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OXPORT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_OXPORT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 #: Tensor methods that turn a traced value into a Python number, and into a decision.
 _NUMBERS = ("__int__", "__index__", "__float__", "item")
 _DECISIONS = ("__bool__",)
