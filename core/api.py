@@ -17,14 +17,15 @@ from typing import IO, Any
 import onnx
 import torch
 
+from oxport import plugin_manager as plugin_loader
 from oxport import progress, serialize
-from oxport.frontends import quantized_io
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError, how_to_set
+from oxport.frontends import arguments, quantized_io
+from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, trace
+from oxport.ir import Graph
 from oxport.passes import dtype_legalization, functions, optimize
 from oxport.passes import folding as passes
-from oxport import plugin_manager as plugin_loader
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError, how_to_set
-from oxport.ir import Graph
 from oxport.process_hooks import SharedHook
 from oxport.registry import Layer, Provenance, RegistryView, SymbolicEntry
 from oxport.types import (
@@ -174,7 +175,7 @@ class ExportResult:
     def input_leaves(self) -> list[int] | None:
         """For each ONNX graph input (user inputs, in order), the index of the leaf of
         the flattened ``args`` it comes from (``pytree.tree_leaves`` of the (positional,
-        named) arguments, as :func:`oxport.frontends.torchscript.trace.normalize_args` splits them); None when
+        named) arguments, as :func:`oxport.frontends.torchscript.arguments.normalize_args` splits them); None when
         the front end did not say (then the inputs are the args' tensors, in order)."""
         return _input_leaves(self.graph)
 
@@ -182,15 +183,15 @@ class ExportResult:
         """ONNX Runtime feeds (name -> numpy array) for ``args`` given in export's form."""
         from torch.utils import _pytree as pytree
 
-        leaves = pytree.tree_leaves(trace.normalize_args(args))
+        leaves = pytree.tree_leaves(arguments.normalize_args(args))
         slots = self.input_leaves()
         if slots is None:  # the args' tensors in order, a list of tensors one (Sequence) feed
-            leaves = pytree.tree_leaves(trace.normalize_args(args), is_leaf=trace.is_tensor_list)
+            leaves = pytree.tree_leaves(arguments.normalize_args(args), is_leaf=arguments.is_tensor_list)
             slots = [i for i, leaf in enumerate(leaves)
-                     if isinstance(leaf, torch.Tensor) or trace.is_tensor_list(leaf)]
+                     if isinstance(leaf, torch.Tensor) or arguments.is_tensor_list(leaf)]
         inputs = self.serialized.model.graph.input
         parts = [(value.meta or {}).get("arg_part") for value in self.graph.inputs]
-        return {i.name: _as_input_dtype(trace.feed_array(leaves[leaf], part), i, leaves[leaf])
+        return {i.name: _as_input_dtype(arguments.feed_array(leaves[leaf], part), i, leaves[leaf])
                 for i, leaf, part in zip(inputs, slots, parts)}
 
     def plugins_used(self) -> dict[str, int]:
@@ -623,7 +624,7 @@ def _loaded_registry() -> RegistryView:
 
 
 def _source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
-                      dynamo: bool, dynamic_shapes: Any) -> trace.FrontEnd:
+                      dynamo: bool, dynamic_shapes: Any) -> FrontEnd:
     """The front end ``export(..., dynamo=dynamo)`` reads ``model`` with (torch.export for
     ``dynamo=True`` or an ExportedProgram, else the TorchScript tracer), its options
     checked as ``export`` checks them. Call it in ``_exporting()`` and ``no_grad()`` (with
@@ -664,7 +665,7 @@ def _check_opset(opset_version: Any) -> int:
 
 
 def _check_model(model: Any) -> None:
-    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction, trace.FrontEnd,
+    if not isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction, FrontEnd,
                               torch.export.ExportedProgram)):
         raise InvalidExportArgumentError(
             f"model must be a torch.nn.Module, a torch.jit.ScriptModule, a "
@@ -792,7 +793,7 @@ _verbose_log: SharedHook[None] = SharedHook("oxport_verbose", _turn_log_on)
 def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
                         dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
                         input_names: Sequence[str] | None, runnable: bool = True
-                        ) -> trace.FrontEnd:
+                        ) -> FrontEnd:
     """The torch.export front end: ``model`` captured (non-strict) unless it is an
     ``ExportedProgram`` already, decomposed except where a pack serves the op. Unless
     ``runnable`` (the front end keeps the program to run it), what the capture made is
@@ -803,8 +804,8 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     with _capture_garbage_collected(), exported.capture_state_released():
         if isinstance(model, torch.export.ExportedProgram):
             return exported.read(exported.decompose(model, served), runnable=runnable)
-        positional, kwargs = trace.normalize_args(args)
-        trace.check_inputs(positional, kwargs, model.forward)
+        positional, kwargs = arguments.normalize_args(args)
+        arguments.check_inputs(positional, kwargs, model.forward)
         with torch.enable_grad():  # torch.export records grad mode changes otherwise
             program, names, axis_names, notes = exported.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
@@ -825,8 +826,8 @@ def _tracing_grad(exported: bool = False) -> bool:
 
 
 def _front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
-               dynamic_axes: Mapping[str, Any] | None = None) -> trace.FrontEnd:
-    if isinstance(model, trace.FrontEnd):  # already traced (find_mismatch's partitions)
+               dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
+    if isinstance(model, FrontEnd):  # already traced (find_mismatch's partitions)
         return model
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return trace.script_front_end(model, args, input_names, dynamic_axes)
@@ -913,7 +914,7 @@ def _drop_unused_inputs(graph: Graph, input_names: Sequence[str] | None,
     return names, dynamic_axes
 
 
-def _output_names(given: Sequence[str] | None, front: trace.FrontEnd, graph: Graph,
+def _output_names(given: Sequence[str] | None, front: FrontEnd, graph: Graph,
                   input_names: Sequence[str] | None) -> Sequence[str] | None:
     """``output_names``, completed with the dict keys and namedtuple fields the model
     returned its outputs under, when each remaining output has one and none is taken."""

@@ -109,7 +109,7 @@ class GraphContext:
         self.stamp(node)
         if domain:
             self.graph.use_domain(domain, self.conversion.domain_version(domain))
-        return node._outputs[0] if outputs == 1 else tuple(node._outputs)
+        return node.output_values[0] if outputs == 1 else tuple(node.output_values)
 
     def stamp(self, node: Node) -> None:
         """Record where a node came from (source line, scope, plugin)."""
@@ -249,7 +249,7 @@ def _emit_constant(tensor: torch.Tensor):
         if cached is not None:
             return cached
         node = graph.add_node("", "Constant", [], 1, {"value": ("t", tensor)})
-        value = node._outputs[0]
+        value = node.output_values[0]
         value.setType(Type.of(tensor))
         value.const = tensor
         graph.constant_cache[key] = value

@@ -290,15 +290,16 @@ class Value:
 class Node:
     """An ONNX node (or, for deferred values, the TorchScript node they stand for)."""
 
-    __slots__ = ("domain", "op_type", "_inputs", "_outputs", "attrs", "source", "scope",
+    __slots__ = ("domain", "op_type", "input_values", "output_values", "attrs", "source", "scope",
                  "calls", "provenance", "origin", "doc_string", "name")
 
     def __init__(self, domain: str, op_type: str, inputs: list[Value | None],
                  outputs: list[Value], attrs: dict[str, tuple[str, Any]] | None = None) -> None:
         self.domain = domain
         self.op_type = op_type
-        self._inputs = inputs
-        self._outputs = outputs
+        #: The node's inputs and outputs: lists that passes edit in place.
+        self.input_values = inputs
+        self.output_values = outputs
         self.attrs = attrs or {}
         self.source = ""
         self.scope = ""
@@ -315,25 +316,25 @@ class Node:
         return f"{self.domain or 'onnx'}::{self.op_type}"
 
     def inputs(self) -> list[Value | None]:
-        return list(self._inputs)
+        return list(self.input_values)
 
     def outputs(self) -> list[Value]:
-        return list(self._outputs)
+        return list(self.output_values)
 
     def input(self, index: int = 0) -> Value | None:
-        return self._inputs[index]
+        return self.input_values[index]
 
     def inputsAt(self, index: int) -> Value | None:  # noqa: N802
-        return self._inputs[index]
+        return self.input_values[index]
 
     def inputsSize(self) -> int:  # noqa: N802
-        return len(self._inputs)
+        return len(self.input_values)
 
     def output(self, index: int = 0) -> Value:
-        return self._outputs[index]
+        return self.output_values[index]
 
     def outputsSize(self) -> int:  # noqa: N802
-        return len(self._outputs)
+        return len(self.output_values)
 
     def attributeNames(self) -> list[str]:  # noqa: N802
         return list(self.attrs)
@@ -432,7 +433,7 @@ class Graph:
         real_inputs = [self.materialize(v) if v is not None else None for v in inputs]
         node = Node(domain, op_type, real_inputs, [], attrs)
         hint = self.fresh_name(op_type)
-        node._outputs = [Value(self, hint if i == 0 else f"{hint}.{i}", None, node, i)
+        node.output_values = [Value(self, hint if i == 0 else f"{hint}.{i}", None, node, i)
                          for i in range(num_outputs)]
         self.nodes.append(node)
         return node

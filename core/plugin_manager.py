@@ -23,6 +23,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterable, Sequence
+from importlib import metadata as stdlib_metadata
 from typing import Any, NamedTuple
 
 import pluggy
@@ -30,8 +31,6 @@ import pluggy
 from oxport import hookspecs
 from oxport.errors import PluginError, RegistryError, how_to_set
 from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry, vet_symbolic
-
-from importlib import metadata as stdlib_metadata
 
 if sys.version_info >= (3, 12):
     importlib_metadata = stdlib_metadata

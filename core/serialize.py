@@ -28,7 +28,6 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from oxport.passes import infer
 from oxport.errors import (
     CheckerError,
     DynamicAxesWarning,
@@ -38,6 +37,7 @@ from oxport.errors import (
     spelled,
 )
 from oxport.ir import Graph, Node, Type, Value
+from oxport.passes import infer
 from oxport.types import JitScalarType
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -173,7 +173,7 @@ def _dedupe_weights(graph: Graph) -> None:
     if not replace:
         return
     for node in graph.walk():
-        node._inputs = [replace.get(id(v), v) if v is not None else None for v in node._inputs]
+        node.input_values = [replace.get(id(v), v) if v is not None else None for v in node.input_values]
     graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
 
 
@@ -280,8 +280,8 @@ def _names(argument: str, names: Sequence[str] | None) -> list[str]:
 
 def _node_index(proto: onnx.GraphProto, graph: Graph, namer: _Namer) -> dict[str, Node]:
     """ONNX node name -> IR node, matched by first output name (subgraphs included)."""
-    by_output = {namer.names.get(id(node._outputs[0])): node
-                 for node in graph.walk() if node._outputs}
+    by_output = {namer.names.get(id(node.output_values[0])): node
+                 for node in graph.walk() if node.output_values}
     index: dict[str, Node] = {}
     pending = [proto]
     while pending:
@@ -388,9 +388,9 @@ def _separate_outputs(graph: Graph) -> None:
     for value in graph.outputs:
         if id(value) in seen or value.producer is None or value.producer.op_type == "Constant":
             node = graph.add_node("", "Identity", [value])
-            node._outputs[0].setType(value.type())
-            node._outputs[0].name = value.name
-            value = node._outputs[0]
+            node.output_values[0].setType(value.type())
+            node.output_values[0].name = value.name
+            value = node.output_values[0]
         seen.add(id(value))
         outputs.append(value)
     graph.outputs = outputs
@@ -472,7 +472,7 @@ def _graph_proto(graph: Graph, namer: _Namer, verbose: bool, add_node_names: boo
     for node in graph.nodes:
         proto.node.append(_node_proto(node, namer, verbose, add_node_names, counters, types,
                                       module_types))
-        for value in node._outputs:
+        for value in node.output_values:
             types[namer.name(value)] = value.type()
     if graph.parent is not None:
         for value in graph.inputs:
@@ -499,8 +499,8 @@ def _node_proto(node: Node, namer: _Namer, verbose: bool, add_node_names: bool,
     proto = onnx.NodeProto()
     proto.op_type = node.op_type
     proto.domain = node.domain
-    proto.input.extend("" if v is None else namer.name(v) for v in node._inputs)
-    proto.output.extend(namer.name(v) for v in node._outputs)
+    proto.input.extend("" if v is None else namer.name(v) for v in node.input_values)
+    proto.output.extend(namer.name(v) for v in node.output_values)
     if add_node_names:
         index = counters.get(node.op_type, 0)
         counters[node.op_type] = index + 1

@@ -9,6 +9,7 @@ import torch
 from onnx import TensorProto
 
 from oxport.errors import OnnxExporterError
+
 # The opset range, re-exported: ``oxport.types`` is where callers have always found it.
 from oxport.opset_versions import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401
 

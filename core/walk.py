@@ -34,11 +34,11 @@ from oxport.errors import (
     advising_cli,
     how_to_set,
 )
-from oxport.passes.infer import infer_value, needs_inference
+from oxport.frontends.base import FrontEnd
 from oxport.ir import COMPLEX_OF_REAL, Graph, Type, Value
+from oxport.passes.infer import infer_value, needs_inference
 from oxport.registry import RegistryView, SymbolicEntry, vet_symbolic
 from oxport.symbolic_helper import carries_complex_pairs, has_complex_input
-from oxport.frontends.torchscript.trace import FrontEnd
 
 log = logging.getLogger("oxport.walk")
 _TORCH_DIR = os.path.dirname(torch.__file__)

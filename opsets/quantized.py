@@ -96,10 +96,10 @@ def qparams_of(value: Value | None) -> QParams | None:
         if value.meta and "qparams" in value.meta:
             return value.meta["qparams"]
         node = value.producer
-        if node is None or not node._inputs or node.origin == "aten::dequantize" \
+        if node is None or not node.input_values or node.origin == "aten::dequantize" \
                 or not (node.op_type in _SAME_GRID or _nearest_resize(node)):
             return None
-        value = node._inputs[0]
+        value = node.input_values[0]
     return None
 
 
@@ -555,16 +555,16 @@ _OWN = {"aten::quantize_per_tensor", "aten::dequantize", "aten::quantized_lstm",
 
 def _rounding(node: Node) -> QParams | None:
     """The qparams PyTorch gives this float node's output when its input is quantized."""
-    if not node.origin.startswith("aten::") or node.origin in _OWN or not node._inputs \
-            or len(node._outputs) != 1:
+    if not node.origin.startswith("aten::") or node.origin in _OWN or not node.input_values \
+            or len(node.output_values) != 1:
         return None
     op = node.op_type
     if op in _FIXED:
-        qp = qparams_of(node._inputs[0])
+        qp = qparams_of(node.input_values[0])
         fixed = _FIXED[op].get(qp.dtype) if qp is not None else None
         return QParams(fixed[0], fixed[1], qp.dtype) if fixed else None
     if op in _ROUNDED and not _nearest_resize(node):
-        return qparams_of(node._inputs[0])
+        return qparams_of(node.input_values[0])
     return None
 
 
@@ -576,12 +576,12 @@ def requantize(graph: Graph, conversion: Any) -> None:
     replace: dict[int, Value] = {}
     for node in nodes:
         if replace:
-            node._inputs = [replace.get(id(v), v) if v is not None else None
-                            for v in node._inputs]
+            node.input_values = [replace.get(id(v), v) if v is not None else None
+                            for v in node.input_values]
         graph.nodes.append(node)
         qp = _rounding(node)
         if qp is not None:
-            output = node._outputs[0]
+            output = node.output_values[0]
             g.source, g.scope = node.source, node.scope
             replace[id(output)] = quantize(g, output, qp)
     if replace:
@@ -590,5 +590,5 @@ def requantize(graph: Graph, conversion: Any) -> None:
             for kind, sub in node.attrs.values():
                 for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
                     for inner in subgraph.walk():
-                        inner._inputs = [replace.get(id(v), v) if v is not None else None
-                                         for v in inner._inputs]
+                        inner.input_values = [replace.get(id(v), v) if v is not None else None
+                                         for v in inner.input_values]

@@ -394,7 +394,7 @@ def _built(subject: Subject) -> tuple[Any, tuple[Any, ...]]:
 def _eager(subject: Subject, options: dict[str, Any]) -> list[torch.Tensor]:
     model, args = _built(subject)
     training = options.get("training", oxport.TrainingMode.EVAL)
-    positional, named = oxport.frontends.torchscript.trace.normalize_args(_cloned(args))
+    positional, named = oxport.frontends.arguments.normalize_args(_cloned(args))
     call = model
     if isinstance(model, torch.jit.ScriptModule) and not hasattr(model, "forward"):
         # a scripted nn.LSTM has only its forward overloads to call

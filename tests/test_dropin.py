@@ -203,7 +203,7 @@ def test_scripted_number_arguments_are_inputs_as_in_torch_onnx(model, args, agai
     results."""
     import onnxruntime as ort
 
-    from oxport.frontends.torchscript.trace import normalize_args
+    from oxport.frontends.arguments import normalize_args
     scripted = torch.jit.script(model)
     result = oxport.convert(scripted, args, opset_version=opset)
     theirs = _torch_onnx(scripted, args, opset_version=opset)

@@ -30,7 +30,7 @@ from torch.utils import _pytree as pytree
 import oxport
 from oxport.errors import OnnxExporterError
 from oxport.testing import flatten_expected
-from oxport.frontends.torchscript.trace import normalize_args
+from oxport.frontends.arguments import normalize_args
 
 OPSETS = (13, 17, 20)
 

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 from oxport import api, plugins
-from oxport.diagnose import report
 from oxport.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -33,6 +32,7 @@ from oxport.cli.common import (
     shape_arg,
 )
 from oxport.cli.export import random_input
+from oxport.diagnose import report
 from oxport.errors import OnnxExporterError, advising_cli, how_to_set
 from oxport.registry import RegistryView
 from oxport.types import DEFAULT_OPSET, TrainingMode

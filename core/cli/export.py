@@ -29,7 +29,11 @@ from oxport.cli.common import (
     opset_arg,
     shape_arg,
 )
-from oxport.errors import DynamicAxesWarning, InvalidExportArgumentError, OnnxExporterError
+from oxport.errors import (
+    DynamicAxesWarning,
+    InvalidExportArgumentError,
+    OnnxExporterError,
+)
 from oxport.types import DEFAULT_OPSET
 
 EXIT_CODES = f"""exit status:

@@ -22,11 +22,23 @@ import torch
 from torch.utils import _pytree as pytree
 
 from oxport import api, serialize
-from oxport.frontends.torchscript import trace
-from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue, constant
+from oxport.diagnose.verification import (
+    VerificationOptions,
+    compare,
+    ort_session,
+    run_ort,
+)
+from oxport.frontends import arguments
+from oxport.frontends.base import FrontEnd
+from oxport.frontends.view import (
+    SourceBlock,
+    SourceGraph,
+    SourceNode,
+    SourceValue,
+    constant,
+)
 from oxport.ir import Type
 from oxport.types import TrainingMode
-from oxport.diagnose.verification import VerificationOptions, compare, ort_session, run_ort
 from oxport.walk import source_of
 
 #: Nodes that belong to whichever partition uses them (copied into each).
@@ -39,7 +51,7 @@ class _Search:
     """What every partition of one :func:`find_mismatch` shares: the source graph, every
     intermediate value of one run of it, and the export options."""
 
-    def __init__(self, front: trace.FrontEnd, export_kwargs: dict[str, Any],
+    def __init__(self, front: FrontEnd, export_kwargs: dict[str, Any],
                  user_inputs: list[Any]) -> None:
         self.front = front
         self.graph = front.graph
@@ -103,7 +115,7 @@ class _Search:
             results = (results,)
         self.values.update(zip(originals, list(results)[count:]))
 
-    def partition(self, essential: list[Any]) -> tuple[trace.FrontEnd, list[int]]:
+    def partition(self, essential: list[Any]) -> tuple[FrontEnd, list[int]]:
         """The partition of ``essential`` nodes as a front end of its own, with the ids of
         its outputs (values that nodes outside it use)."""
         members = set(essential)
@@ -130,7 +142,7 @@ class _Search:
         inputs = [*user_values, *param_values]
         copy = _copy_script if isinstance(self.graph, torch._C.Graph) else _copy_source
         graph = copy(inputs, [self.values.get(v.unique()) for v in inputs], ordered, outputs)
-        front = trace.FrontEnd(graph, [self.values[v.unique()] for v in user_values],
+        front = FrontEnd(graph, [self.values[v.unique()] for v in user_values],
                                [f"input_{i}" for i in range(len(user_values))],
                                [self.params[v.unique()] for v in param_values],
                                scripted=self.front.scripted,
@@ -241,14 +253,14 @@ class GraphInfo:
         self._search = search
         self.essential_nodes = essential
         self.id = id
-        front, self._outputs = search.partition(essential)
+        front, self.output_values = search.partition(essential)
         #: The partition's source graph (TorchScript's, or the torch.export front end's
         #: view, :class:`~oxport.frontends.view.SourceGraph`).
         self.graph: Any = front.graph
         self.input_args = tuple(front.example_inputs)
         self.params_dict = dict(front.params)
         self._front = front
-        self.pt_outs = [search.values[u] for u in self._outputs]
+        self.pt_outs = [search.values[u] for u in self.output_values]
         self.onnx_outs: list[np.ndarray] | None = None
         self.export_result: api.ExportResult | None = None
         self.mismatch_error: str | None = None
@@ -482,7 +494,7 @@ def find_mismatch(model: Any, input_args: Any, do_constant_folding: bool = True,
     graph_training = api._is_training(model, mode)
     # The torch.export front end's examples are fake tensors: the run needs the real ones.
     user_inputs = (list(front.example_inputs) if front.evaluate is None else
-                   [leaf for leaf in pytree.tree_leaves(trace.normalize_args(input_args))
+                   [leaf for leaf in pytree.tree_leaves(arguments.normalize_args(input_args))
                     if isinstance(leaf, torch.Tensor)])
     search = _Search(front, {
         "opset_version": opset, "do_constant_folding": do_constant_folding,

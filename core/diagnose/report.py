@@ -194,7 +194,7 @@ def graph_pitfalls(graph: Graph, input_names: Sequence[str]) -> list[Pitfall]:
     """Inputs the exported graph never reads (dropped from it, as torch.onnx drops them):
     their values were baked in (``Tensor.data``, ``.numpy()``, ``.item()``) or the model
     ignores them."""
-    used = {id(v) for node in graph.walk() for v in node._inputs if v is not None}
+    used = {id(v) for node in graph.walk() for v in node.input_values if v is not None}
     used |= {id(v) for v in graph.outputs}
     unread = [*graph.dropped_inputs,
               *(name for value, name in zip(graph.inputs, input_names) if id(value) not in used)]
@@ -398,9 +398,9 @@ def baked_sizes(graph: Graph, output: Value, size: int) -> list[str]:
     found = []
     for node in _ancestors(graph, output):
         for index in SHAPE_INPUTS.get(node.op_type, ()):
-            if index >= len(node._inputs) or node._inputs[index] is None:
+            if index >= len(node.input_values) or node.input_values[index] is None:
                 continue
-            values = constant_ints(node._inputs[index])
+            values = constant_ints(node.input_values[index])
             if values is not None and size in values:
                 shown = values if len(values) <= 8 else values[:8] + ["..."]
                 what = f"{node.op_type} with the constant {shown} from {node.origin or 'a pass'}"
@@ -437,7 +437,7 @@ def _ancestors(graph: Graph, output: Value) -> list[Node]:
         if producer is None or id(producer) in seen:
             continue
         seen.add(id(producer))
-        pending.extend(v for v in producer._inputs if v is not None)
+        pending.extend(v for v in producer.input_values if v is not None)
     return [node for node in graph.nodes if id(node) in seen]
 
 

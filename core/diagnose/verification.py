@@ -27,8 +27,9 @@ from torch.utils import _pytree as pytree
 
 from oxport import api, serialize
 from oxport.diagnose import report
-from oxport.frontends.torchscript import trace
 from oxport.errors import OnnxExporterError
+from oxport.frontends import arguments
+from oxport.frontends.torchscript import trace
 from oxport.types import TrainingMode
 from oxport.walk import source_of
 
@@ -305,9 +306,9 @@ class _Checker:
         self.inputs = [i.name for i in proto.graph.input][:len(result.graph.inputs)]
         self.outputs = [o.name for o in proto.graph.output]
         self.session = ort_session(result.model_proto())
-        positional, kwargs = trace.normalize_args(args)
+        positional, kwargs = arguments.normalize_args(args)
         self.leaves, self.spec = pytree.tree_flatten((positional, kwargs))
-        self.leaves = [trace.as_input(leaf) for leaf in self.leaves]
+        self.leaves = [arguments.as_input(leaf) for leaf in self.leaves]
         self.slots = result.input_leaves()
         if self.slots is None:  # the front end did not say: the tensors, in order
             self.slots = [i for i, leaf in enumerate(self.leaves)
@@ -362,7 +363,7 @@ class _Checker:
         if not self.options.ignore_none and any(
                 leaf is None for leaf in pytree.tree_leaves(out, is_leaf=lambda x: x is None)):
             self.verdict.notes.append("the model returns None, which the ONNX model drops")
-        return list(trace.flatten_outputs(out, []))
+        return list(arguments.flatten_outputs(out, []))
 
     # -- dynamic axes ---------------------------------------------------------------
     def _axes(self, dynamic_axes: dict[str, Any]

@@ -34,7 +34,15 @@ from torch.fx.experimental import proxy_tensor
 from torch.utils import _pytree as pytree
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
-from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue, constant
+from oxport.frontends.arguments import Flattened, leaf_paths
+from oxport.frontends.base import FrontEnd
+from oxport.frontends.view import (
+    SourceBlock,
+    SourceGraph,
+    SourceNode,
+    SourceValue,
+    constant,
+)
 from oxport.ir import Type
 from oxport.types import JitScalarType
 
@@ -101,10 +109,9 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     Returns the program, the inputs' names, the names of their dynamic axes
     (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
     and notes on the outputs."""
-    from oxport.frontends.torchscript.trace import _Flattened, _leaf_paths
 
     leaves, spec = pytree.tree_flatten((args, kwargs))
-    paths = _leaf_paths(args, kwargs, model.forward)
+    paths = leaf_paths(args, kwargs, model.forward)
     slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = [leaves[i] for i in slots]
     names = [paths[i] for i in slots]
@@ -119,7 +126,7 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
         per_tensor, axis_names = _specs_from_axes(tensors, names, dynamic_axes or {},
                                                   input_names)
     notes: list[str] = []
-    wrapper = _Flattened(model, spec, leaves, slots, notes)
+    wrapper = Flattened(model, spec, leaves, slots, notes)
     shapes = (tuple(per_tensor),) if any(per_tensor) else None
     kept_whole = [_kept_whole(name, kernel, served)
                   for name, kernel in (kernels or {}).items()]
@@ -834,7 +841,6 @@ def read(program: torch.export.ExportedProgram,
     (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it.
     ``runnable``: whether the front end keeps the program to run it (``evaluate``, for
     ``find_mismatch``); an export drops it once read."""
-    from oxport.frontends.torchscript.trace import FrontEnd
 
     reader = _Reader(program, axis_names or {}, prefix)
     graph, examples, names, params, more = reader.read()

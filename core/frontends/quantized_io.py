@@ -55,7 +55,7 @@ def split_inputs(graph: Graph, examples: Sequence[Any], input_names: Sequence[st
         scale = _cast(graph, parts[1], TensorProto.FLOAT, torch.float32)
         zero_point = _cast(graph, parts[2], _ONNX[storage], storage)
         dequantize = graph.add_node("", "DequantizeLinear", [parts[0], scale, zero_point])
-        dequantized = dequantize._outputs[0]
+        dequantized = dequantize.output_values[0]
         dequantized.setType(Type.tensor(torch.float32, list(example.shape)))
         prologue += [scale.producer, zero_point.producer, dequantize]
         _replace_uses(graph, value, dequantized)
@@ -103,7 +103,7 @@ def split_outputs(graph: Graph, quantized: Sequence[bool]) -> None:
     for value, is_quantized in zip(graph.outputs, quantized):
         node = value.producer
         if is_quantized and node is not None and node.op_type == "DequantizeLinear":
-            outputs += [v for v in node._inputs if v is not None]
+            outputs += [v for v in node.input_values if v is not None]
         else:
             outputs.append(value)
     graph.outputs = outputs
@@ -114,11 +114,11 @@ _ONNX = {torch.uint8: TensorProto.UINT8, torch.int8: TensorProto.INT8}
 
 def _cast(graph: Graph, value: Value, to: int, dtype: torch.dtype) -> Value:
     node = graph.add_node("", "Cast", [value], attrs={"to": ("i", to)})
-    node._outputs[0].setType(Type.tensor(dtype, []))
-    return node._outputs[0]
+    node.output_values[0].setType(Type.tensor(dtype, []))
+    return node.output_values[0]
 
 
 def _replace_uses(graph: Graph, old: Value, new: Value) -> None:
     for node in graph.walk():
-        node._inputs = [new if v is old else v for v in node._inputs]
+        node.input_values = [new if v is old else v for v in node.input_values]
     graph.outputs = [new if v is old else v for v in graph.outputs]

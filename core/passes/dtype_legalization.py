@@ -133,7 +133,7 @@ def legalize_dtypes(graph: Graph, opset: int) -> int:
             nodes.extend(_casts_out(graph, node, schema, wider, bound))
         else:
             nodes.append(node)
-        for index, out in enumerate(node._outputs):
+        for index, out in enumerate(node.output_values):
             param = _param(schema.outputs, index)
             if param in bound:
                 known[id(out)] = bound[param]
@@ -152,17 +152,17 @@ def _bind_constants_to_tensors(graph: Graph, node: Node, schema: onnx.defs.OpSch
     inputs' (as a Python scalar takes the tensor's in PyTorch: ``masked_fill`` by a bool 0
     in a torch.onnx symbolic); its Cast is appended to ``nodes`` and folded later."""
     bound: dict[str, torch.dtype] = {}
-    params = [_param(schema.inputs, i) for i in range(len(node._inputs))]
+    params = [_param(schema.inputs, i) for i in range(len(node.input_values))]
     for constants_too in (False, True):
-        for value, param in zip(node._inputs, params):
+        for value, param in zip(node.input_values, params):
             dtype = dtype_of(value) if value is not None else None
             if param is not None and dtype is not None and (constants_too or not value.is_const):
                 bound.setdefault(param, dtype)
-    for index, (value, param) in enumerate(zip(node._inputs, params)):
+    for index, (value, param) in enumerate(zip(node.input_values, params)):
         if value is not None and value.is_const and param in bound and \
                 not param.startswith("tensor(") and dtype_of(value) not in (None, bound[param]):
             cast = _cast(graph, node, value, bound[param])
-            node._inputs[index] = cast._outputs[0]
+            node.input_values[index] = cast.output_values[0]
             nodes.append(cast)
     return bound
 
@@ -175,7 +175,7 @@ def _cast(graph: Graph, template: Node, value: Value, dtype: torch.dtype,
         out = Value(graph, graph.fresh_name("Cast"), value.type().with_dtype(dtype), cast, 0)
     else:
         out.producer, out.index = cast, 0
-    cast._outputs = [out]
+    cast.output_values = [out]
     cast.source, cast.scope = template.source, template.scope
     cast.provenance, cast.origin = template.provenance, template.origin
     return cast
@@ -184,11 +184,11 @@ def _cast(graph: Graph, template: Node, value: Value, dtype: torch.dtype,
 def _casts_in(graph: Graph, node: Node, schema: onnx.defs.OpSchema,
               wider: dict[str, torch.dtype]) -> list[Node]:
     casts = []
-    for index, value in enumerate(node._inputs):
+    for index, value in enumerate(node.input_values):
         param = _param(schema.inputs, index)
         if value is not None and param in wider:
             cast = _cast(graph, node, value, wider[param])
-            node._inputs[index] = cast._outputs[0]
+            node.input_values[index] = cast.output_values[0]
             casts.append(cast)
     return casts
 
@@ -196,12 +196,12 @@ def _casts_in(graph: Graph, node: Node, schema: onnx.defs.OpSchema,
 def _casts_out(graph: Graph, node: Node, schema: onnx.defs.OpSchema,
                wider: dict[str, torch.dtype], bound: dict[str, torch.dtype]) -> list[Node]:
     casts = []
-    for index, out in enumerate(node._outputs):
+    for index, out in enumerate(node.output_values):
         param = _param(schema.outputs, index)
         if param in wider:
             raw = Value(graph, graph.fresh_name(node.op_type),
                         out.type().with_dtype(wider[param]) if out.type().kind() == "TensorType"
                         else Type.tensor(wider[param]), node, index)
-            node._outputs[index] = raw
+            node.output_values[index] = raw
             casts.append(_cast(graph, node, raw, bound[param], out))
     return casts

@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 import numpy as np
-import torch
 import onnx
+import torch
 from onnx import TensorProto, helper
 
 from oxport.ir import Graph, Node, Type, Value
@@ -38,9 +38,9 @@ def eliminate_dead_code(graph: Graph) -> int:
     kept: list[Node] = []
     removed = 0
     for node in reversed(graph.nodes):
-        if any(id(v) in used for v in node._outputs) or not node._outputs:
+        if any(id(v) in used for v in node.output_values) or not node.output_values:
             kept.append(node)
-            used.update(id(v) for v in node._inputs if v is not None)
+            used.update(id(v) for v in node.input_values if v is not None)
             for kind, sub in node.attrs.values():
                 for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
                     removed += eliminate_dead_code(subgraph)
@@ -67,7 +67,7 @@ def drop_unused_inputs(graph: Graph) -> list[int]:
 
 def _mark_subgraph_uses(graph: Graph, used: set[int]) -> None:
     for node in graph.walk():
-        used.update(id(v) for v in node._inputs if v is not None)
+        used.update(id(v) for v in node.input_values if v is not None)
     for node in graph.walk():
         for kind, sub in node.attrs.values():
             for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
@@ -93,11 +93,11 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
     consumers = _consumers(graph)
     for node in graph.nodes:
         if replace:
-            node._inputs = [replace.get(id(v), v) if v is not None else None
-                            for v in node._inputs]
-        inputs = node._inputs
+            node.input_values = [replace.get(id(v), v) if v is not None else None
+                            for v in node.input_values]
+        inputs = node.input_values
         if (node.domain or node.op_type in _NONDETERMINISTIC or node.op_type in _KEEP
-                or not node._outputs
+                or not node.output_values
                 or node.op_type == "Constant"
                 or any(kind in ("g", "gs") for kind, _ in node.attrs.values())
                 or not all(_foldable(v, frozen) for v in inputs if v is not None)):
@@ -105,7 +105,7 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
             continue
         key = _fold_key(node)
         if key in done:
-            for value, prev in zip(node._outputs, done[key]._outputs):
+            for value, prev in zip(node.output_values, done[key].output_values):
                 replace[id(value)] = prev
                 consumers.setdefault(id(prev), []).extend(consumers.get(id(value), ()))
             folded += 1
@@ -115,12 +115,12 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
                    if size <= FOLD_MAX_ELEMENTS or node.op_type in _VIEWS else None)
         if results is None and size <= REFERENCE_MAX_ELEMENTS:
             results = _fold_reference(node, opset)
-        if results is None or len(results) != len(node._outputs) \
+        if results is None or len(results) != len(node.output_values) \
                 or any(isinstance(r, list) for r in results) \
                 or _duplicates(node, key, results, consumers):  # (a Sequence: no initializer)
             kept.append(node)
             continue
-        for value, result in zip(node._outputs, results):
+        for value, result in zip(node.output_values, results):
             tensor = _as_tensor(result)
             value.const = tensor
             value.setType(Type.of(tensor))
@@ -132,8 +132,8 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
     graph.nodes = kept
     if replace:
         for node in graph.walk():  # subgraphs may use the replaced values too
-            node._inputs = [replace.get(id(v), v) if v is not None else None
-                            for v in node._inputs]
+            node.input_values = [replace.get(id(v), v) if v is not None else None
+                            for v in node.input_values]
         graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
     return folded
 
@@ -142,7 +142,7 @@ def _consumers(graph: Graph) -> dict[int, list[Node | None]]:
     """id(value) -> the nodes that use it (subgraphs included); None for a graph output."""
     consumers: dict[int, list[Node | None]] = {}
     for node in graph.walk():
-        for value in node._inputs:
+        for value in node.input_values:
             if value is not None:
                 consumers.setdefault(id(value), []).append(node)
     for value in graph.outputs:
@@ -156,7 +156,7 @@ def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
     computed from, because that input has a use besides ``node`` and its exact repeats."""
     if sum(int(np.size(r)) for r in results) < DUPLICATE_MIN_ELEMENTS:
         return False
-    for value in node._inputs:
+    for value in node.input_values:
         if value is None or _numel(value.const) < DUPLICATE_MIN_ELEMENTS:
             continue
         for other in consumers.get(id(value), ()):
@@ -178,7 +178,7 @@ def _as_tensor(result: Any) -> torch.Tensor:
 def _fold_key(node: Node) -> tuple[Any, ...]:
     attrs = tuple(sorted((name, kind, id(value) if kind in ("t", "ts") else repr(value))
                          for name, (kind, value) in node.attrs.items()))
-    return node.op_type, attrs, tuple(id(v) if v is not None else None for v in node._inputs)
+    return node.op_type, attrs, tuple(id(v) if v is not None else None for v in node.input_values)
 
 
 def _fold_reference(node: Node, opset: int) -> list[Any] | None:
@@ -187,15 +187,15 @@ def _fold_reference(node: Node, opset: int) -> list[Any] | None:
 
     from oxport.serialize import tensor_proto
 
-    names = [f"i{i}" if v is not None else "" for i, v in enumerate(node._inputs)]
-    outs = [f"o{i}" for i in range(len(node._outputs))]
+    names = [f"i{i}" if v is not None else "" for i, v in enumerate(node.input_values)]
+    outs = [f"o{i}" for i in range(len(node.output_values))]
     proto = helper.make_node(node.op_type, names, outs)
     for name, (kind, value) in node.attrs.items():
         if kind == "t":
             proto.attribute.append(helper.make_attribute(name, tensor_proto("", value)))
         else:
             proto.attribute.append(helper.make_attribute(name, value))
-    feeds = {n: _to_numpy(v.const) for n, v in zip(names, node._inputs) if v is not None}
+    feeds = {n: _to_numpy(v.const) for n, v in zip(names, node.input_values) if v is not None}
     # A one-node model, so the evaluator picks the operator version of ``opset``.
     graph = helper.make_graph(
         [proto], "fold",
@@ -219,7 +219,7 @@ def _fold_numpy(node: Node, opset: int) -> list[np.ndarray] | None:
     fold = _NUMPY_FOLDERS.get(node.op_type)
     if fold is None:
         return None
-    arrays = [None if v is None else _to_numpy(v.const) for v in node._inputs]
+    arrays = [None if v is None else _to_numpy(v.const) for v in node.input_values]
     attrs = {name: value for name, (_kind, value) in node.attrs.items()}
     try:
         return [fold(arrays, attrs, opset)]

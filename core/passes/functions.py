@@ -133,7 +133,7 @@ class _Extraction:
         self.call_of_node: dict[int, _Call] = {}
         #: Constant nodes belong to no call: each body (and the main graph) that uses one
         #: gets it. Keyed by the id of their output.
-        self.constants = {id(n._outputs[0]): n for n in graph.nodes if _is_constant(n)}
+        self.constants = {id(n.output_values[0]): n for n in graph.nodes if _is_constant(n)}
         self.nodes = [n for n in graph.nodes if not _is_constant(n)]
         #: id(node) -> the selected calls it was made in, outermost first.
         self.chains = {id(n): tuple(c for c in n.calls if selected(c)) for n in self.nodes}
@@ -180,7 +180,7 @@ class _Extraction:
                 self._build(item)
         members = [item.node if isinstance(item, _Call) else item for item in call.items]
         call.body = _toposort(self._constants_for(members) + members)
-        produced = {id(v) for n in call.body for v in n._outputs}
+        produced = {id(v) for n in call.body for v in n.output_values}
         seen: set[int] = set()
         for node in call.body:
             for value in _uses(node):
@@ -188,12 +188,12 @@ class _Extraction:
                     seen.add(id(value))
                     call.inputs.append(value)
         for node in self._descendant_nodes(call):
-            for value in node._outputs:
+            for value in node.output_values:
                 if id(value) in self.graph_outputs or any(
                         call.id not in self.chains[id(user)]
                         for user in self.consumers.get(id(value), ())):
                     call.outputs.append(value)
-        order = {id(v): i for i, v in enumerate(v for n in call.body for v in n._outputs)}
+        order = {id(v): i for i, v in enumerate(v for n in call.body for v in n.output_values)}
         call.outputs.sort(key=lambda v: order[id(v)])
 
         structure = _structure(call.body, call.inputs, call.outputs)
@@ -365,8 +365,8 @@ def _path(call_id: str) -> str:
 
 
 def _is_constant(node: Node) -> bool:
-    return (not node.domain and node.op_type == "Constant" and not node._inputs
-            and len(node._outputs) == 1)
+    return (not node.domain and node.op_type == "Constant" and not node.input_values
+            and len(node.output_values) == 1)
 
 
 def _subgraphs(node: Node) -> list[Graph]:
@@ -385,7 +385,7 @@ def _subgraph_nodes(node: Node) -> list[Node]:
 
 def _uses(node: Node) -> list[Value]:
     """The values a node reads: its inputs, then what its subgraphs take from outside."""
-    values = [v for v in node._inputs if v is not None]
+    values = [v for v in node.input_values if v is not None]
     for sub in _subgraphs(node):
         values += _captured(sub)
     return values
@@ -396,14 +396,14 @@ def _captured(graph: Graph) -> list[Value]:
     found = []
     for node in graph.nodes:
         found += [v for v in _uses(node) if id(v) not in defined]
-        defined.update(id(v) for v in node._outputs)
+        defined.update(id(v) for v in node.output_values)
     return found + [v for v in graph.outputs if id(v) not in defined]
 
 
 def _toposort(nodes: list[Node]) -> list[Node]:
     """``nodes`` in an order where each comes after the nodes it reads (stable)."""
     position = {id(n): i for i, n in enumerate(nodes)}
-    producer = {id(v): n for n in nodes for v in n._outputs}
+    producer = {id(v): n for n in nodes for v in n.output_values}
     waiting: dict[int, int] = {}
     readers: dict[int, list[Node]] = {}
     for node in nodes:
@@ -435,7 +435,7 @@ def _structure(body: list[Node], inputs: list[Value], outputs: list[Value]) -> A
 def _encode(nodes: list[Node], env: dict[int, Any], depth: int) -> tuple[Any, ...]:
     encoded = []
     for index, node in enumerate(nodes):
-        ins = tuple(None if v is None else env.get(id(v), ("?", id(v))) for v in node._inputs)
+        ins = tuple(None if v is None else env.get(id(v), ("?", id(v))) for v in node.input_values)
         attrs = []
         for name, (kind, value) in sorted(node.attrs.items()):
             if kind in ("g", "gs"):
@@ -446,8 +446,8 @@ def _encode(nodes: list[Node], env: dict[int, Any], depth: int) -> tuple[Any, ..
                 attrs.append((name, kind))
             else:
                 attrs.append((name, kind, _value_key(kind, value)))
-        encoded.append((node.domain, node.op_type, ins, len(node._outputs), tuple(attrs)))
-        for k, value in enumerate(node._outputs):
+        encoded.append((node.domain, node.op_type, ins, len(node.output_values), tuple(attrs)))
+        for k, value in enumerate(node.output_values):
             env[id(value)] = (depth, index, k)
     return tuple(encoded)
 

@@ -36,13 +36,13 @@ def infer_value(value: Value, opset: int, depth: int = 0) -> None:
         return
     if any(kind in ("g", "gs") for kind, _ in node.attrs.values()):
         return
-    for item in node._inputs:
+    for item in node.input_values:
         if item is not None and needs_inference(item):
             infer_value(item, opset, depth + 1)
     types: dict[str, onnx.TypeProto] = {}
     data: dict[str, onnx.TensorProto] = {}
     names = []
-    for index, item in enumerate(node._inputs):
+    for index, item in enumerate(node.input_values):
         if item is None:
             names.append("")
             continue
@@ -56,7 +56,7 @@ def infer_value(value: Value, opset: int, depth: int = 0) -> None:
         if isinstance(const, torch.Tensor) and const.numel() <= _DATA_MAX_ELEMENTS:
             from oxport.serialize import tensor_proto
             data[name] = tensor_proto(name, const)
-    outputs = [f"out{i}" for i in range(len(node._outputs))]
+    outputs = [f"out{i}" for i in range(len(node.output_values))]
     proto_node = helper.make_node(node.op_type, names, outputs)
     for attr_name, (kind, attr_value) in node.attrs.items():
         attribute = _attribute(attr_name, kind, attr_value)
@@ -70,7 +70,7 @@ def infer_value(value: Value, opset: int, depth: int = 0) -> None:
     except (onnx.defs.SchemaError, onnx.shape_inference.InferenceError,
             onnx.checker.ValidationError):
         return  # ONNX cannot tell (or the checker will say what is wrong with the node)
-    for name, out in zip(outputs, node._outputs):
+    for name, out in zip(outputs, node.output_values):
         found = inferred.get(name)
         if found is not None and needs_inference(out):
             merged = _merge(out.type(), from_type_proto(found))

@@ -34,8 +34,8 @@ import torch
 from onnx import TensorProto, helper
 
 from oxport import serialize
-from oxport.passes import folding as passes
 from oxport.ir import Graph, Node, Type, Value
+from oxport.passes import folding as passes
 
 log = logging.getLogger("oxport.passes.optimize")
 
@@ -100,7 +100,7 @@ def optimize(graph: Graph, opset: int, *, frozen: set[int] | None = None,
 def _reshape_state(graph: Graph) -> tuple[int, int]:
     """Reshapes, and those with a constant target: what changes the dims inference sees."""
     reshapes = [n for n in graph.nodes if n.op_type == "Reshape" and not n.domain]
-    return len(reshapes), sum(1 for n in reshapes if n._inputs[1].is_const)
+    return len(reshapes), sum(1 for n in reshapes if n.input_values[1].is_const)
 
 
 # -- shared helpers ------------------------------------------------------------------
@@ -116,7 +116,7 @@ def _replace_uses(graph: Graph, replace: dict[int, Value]) -> None:
         return value
 
     for node in graph.walk():
-        node._inputs = [final(v) for v in node._inputs]
+        node.input_values = [final(v) for v in node.input_values]
         for kind, sub in node.attrs.values():
             for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
                 subgraph.outputs = [final(v) for v in subgraph.outputs]
@@ -128,7 +128,7 @@ def _drop_replaced(graph: Graph, replace: dict[int, Value]) -> int:
     at the replacement; returns how many were replaced."""
     if replace:
         graph.nodes = [n for n in graph.nodes
-                       if not (n._outputs and id(n._outputs[0]) in replace)]
+                       if not (n.output_values and id(n.output_values[0]) in replace)]
         _replace_uses(graph, replace)
     return len(replace)
 
@@ -161,7 +161,7 @@ def _axes(node: Node, opset: int, since: int) -> list[int] | None:
     """A node's ``axes``: an attribute before opset ``since``, input 1 from it."""
     if opset < since:
         return list(node.attrs["axes"][1]) if "axes" in node.attrs else None
-    return _const_ints(node._inputs[1]) if len(node._inputs) > 1 else None
+    return _const_ints(node.input_values[1]) if len(node.input_values) > 1 else None
 
 
 def _rank(value: Value) -> int | None:
@@ -179,7 +179,7 @@ def _ints_value(graph: Graph, items: list[int]) -> Value:
 
 def _make_constant(graph: Graph, node: Node, tensor: torch.Tensor) -> None:
     """Turn ``node``'s only output into an initializer holding ``tensor`` (the node goes)."""
-    value = node._outputs[0]
+    value = node.output_values[0]
     value.const = tensor
     value.setType(Type.of(tensor))
     value.producer = None
@@ -203,21 +203,21 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
     replace: dict[int, Value] = {}
     fused: set[int] = set()
     for norm in graph.nodes:
-        if norm.op_type != "BatchNormalization" or norm.domain or len(norm._inputs) != 5 \
+        if norm.op_type != "BatchNormalization" or norm.domain or len(norm.input_values) != 5 \
                 or norm.attrs.get("training_mode", ("i", 0))[1] \
-                or any(consumers.get(id(v)) for v in norm._outputs[1:]):
+                or any(consumers.get(id(v)) for v in norm.output_values[1:]):
             continue
-        conv = norm._inputs[0].producer if norm._inputs[0] is not None else None
+        conv = norm.input_values[0].producer if norm.input_values[0] is not None else None
         if conv is None or conv.op_type not in ("Conv", "ConvTranspose") or conv.domain \
-                or len(conv._inputs) < 2 or consumers.get(id(conv._outputs[0])) != [norm]:
+                or len(conv.input_values) < 2 or consumers.get(id(conv.output_values[0])) != [norm]:
             continue
         # A ConvTranspose weight is (in, out / group, ...): one group keeps out whole.
         axis = 1 if conv.op_type == "ConvTranspose" else 0
         if axis and conv.attrs.get("group", ("i", 1))[1] != 1:
             continue
-        weight, bias = conv._inputs[1], conv._inputs[2] if len(conv._inputs) > 2 else None
+        weight, bias = conv.input_values[1], conv.input_values[2] if len(conv.input_values) > 2 else None
         own = [v for v in (weight, bias) if v is not None]
-        stats = norm._inputs[1:]
+        stats = norm.input_values[1:]
         if any(not _float_weight(v, graph, frozen) for v in [*own, *stats]) \
                 or any(consumers.get(id(v)) != [conv] for v in own):
             continue
@@ -236,12 +236,12 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
             del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
         lazy = serialize.LazyTensor(w.shape, w.dtype,
                                     _scaled(w, torch.from_numpy(factor).to(w.device), axis))
-        conv._inputs[1:] = [
+        conv.input_values[1:] = [
             graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
                                   parameter=True),
             graph.add_initializer(bias_name, new_bias, parameter=True)]
-        _substitute(replace, norm._outputs[0], conv._outputs[0])
-        conv._outputs[0].setType(norm._outputs[0].type())
+        _substitute(replace, norm.output_values[0], conv.output_values[0])
+        conv.output_values[0].setType(norm.output_values[0].type())
         fused.add(id(norm))
     if fused:
         graph.nodes = [n for n in graph.nodes if id(n) not in fused]
@@ -351,9 +351,9 @@ def fold_static_shapes(graph: Graph, opset: int,
     changed = 0
     for node in graph.nodes:
         if replace:
-            node._inputs = [replace.get(id(v), v) if v is not None else None
-                            for v in node._inputs]
-        result = None if node.domain or len(node._outputs) != 1 else \
+            node.input_values = [replace.get(id(v), v) if v is not None else None
+                            for v in node.input_values]
+        result = None if node.domain or len(node.output_values) != 1 else \
             _SHAPE_RULES.get(node.op_type, _no_rule)(node, opset, known, dims)
         if result is not None:
             if any(item.static and item.value is None for item in result.items):
@@ -365,15 +365,15 @@ def fold_static_shapes(graph: Graph, opset: int,
             continue
         if result is None and node.op_type == "Range":
             length = _range_length(node, known)
-            if length is not None and hints.get(id(node._outputs[0])) != (length,):
-                hints[id(node._outputs[0])] = (length,)
+            if length is not None and hints.get(id(node.output_values[0])) != (length,):
+                hints[id(node.output_values[0])] = (length,)
                 changed += 1
         if result is None and node.op_type == "Reshape" and _keeps_shape(node, dims):
-            _substitute(replace, node._outputs[0], node._inputs[0])
+            _substitute(replace, node.output_values[0], node.input_values[0])
             changed += 1
             continue
         if result is not None:
-            output = node._outputs[0]
+            output = node.output_values[0]
             signature = result.signature()
             if signature is not None and not across_modules:
                 signature = (node.calls, *signature)
@@ -388,7 +388,7 @@ def fold_static_shapes(graph: Graph, opset: int,
         elif node.op_type == "Reshape" and _constant_target(graph, node, known, dims):
             changed += 1
             if _keeps_shape(node, dims):
-                _substitute(replace, node._outputs[0], node._inputs[0])
+                _substitute(replace, node.output_values[0], node.input_values[0])
                 continue
         kept.append(node)
     graph.nodes = kept
@@ -419,7 +419,7 @@ def _known(value: Value | None, known: dict[int, _Known]) -> _Known | None:
 
 def _shape_rule(node: Node, opset: int, known: dict[int, _Known],
                 dims: dict[int, tuple[Any, ...]]) -> _Known | None:
-    data = node._inputs[0]
+    data = node.input_values[0]
     inferred = dims.get(id(data))
     traced = data.type().shape if data.type().kind() == "TensorType" else None
     if inferred is None or traced is None or len(traced) != len(inferred):
@@ -443,7 +443,7 @@ def _shape_rule(node: Node, opset: int, known: dict[int, _Known],
 
 
 def _gather_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-    data, indices = _known(node._inputs[0], known), _const(node._inputs[1])
+    data, indices = _known(node.input_values[0], known), _const(node.input_values[1])
     if data is None or indices is None or len(data.shape) != 1 \
             or node.attrs.get("axis", ("i", 0))[1] not in (0, -1) \
             or indices.dtype not in (torch.int64, torch.int32):
@@ -458,14 +458,14 @@ def _gather_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) ->
 
 
 def _slice_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-    data = _known(node._inputs[0], known)
+    data = _known(node.input_values[0], known)
     if data is None or len(data.shape) != 1:
         return None
     if opset < 10:
         starts, ends = node.attrs["starts"][1], node.attrs["ends"][1]
         axes, steps = node.attrs.get("axes", ("is", None))[1], None
     else:
-        inputs = node._inputs + [None] * (5 - len(node._inputs))
+        inputs = node.input_values + [None] * (5 - len(node.input_values))
         starts, ends = _const_ints(inputs[1]), _const_ints(inputs[2])
         axes = _const_ints(inputs[3]) if inputs[3] is not None else None
         steps = _const_ints(inputs[4]) if inputs[4] is not None else None
@@ -487,11 +487,11 @@ def _reshaped(shape: tuple[int, ...], fn: Any) -> tuple[int, ...] | None:
 
 
 def _squeeze_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-    data = _known(node._inputs[0], known)
+    data = _known(node.input_values[0], known)
     if data is None:
         return None
     axes = _axes(node, opset, 13)
-    has_axes = "axes" in node.attrs if opset < 13 else len(node._inputs) > 1
+    has_axes = "axes" in node.attrs if opset < 13 else len(node.input_values) > 1
     if has_axes and axes is None:
         return None
     shape = _reshaped(data.shape, lambda a: np.squeeze(a, axis=None if axes is None
@@ -501,7 +501,7 @@ def _squeeze_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -
 
 def _unsqueeze_rule(node: Node, opset: int, known: dict[int, _Known],
                     dims: Any) -> _Known | None:
-    data, axes = _known(node._inputs[0], known), _axes(node, opset, 13)
+    data, axes = _known(node.input_values[0], known), _axes(node, opset, 13)
     if data is None or axes is None:
         return None
     shape = _reshaped(data.shape, lambda a: np.expand_dims(a, tuple(axes)))
@@ -509,7 +509,7 @@ def _unsqueeze_rule(node: Node, opset: int, known: dict[int, _Known],
 
 
 def _concat_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-    parts = [_known(v, known) for v in node._inputs]
+    parts = [_known(v, known) for v in node.input_values]
     if any(p is None or len(p.shape) != 1 for p in parts) or not parts \
             or len({p.dtype for p in parts}) != 1 or node.attrs["axis"][1] not in (0, -1):
         return None
@@ -518,7 +518,7 @@ def _concat_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) ->
 
 
 def _cast_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-    data, target = _known(node._inputs[0], known), _INT_TYPES.get(node.attrs["to"][1])
+    data, target = _known(node.input_values[0], known), _INT_TYPES.get(node.attrs["to"][1])
     if data is None or target is None:
         return None
     return _Known(data.shape, data.items, target)
@@ -526,11 +526,11 @@ def _cast_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _
 
 def _identity_rule(node: Node, opset: int, known: dict[int, _Known],
                    dims: Any) -> _Known | None:
-    return _known(node._inputs[0], known)
+    return _known(node.input_values[0], known)
 
 
 def _reshape_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-    data, target = _known(node._inputs[0], known), _const_ints(node._inputs[1])
+    data, target = _known(node.input_values[0], known), _const_ints(node.input_values[1])
     if data is None or target is None or 0 in target:
         return None
     shape = _reshaped(data.shape, lambda a: a.reshape(target))
@@ -539,7 +539,7 @@ def _reshape_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -
 
 def _arithmetic(op: Any) -> Any:
     def rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -> _Known | None:
-        a, b = _known(node._inputs[0], known), _known(node._inputs[1], known)
+        a, b = _known(node.input_values[0], known), _known(node.input_values[1], known)
         if a is None or b is None or a.dtype != b.dtype:
             return None
         if len(a.items) == 1 and len(b.items) != 1:
@@ -585,10 +585,10 @@ def _constant_target(graph: Graph, node: Node, known: dict[int, _Known],
                      dims: dict[int, tuple[Any, ...]]) -> bool:
     """Give ``Reshape(data, shape)`` a constant ``shape`` when each run-time element is
     the data's own dim at that position (``0`` copies it) but at most one (``-1``)."""
-    target = known.get(id(node._inputs[1]))
+    target = known.get(id(node.input_values[1]))
     if target is None or len(target.shape) != 1 or node.attrs.get("allowzero", ("i", 0))[1]:
         return False
-    data = id(node._inputs[0])
+    data = id(node.input_values[0])
     data_dims = dims.get(data, ())
     out: list[int] = []
     inferred = 0
@@ -606,13 +606,13 @@ def _constant_target(graph: Graph, node: Node, known: dict[int, _Known],
             out.append(-1)
     if inferred > 1:
         return False
-    node._inputs[1] = _ints_value(graph, out)
+    node.input_values[1] = _ints_value(graph, out)
     return True
 
 
 def _range_length(node: Node, known: dict[int, _Known]) -> str | None:
     """The symbol of ``Range(0, n, 1)``'s length when ``n`` is a run-time dim."""
-    start, limit, delta = (_known(v, known) for v in node._inputs[:3])
+    start, limit, delta = (_known(v, known) for v in node.input_values[:3])
     if start is None or limit is None or delta is None or len(limit.items) != 1:
         return None
     first, step, end = start.items[0], delta.items[0], limit.items[0]
@@ -625,8 +625,8 @@ def _range_length(node: Node, known: dict[int, _Known]) -> str | None:
 def _keeps_shape(node: Node, dims: dict[int, tuple[Any, ...]]) -> bool:
     """Whether a Reshape to a constant target gives its input's own shape: every target
     element copies (``0``) or equals the input's static dim, but at most one ``-1``."""
-    target = _const_ints(node._inputs[1])
-    data = dims.get(id(node._inputs[0]))
+    target = _const_ints(node.input_values[1])
+    data = dims.get(id(node.input_values[0]))
     if target is None or data is None or len(target) != len(data) \
             or node.attrs.get("allowzero", ("i", 0))[1]:
         return False
@@ -674,7 +674,7 @@ def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | 
             header.name, header.data_type, list(header.dims)))
     for value in graph.outputs:
         proto.output.append(helper.make_value_info(namer.name(value), onnx.TypeProto()))
-    outputs = {id(o): o for n in graph.nodes for o in n._outputs} if hints else {}
+    outputs = {id(o): o for n in graph.nodes for o in n.output_values} if hints else {}
     for value_id, hinted in (hints or {}).items():
         name, value = namer.names.get(value_id), outputs.get(value_id)
         if name is not None and value is not None and value.type().dtype() is not None:
@@ -725,14 +725,14 @@ def collapse_chains(graph: Graph, opset: int) -> int:
     replace: dict[int, Value] = {}
     changed = 0
     for node in graph.nodes:
-        node._inputs = [replace.get(id(v), v) if v is not None else None for v in node._inputs]
-        if node.domain or len(node._outputs) != 1 or not node._inputs \
-                or node._inputs[0] is None:
+        node.input_values = [replace.get(id(v), v) if v is not None else None for v in node.input_values]
+        if node.domain or len(node.output_values) != 1 or not node.input_values \
+                or node.input_values[0] is None:
             continue
         rule = _CHAIN_RULES.get(node.op_type)
         result = rule(graph, node, opset) if rule is not None else None
         if isinstance(result, Value):
-            _substitute(replace, node._outputs[0], result)
+            _substitute(replace, node.output_values[0], result)
             changed += 1
         elif result:
             changed += 1
@@ -752,15 +752,15 @@ def _transpose_chain(graph: Graph, node: Node, opset: int) -> Value | bool | Non
     if perm is None:
         return None
     if list(perm) == list(range(len(perm))):
-        return node._inputs[0]
-    first = _producer(node._inputs[0], "Transpose")
+        return node.input_values[0]
+    first = _producer(node.input_values[0], "Transpose")
     inner = first.attrs.get("perm", (None, None))[1] if first is not None else None
     if inner is None or len(inner) != len(perm):
         return None
     composed = [inner[p] for p in perm]
     if composed == list(range(len(composed))):
-        return first._inputs[0]
-    node._inputs[0] = first._inputs[0]
+        return first.input_values[0]
+    node.input_values[0] = first.input_values[0]
     node.attrs["perm"] = ("is", composed)
     return True
 
@@ -772,29 +772,29 @@ def _cast_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
         target = JitScalarType.from_onnx_type(node.attrs["to"][1]).dtype()
     except Exception:  # noqa: BLE001 - an ONNX type torch has no dtype for: leave it
         return None
-    source = node._inputs[0].type().dtype() if node._inputs[0].type().kind() == "TensorType" \
+    source = node.input_values[0].type().dtype() if node.input_values[0].type().kind() == "TensorType" \
         else None
     if source == target:
-        return node._inputs[0]
-    first = _producer(node._inputs[0], "Cast")
+        return node.input_values[0]
+    first = _producer(node.input_values[0], "Cast")
     if first is None:
         return None
-    origin = first._inputs[0]
+    origin = first.input_values[0]
     origin_dtype = origin.type().dtype() if origin.type().kind() == "TensorType" else None
-    middle = node._inputs[0].type().dtype()
+    middle = node.input_values[0].type().dtype()
     if origin_dtype is None or middle is None or middle not in _SAFE_CASTS.get(origin_dtype, ()):
         return None
     if origin_dtype == target:
         return origin
-    node._inputs[0] = origin
+    node.input_values[0] = origin
     return True
 
 
 def _reshape_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
-    target = _const_ints(node._inputs[1])
+    target = _const_ints(node.input_values[1])
     if target is None:
         return None
-    rank = _rank(node._inputs[0])
+    rank = _rank(node.input_values[0])
     if (rank, target) in ((0, [1]), (1, [])):
         # A scalar to a 1-element vector and back: Unsqueeze/Squeeze, which shape
         # inference follows through shape arithmetic (and the pairs then cancel).
@@ -802,28 +802,28 @@ def _reshape_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
         node.attrs.pop("allowzero", None)
         if opset < 13:
             node.attrs["axes"] = ("is", [0])
-            node._inputs = node._inputs[:1]
+            node.input_values = node.input_values[:1]
         else:
-            node._inputs[1] = _ints_value(graph, [0])
+            node.input_values[1] = _ints_value(graph, [0])
         return _CHAIN_RULES[node.op_type](graph, node, opset) or True
-    first = _producer(node._inputs[0], "Reshape")
+    first = _producer(node.input_values[0], "Reshape")
     if first is None or (0 in target and not node.attrs.get("allowzero", ("i", 0))[1]):
         return None
-    node._inputs[0] = first._inputs[0]
+    node.input_values[0] = first.input_values[0]
     return True
 
 
 def _squeeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
-    first = _producer(node._inputs[0], "Unsqueeze")
+    first = _producer(node.input_values[0], "Unsqueeze")
     axes = _axes(node, opset, 13)
     if first is None or axes is None:
         return None
     inner = _axes(first, opset, 13)
-    rank = _rank(node._inputs[0])
+    rank = _rank(node.input_values[0])
     if inner is None or rank is None:
         return None
     if sorted(a % rank for a in axes) == sorted(a % rank for a in inner):
-        return first._inputs[0]
+        return first.input_values[0]
     return None
 
 
@@ -831,16 +831,16 @@ def _unsqueeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | Non
     axes = _axes(node, opset, 13)
     if axes is None:
         return None
-    squeezed = _producer(node._inputs[0], "Squeeze")
+    squeezed = _producer(node.input_values[0], "Squeeze")
     if squeezed is not None:
         inner = _axes(squeezed, opset, 13)
-        rank = _rank(squeezed._inputs[0])
+        rank = _rank(squeezed.input_values[0])
         if inner is not None and rank is not None and \
                 sorted(a % rank for a in axes) == sorted(a % rank for a in inner):
-            return squeezed._inputs[0]
-    first = _producer(node._inputs[0], "Unsqueeze")
+            return squeezed.input_values[0]
+    first = _producer(node.input_values[0], "Unsqueeze")
     inner = _axes(first, opset, 13) if first is not None else None
-    rank = _rank(first._inputs[0]) if first is not None else None
+    rank = _rank(first.input_values[0]) if first is not None else None
     if inner is None or rank is None:
         return None
     final_rank = rank + len(inner) + len(axes)
@@ -848,11 +848,11 @@ def _unsqueeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | Non
     kept = [p for p in range(final_rank) if p not in outer]
     middle_rank = rank + len(inner)
     merged = sorted(set(outer) | {kept[a % middle_rank] for a in inner})
-    node._inputs[0] = first._inputs[0]
+    node.input_values[0] = first.input_values[0]
     if opset < 13:
         node.attrs["axes"] = ("is", merged)
     else:
-        node._inputs[1] = _ints_value(graph, merged)
+        node.input_values[1] = _ints_value(graph, merged)
     return True
 
 
@@ -867,11 +867,11 @@ def constants_to_initializers(graph: Graph) -> int:
     Returns how many became initializers."""
     replace: dict[int, Value] = {}
     for node in graph.nodes:
-        if node.op_type != "Constant" or node.domain or len(node._outputs) != 1 \
+        if node.op_type != "Constant" or node.domain or len(node.output_values) != 1 \
                 or list(node.attrs) != ["value"] or node.attrs["value"][0] != "t" \
                 or not isinstance(node.attrs["value"][1], torch.Tensor):
             continue
-        output = node._outputs[0]
+        output = node.output_values[0]
         initializer = graph.add_initializer(output.name or "const", node.attrs["value"][1],
                                             output.type())
         _substitute(replace, output, initializer)
@@ -889,17 +889,17 @@ def remove_neutral_arithmetic(graph: Graph) -> int:
     replace: dict[int, Value] = {}
     for node in graph.nodes:
         rule = _NEUTRAL.get(node.op_type)
-        if rule is None or node.domain or len(node._inputs) != 2 or len(node._outputs) != 1:
+        if rule is None or node.domain or len(node.input_values) != 2 or len(node.output_values) != 1:
             continue
         neutral, commutes = rule
-        sides = [(node._inputs[0], node._inputs[1])]
+        sides = [(node.input_values[0], node.input_values[1])]
         if commutes:
-            sides.append((node._inputs[1], node._inputs[0]))
+            sides.append((node.input_values[1], node.input_values[0]))
         for operand, other in sides:
             const = _const(other)
             if operand is None or const is None or not _keeps(operand, const, neutral):
                 continue
-            _substitute(replace, node._outputs[0], operand)
+            _substitute(replace, node.output_values[0], operand)
             break
     return _drop_replaced(graph, replace)
 
@@ -921,9 +921,9 @@ def remove_identities(graph: Graph) -> int:
     needs its own value). Returns how many were removed."""
     replace: dict[int, Value] = {}
     for node in graph.nodes:
-        if node.op_type == "Identity" and not node.domain and node._inputs \
-                and node._inputs[0] is not None and len(node._outputs) == 1:
-            _substitute(replace, node._outputs[0], node._inputs[0])
+        if node.op_type == "Identity" and not node.domain and node.input_values \
+                and node.input_values[0] is not None and len(node.output_values) == 1:
+            _substitute(replace, node.output_values[0], node.input_values[0])
     return _drop_replaced(graph, replace)
 
 
@@ -936,8 +936,8 @@ def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -
     kept: list[Node] = []
     for node in graph.nodes:
         if replace:
-            node._inputs = [replace.get(id(v), v) if v is not None else None
-                            for v in node._inputs]
+            node.input_values = [replace.get(id(v), v) if v is not None else None
+                            for v in node.input_values]
         key = _cse_key(node)
         if key is not None and not across_modules:
             key = (node.calls, *key)
@@ -949,7 +949,7 @@ def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -
             seen[key] = node
             kept.append(node)
             continue
-        for value, kept_value in zip(node._outputs, earlier._outputs):
+        for value, kept_value in zip(node.output_values, earlier.output_values):
             _substitute(replace, value, kept_value)
     dropped = len(graph.nodes) - len(kept)
     graph.nodes = kept
@@ -958,7 +958,7 @@ def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -
 
 
 def _cse_key(node: Node) -> tuple[Any, ...] | None:
-    if node.domain or not node._outputs or node.op_type in passes._NONDETERMINISTIC:
+    if node.domain or not node.output_values or node.op_type in passes._NONDETERMINISTIC:
         return None
     attrs = []
     for name, (kind, value) in sorted(node.attrs.items()):
@@ -973,5 +973,5 @@ def _cse_key(node: Node) -> tuple[Any, ...] | None:
         else:
             value = repr(value)
         attrs.append((name, kind, value))
-    return (node.op_type, tuple(attrs), len(node._outputs),
-            tuple(id(v) if v is not None else None for v in node._inputs))
+    return (node.op_type, tuple(attrs), len(node.output_values),
+            tuple(id(v) if v is not None else None for v in node.input_values))

@@ -47,10 +47,9 @@ import onnx
 import torch
 
 from oxport import plugins
+from oxport.frontends.arguments import feed_array as to_numpy
 from oxport.registry import OpCase, RegistryView, SymbolicEntry
-from oxport.frontends.torchscript.trace import feed_array as to_numpy
 from oxport.types import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
-
 
 #: The front ends a case can run through: TorchScript (traced, or scripted as declared),
 #: the declared traced cases scripted, torch.export.
@@ -399,8 +398,8 @@ def _cloned(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 def flatten_expected(expected: Any) -> list[torch.Tensor]:
     """Eager outputs as the exported file returns them (a quantized tensor as its value,
     scale and zero point)."""
+    from oxport.frontends.arguments import flatten_outputs
     from oxport.frontends.quantized_io import expand
-    from oxport.frontends.torchscript.trace import flatten_outputs
     return [part for tensor in flatten_outputs(expected, []) for part in expand(tensor)]
 
 

@@ -12,221 +12,37 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import functools
-import inspect
 import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from oxport.frontends.torchscript import baked_sizes
-from oxport.frontends.torchscript import script_passes
-from oxport.process_hooks import SharedHook
 from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
     UnsupportedOperatorError,
 )
+from oxport.frontends.arguments import (
+    Flattened,
+    as_input,
+    check_inputs,
+    check_signature,
+    flatten_outputs,
+    is_tensor_list,
+    leaf_paths,
+    normalize_args,
+    signature,
+)
+from oxport.frontends.base import FrontEnd
+from oxport.frontends.torchscript import baked_sizes, script_passes
+from oxport.process_hooks import SharedHook
 
 _DEPRECATION_MESSAGES = r".*torch\.jit\.(trace|trace_method|script|script_method).*deprecated.*"
-
-
-@dataclasses.dataclass
-class FrontEnd:
-    """What the walker needs from the model."""
-
-    graph: torch._C.Graph
-    #: Example values of the graph's user inputs, flat, in graph order.
-    example_inputs: list[Any]
-    #: Suggested names of the user inputs.
-    input_names: list[str]
-    #: (state_dict name, tensor) for each graph input after the user inputs.
-    params: list[tuple[str, torch.Tensor]]
-    #: Warnings raised while tracing (TracerWarnings are re-emitted to the user too).
-    warnings: list[warnings.WarningMessage] = dataclasses.field(default_factory=list)
-    #: What happened to the outputs (dicts flattened, strings dropped).
-    output_notes: list[str] = dataclasses.field(default_factory=list)
-    scripted: bool = False
-    #: A name for each output from the dict keys and namedtuple fields the model returned
-    #: it under (None where there are none).
-    output_names: list[str | None] = dataclasses.field(default_factory=list)
-    #: For each user input, the index of the leaf of the flattened args it was made from
-    #: (``pytree.tree_leaves(normalize_args(args))``).
-    input_leaves: list[int] = dataclasses.field(default_factory=list)
-    #: For a graph TorchScript cannot run (the torch.export front end's view): runs the
-    #: source program once on the given user inputs and returns the values its nodes
-    #: compute, by ``unique()`` (``find_mismatch`` compares partitions with them).
-    evaluate: Callable[[Sequence[torch.Tensor]], dict[int, Any]] | None = None
-    #: Sizes the trace turned into Python numbers and decisions (see :mod:`oxport.frontends.torchscript.baked_sizes`).
-    baked: list[baked_sizes.BakedSize] = dataclasses.field(default_factory=list)
-    #: Whether the graph's numeric sizes are the example inputs' (a trace), which dynamic
-    #: axes may change, rather than sizes proven static for every input (torch.export's).
-    example_sizes: bool = True
-
-
-def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The seed's args forms -> (positional, keyword) arguments.
-
-    A single tensor (or number) is a 1-tuple; a trailing dict holds named arguments
-    (so ``(x, {"a": 1}, {})`` passes the dict positionally). Tensors and Python ints,
-    floats and bools anywhere in the (nested) arguments become graph inputs (see
-    :func:`as_input`); other values (None, str...) are hard-coded into the graph.
-    """
-    if isinstance(args, (torch.Tensor, int, float, bool)):
-        return (args,), {}
-    if isinstance(args, list):
-        args = tuple(args)
-    if not isinstance(args, tuple):
-        raise InvalidExportArgumentError(
-            f"args must be a tuple of inputs or a single tensor, not {type(args).__name__}. "
-            "Wrap a single input as (x,)."
-        )
-    if args and isinstance(args[-1], dict):
-        return args[:-1], dict(args[-1])
-    return args, {}
-
-
-def as_input(leaf: Any) -> Any:
-    """An args leaf as the model sees it while tracing, as torch.onnx does: a Python
-    bool, int or float becomes a 0-d bool, int64 or float64 tensor (a graph input the
-    model may read); anything else is unchanged."""
-    if isinstance(leaf, bool):
-        return torch.tensor(leaf, dtype=torch.bool)
-    if isinstance(leaf, int):
-        return torch.tensor(leaf, dtype=torch.int64)
-    if isinstance(leaf, float):
-        return torch.tensor(leaf, dtype=torch.float64)
-    return leaf
-
-
-def feed_array(leaf: Any, part: str | None = None) -> Any:
-    """An args leaf (tensor or Python number) as the numpy array ONNX Runtime takes (a list
-    of tensors, a Sequence input's feed, as a list of arrays); for a quantized tensor, its
-    ``part`` (``value``, ``scale`` or ``zero_point``)."""
-    from oxport.frontends import quantized_io
-    if is_tensor_list(leaf):
-        return [feed_array(item) for item in leaf]
-    # resolved: a conjugated or negated view (the imaginary part of an ifft) has no numpy form
-    tensor = as_input(leaf).detach().cpu().resolve_conj().resolve_neg()
-    if part is not None:
-        tensor = quantized_io.feed(tensor, part)
-    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' has the same bits
-        import ml_dtypes
-        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return tensor.numpy()
-
-
-class _Flattened(torch.nn.Module):
-    """Calls the model with rebuilt structured args and returns a flat tuple of tensors
-    (their names, from dict keys and namedtuple fields, go to ``output_names``)."""
-
-    def __init__(self, model: torch.nn.Module, spec: Any, leaves: list[Any],
-                 tensor_slots: list[int], notes: list[str]) -> None:
-        super().__init__()
-        self.model = model
-        self._spec = spec
-        self._leaves = leaves
-        self._tensor_slots = tensor_slots
-        self._notes = notes
-        self.output_names: list[str | None] = []
-
-    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        leaves = list(self._leaves)
-        for slot, tensor in zip(self._tensor_slots, tensors):
-            leaves[slot] = tensor
-        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
-        self.output_names.clear()
-        return flatten_outputs(self.model(*args, **kwargs), self._notes, self.output_names)
-
-
-def flatten_outputs(out: Any, notes: list[str],
-                    names: list[str | None] | None = None) -> tuple[torch.Tensor, ...]:
-    """Outputs as a flat tuple of tensors; strings are dropped. ``names`` receives a name
-    for each: the dict keys and namedtuple fields on its path (``"logits"``,
-    ``"pair.0"``), or None when there are none."""
-    flat: list[torch.Tensor] = []
-
-    def visit(obj: Any, where: str, label: str | None) -> None:
-        if isinstance(obj, torch.Tensor):
-            flat.append(obj)
-            if names is not None:
-                names.append(label)
-        elif isinstance(obj, dict):
-            _note(notes, f"the dict output{' ' + where if where else ''} was replaced by its "
-                         f"values, named after its keys {list(obj)} (ONNX has no dict outputs)",
-                  lossy=False)
-            for key, item in obj.items():
-                visit(item, f"{where}[{key!r}]", _join(label, key))
-        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
-            for field, item in zip(obj._fields, obj):
-                visit(item, f"{where}.{field}", _join(label, field))
-        elif isinstance(obj, (list, tuple)):
-            for i, item in enumerate(obj):
-                visit(item, f"{where}[{i}]", None if label is None else _join(label, i))
-        elif isinstance(obj, str):
-            _note(notes, f"the str output{' ' + where if where else ''} ({obj!r}) was dropped "
-                         "(ONNX has no string outputs)", lossy=True)
-        elif obj is None:
-            return
-        elif isinstance(obj, (bool, int, float)):
-            flat.append(torch.tensor(obj))
-            if names is not None:
-                names.append(label)
-        elif hasattr(obj, "to_tuple"):  # ModelOutput-like containers
-            visit(obj.to_tuple(), where, label)
-        else:
-            raise OnnxExporterError(
-                f"The model returned {type(obj).__name__} at output{where}; only tensors, "
-                "numbers, and tuples, lists and dicts of them can be exported."
-            )
-
-    visit(out, "", None)
-    return tuple(flat)
-
-
-def _join(label: str | None, key: Any) -> str:
-    return f"{label}.{key}" if label is not None else str(key)
-
-
-class OutputNote(str):
-    """What happened to the model's outputs on the way to ONNX; ``lossy`` when something
-    it returned is not in the file (a warning), not when it was only reshaped (a dict
-    flattened into outputs named after its keys)."""
-
-    lossy: bool = False
-
-
-def _note(notes: list[str], text: str, lossy: bool) -> None:
-    if text not in notes:
-        note = OutputNote(text)
-        note.lossy = lossy
-        notes.append(note)
-
-
-def _leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[str]:
-    try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        positional_names = [p.name for p in params]
-    except (TypeError, ValueError):
-        positional_names = []
-    paths, _ = pytree.tree_flatten_with_path((args, kwargs))
-    names = []
-    for key_path, _leaf in paths:
-        parts = [getattr(k, "idx", getattr(k, "key", None)) for k in key_path]
-        top, index, rest = parts[0], parts[1], parts[2:]
-        if top == 0:
-            base = positional_names[index] if index < len(positional_names) else f"input_{index}"
-        else:
-            base = str(index)
-        names.append(".".join([base, *map(str, rest)]))
-    return names
 
 
 def _no_saved_tensors() -> Any:
@@ -246,14 +62,14 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
     inputs fold to constants except at the axes ``dynamic_axes`` names.
     """
     positional, kwargs = normalize_args(args)
-    _check_signature(model.forward, positional, kwargs)
+    check_signature(model.forward, positional, kwargs)
     leaves, spec = pytree.tree_flatten((positional, kwargs))
     leaves = [as_input(leaf) for leaf in leaves]
-    names = _leaf_paths(positional, kwargs, model.forward)
+    names = leaf_paths(positional, kwargs, model.forward)
     tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = tuple(leaves[i] for i in tensor_slots)
     notes: list[str] = []
-    wrapper = _Flattened(model, spec, leaves, tensor_slots, notes)
+    wrapper = Flattened(model, spec, leaves, tensor_slots, notes)
     params = state_tensors(model)
     check_inputs(positional, kwargs, model.forward)
     _check_state(params)
@@ -277,7 +93,7 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
             raise OnnxExporterError(
                 f"Running the model on args failed while tracing: {type(exc).__name__}: {exc}. "
                 f"Check that args match {type(model).__name__}.forward"
-                f"{_signature(model.forward)} and that the model runs eagerly on them."
+                f"{signature(model.forward)} and that the model runs eagerly on them."
             ) from exc
     _reemit(caught)
     torch._C._jit_pass_inline(graph)  # calls into scripted submodules
@@ -292,21 +108,6 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
                     list(caught), notes, input_leaves=tensor_slots,
                     output_names=wrapper.output_names,
                     baked=recorder.baked if recorder is not None else [])
-
-
-def check_inputs(positional: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> None:
-    """Raise a clear error, naming the input, for an args leaf no front end can take: a numpy
-    array, or a tensor on the meta device (it has no values)."""
-    leaves = pytree.tree_leaves((positional, kwargs))
-    for name, value in zip(_leaf_paths(positional, kwargs, fn), leaves):
-        if isinstance(value, np.ndarray):
-            raise InvalidExportArgumentError(
-                f"Input {name!r} in args is a numpy.ndarray; export takes torch tensors: pass "
-                f"torch.from_numpy({name}) instead.")
-        if isinstance(value, torch.Tensor) and value.is_meta:
-            raise InvalidExportArgumentError(
-                f"Input {name!r} in args is on the meta device (a shape without values): pass "
-                "a tensor with values, e.g. torch.randn(...) on the CPU.")
 
 
 def _check_state(state: list[tuple[str, torch.Tensor]]) -> None:
@@ -556,11 +357,6 @@ def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
     return []
 
 
-def is_tensor_list(arg: Any) -> bool:
-    """Whether ``arg`` is a non-empty list of tensors (a scripted model's Sequence input)."""
-    return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
-
-
 def _is_number(arg: Any) -> bool:
     return isinstance(arg, (bool, int, float))
 
@@ -769,26 +565,6 @@ def _name_params(module: torch.nn.Module, values: list[Any]) -> list[tuple[str, 
             )
         named.append((by_id.get(id(value), f"param_{index}"), value.detach()))
     return named
-
-
-def _check_signature(forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    try:
-        inspect.signature(forward).bind(*args, **kwargs)
-    except TypeError as exc:
-        raise InvalidExportArgumentError(
-            f"args do not match {getattr(forward, '__qualname__', 'forward')}"
-            f"{_signature(forward)}: {exc}. Pass one value per parameter; end args with a "
-            "dict for named arguments."
-        ) from None
-    except ValueError:
-        return
-
-
-def _signature(fn: Any) -> str:
-    try:
-        return str(inspect.signature(fn))
-    except (TypeError, ValueError):
-        return "(...)"
 
 
 def _record_warnings() -> Callable[[], None]:
