@@ -865,7 +865,7 @@ def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
     if not dynamic_axes:
         return {}
     names = list(input_names or [])
-    index = {(names[i] if i < len(names) else serialize._clean(v.name)): i
+    index = {(names[i] if i < len(names) else serialize.clean_name(v.name)): i
              for i, v in enumerate(graph.inputs)}
     result: dict[int, dict[int, str]] = {}
     for key, spec in dynamic_axes.items() if isinstance(dynamic_axes, Mapping) else ():
@@ -901,7 +901,7 @@ def _drop_unused_inputs(graph: Graph, input_names: Sequence[str] | None,
     if _input_leaves(graph) is None:
         return input_names, dynamic_axes  # which argument feeds which input is unknown: keep all
     names = list(input_names or [])
-    before = [names[i] if i < len(names) else serialize._clean(value.name)
+    before = [names[i] if i < len(names) else serialize.clean_name(value.name)
               for i, value in enumerate(graph.inputs)]
     dropped = set(passes.drop_unused_inputs(graph))
     if not dropped:
@@ -921,7 +921,7 @@ def _output_names(given: Sequence[str] | None, front: FrontEnd, graph: Graph,
     names = list(given or [])
     keyed = front.output_names[len(names):]
     taken = {*names, *(input_names or ()), *graph.initializers,
-             *(serialize._clean(v.name) for v in graph.inputs)}
+             *(serialize.clean_name(v.name) for v in graph.inputs)}
     if len(front.output_names) != len(graph.outputs) or not keyed or not all(keyed) \
             or len(set(keyed)) != len(keyed) or taken & set(keyed):
         return given

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 import onnx
 import pytest
@@ -11,7 +10,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import errors, serialize
+from oxport import errors
 from oxport.errors import (
     CheckerError,
     InvalidExportArgumentError,
@@ -109,7 +108,7 @@ def test_target_is_a_directory(tmp_path):
 
 
 def test_unwritable_directory_is_refused_before_any_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialize.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     _fails(tmp_path, InvalidExportArgumentError, "is not writable")
 
 
@@ -118,7 +117,7 @@ def test_a_failing_write_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypat
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     _fails(tmp_path, OnnxExporterError, "Cannot write .*Permission denied.*nothing was written")
 
 

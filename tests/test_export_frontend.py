@@ -57,8 +57,8 @@ def test_output_sizes_torch_export_proved_static_need_no_shape_inference(monkeyp
     from oxport import serialize
 
     inferred = []
-    infer = serialize._infer_output_shapes
-    monkeypatch.setattr(serialize, "_infer_output_shapes",
+    infer = serialize.proto._infer_output_shapes
+    monkeypatch.setattr(serialize.proto, "_infer_output_shapes",
                         lambda *args: inferred.append(True) or infer(*args))
     model = resnet18(num_classes=10, width=8).eval()
     options = dict(input_names=["x"], output_names=["y"],

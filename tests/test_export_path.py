@@ -23,15 +23,6 @@ from oxport.frontends.torchscript import trace
 from oxport.errors import InvalidExportArgumentError
 
 
-def test_written_files_get_the_umask_permissions(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", 16)
-    path = tmp_path / "m.onnx"
-    oxport.export(nn.Linear(8, 8), (torch.randn(2, 8),), str(path))
-    expected = 0o666 & ~serialize._UMASK
-    assert os.stat(path).st_mode & 0o777 == expected
-    assert os.stat(str(path) + ".data").st_mode & 0o777 == expected
-
-
 def test_lazy_weights_are_computed_when_written_and_in_model_protos():
     calls = []
 
@@ -51,7 +42,7 @@ def test_lazy_weights_are_computed_when_written_and_in_model_protos():
 
 
 def test_computed_weights_are_written_rows_at_a_time(monkeypatch):
-    monkeypatch.setattr(serialize, "CHUNK_BYTES", 24)  # two rows of 3 float32
+    monkeypatch.setattr(serialize.weights, "CHUNK_BYTES", 24)  # two rows of 3 float32
     calls = []
     full = torch.arange(15.0).reshape(5, 3)
 
@@ -237,7 +228,7 @@ class Tied(nn.Module):
 
 @pytest.mark.parametrize("external", [False, True])
 def test_the_file_holds_each_unique_weight_once(tmp_path, monkeypatch, external):
-    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # every weight in the data file
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_MIN_BYTES", 0)  # every weight in the data file
     model, ids = Tied().eval(), torch.randint(0, 64, (2, 5))
     path = str(tmp_path / "m.onnx")
     oxport.export(model, (ids,), path, external_data=external, input_names=["ids"],
@@ -257,7 +248,7 @@ def test_the_file_holds_each_unique_weight_once(tmp_path, monkeypatch, external)
 
 
 def test_one_file_per_weight_on_request(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # a file for every weight
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_MIN_BYTES", 0)  # a file for every weight
     model, ids = Tied().eval(), torch.randint(0, 64, (2, 5))
     path = str(tmp_path / "m.onnx")
     oxport.export(model, (ids,), path, external_data="per_tensor")
@@ -299,7 +290,7 @@ def test_small_initializers_stay_inline_beside_external_data(tmp_path, external)
               if t.data_location != onnx.TensorProto.EXTERNAL}
     external_names = {t.name for t in stored.graph.initializer} - inline
     assert external_names and all(
-        onnx.numpy_helper.to_array(t).nbytes < serialize.EXTERNAL_MIN_BYTES
+        onnx.numpy_helper.to_array(t).nbytes < serialize.weights.EXTERNAL_MIN_BYTES
         for t in stored.graph.initializer if t.name in inline)
     assert any(t.data_type == onnx.TensorProto.INT64 for t in stored.graph.initializer
                if t.name in inline)  # the Reshape target
@@ -316,8 +307,8 @@ def test_small_initializers_stay_inline_beside_external_data(tmp_path, external)
 @pytest.mark.parametrize("columns", [512, 2])  # one tile per band; tiles, the last partial
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])
 def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk, columns):
-    monkeypatch.setattr(serialize, "GATHER_BYTES", chunk)
-    monkeypatch.setattr(serialize, "GATHER_COLUMNS", columns)
+    monkeypatch.setattr(serialize.weights, "GATHER_BYTES", chunk)
+    monkeypatch.setattr(serialize.weights, "GATHER_COLUMNS", columns)
     base = torch.randn(7, 5) > 0 if dtype == torch.bool else torch.randn(7, 5).to(dtype)
     strided = base.t()  # a folded Transpose is such a view
     assert not strided.is_contiguous()
@@ -330,8 +321,8 @@ def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk, c
 
 
 def test_a_transposed_weight_past_the_chunk_size_runs_in_onnx_runtime(monkeypatch):
-    monkeypatch.setattr(serialize, "GATHER_BYTES", 100)
-    monkeypatch.setattr(serialize, "GATHER_COLUMNS", 16)
+    monkeypatch.setattr(serialize.weights, "GATHER_BYTES", 100)
+    monkeypatch.setattr(serialize.weights, "GATHER_COLUMNS", 16)
     model = nn.Linear(40, 30).eval()
     x = torch.randn(2, 3, 40)
     result = oxport.convert(model, (x,))

@@ -4,8 +4,12 @@ and weights copied at most once."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import onnx
@@ -136,8 +140,8 @@ def test_inference_failure_leaves_output_dims_open(monkeypatch):
 
 # -- external data ----------------------------------------------------------------------
 def test_external_data_past_the_threshold(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", 1024)
-    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # every weight external
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_DATA_THRESHOLD", 1024)
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_MIN_BYTES", 0)  # every weight external
     model, x = MLP().eval(), torch.randn(3, 8)
     f = str(tmp_path / "big.onnx")
     oxport.export(model, x, f)
@@ -159,7 +163,7 @@ def test_external_data_past_the_threshold(tmp_path, monkeypatch):
     (1024, False, False), (2**31, True, True), (2**31, None, False)])
 def test_external_data_argument_overrides_the_threshold(tmp_path, monkeypatch, threshold,
                                                         forced, external):
-    monkeypatch.setattr(serialize, "EXTERNAL_DATA_THRESHOLD", threshold)
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_DATA_THRESHOLD", threshold)
     model, x = MLP().eval(), torch.randn(3, 8)
     f = str(tmp_path / "m.onnx")
     oxport.export(model, x, f, external_data=forced)
@@ -174,7 +178,7 @@ def test_external_data_needs_a_path(monkeypatch):
 
 
 def test_more_than_2gb_without_external_data_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialize, "PROTOBUF_LIMIT", 1024)
+    monkeypatch.setattr(serialize.weights, "PROTOBUF_LIMIT", 1024)
     with pytest.raises(InvalidExportArgumentError, match="external_data=None"):
         oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "m.onnx"), external_data=False)
     assert os.listdir(tmp_path) == []
@@ -182,19 +186,19 @@ def test_more_than_2gb_without_external_data_is_refused(tmp_path, monkeypatch):
 
 # -- atomic writes ---------------------------------------------------------------------------
 def _explode_after_partial_write(monkeypatch, name: str) -> None:
-    original = getattr(serialize, name)
+    original = getattr(serialize.weights, name)
 
     def partial(serialized, handle, *args):
         handle.write(b"partial model bytes")
         raise OSError(28, "No space left on device")
 
     assert callable(original)
-    monkeypatch.setattr(serialize, name, partial)
+    monkeypatch.setattr(serialize.weights, name, partial)
 
 
 @pytest.mark.parametrize("external", [False, True])
 def test_a_failed_write_leaves_no_file_and_no_temp_file(tmp_path, monkeypatch, external):
-    _explode_after_partial_write(monkeypatch, "_external" if external else "_stream")
+    _explode_after_partial_write(monkeypatch, "external" if external else "stream")
     with pytest.raises(OnnxExporterError, match="No space left on device"):
         oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "m.onnx"),
                       external_data=external)
@@ -204,7 +208,7 @@ def test_a_failed_write_leaves_no_file_and_no_temp_file(tmp_path, monkeypatch, e
 def test_a_failed_write_keeps_the_previous_file_untouched(tmp_path, monkeypatch):
     target = tmp_path / "m.onnx"
     target.write_bytes(b"the previous model")
-    _explode_after_partial_write(monkeypatch, "_stream")
+    _explode_after_partial_write(monkeypatch, "stream")
     with pytest.raises(OnnxExporterError, match="nothing was written"):
         oxport.export(MLP(), torch.randn(2, 8), str(target))
     assert target.read_bytes() == b"the previous model"
@@ -219,6 +223,28 @@ def test_a_successful_write_replaces_the_previous_file(tmp_path):
     assert os.listdir(tmp_path) == ["m.onnx"]
 
 
+def test_written_files_get_the_umask_permissions_and_no_one_sets_the_umask(tmp_path):
+    """The files of a write get ``0o666 & ~umask``, as a plain ``open`` gives them, and
+    neither importing oxport nor writing sets the process's umask (which would race
+    threads creating files): a fresh interpreter with umask 0o027 counts the calls."""
+    script = textwrap.dedent(f"""
+        import os
+        os.umask(0o027)
+        real_umask, calls = os.umask, []
+        os.umask = lambda mask: calls.append(mask) or real_umask(mask)
+        import torch
+        import oxport
+        from oxport import serialize
+        serialize.weights.EXTERNAL_DATA_THRESHOLD = 16  # a data file beside the model
+        oxport.export(torch.nn.Linear(8, 8), (torch.randn(2, 8),), {str(tmp_path / "m.onnx")!r})
+        assert calls == [], calls
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True)
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]
+    for name in ("m.onnx", "m.onnx.data"):
+        assert os.stat(tmp_path / name).st_mode & 0o777 == 0o640
+
+
 # -- crash-safe writes: failures and kills at every step ------------------------------------
 WRITE_MODES = [False, True, "per_tensor"]
 
@@ -230,9 +256,9 @@ class _Steps:
 
     def __init__(self, monkeypatch, stop: int, at_step, removals: bool = False) -> None:
         self.count, self.stop, self.at_step = 0, stop, at_step
-        steps = [(serialize.tempfile, "mkstemp"), (serialize._Writer, "weight"),
-                 (serialize.json, "dump"), (serialize.os, "replace")]
-        for owner, name in steps + ([(serialize.os, "unlink")] if removals else []):
+        steps = [(os, "open"), (serialize.weights.Writer, "weight"), (json, "dump"),
+                 (os, "replace")]
+        for owner, name in steps + ([(os, "unlink")] if removals else []):
             monkeypatch.setattr(owner, name, self._counted(getattr(owner, name)))
 
     def _counted(self, fn):
@@ -247,7 +273,7 @@ class _Steps:
 def _mlp_pair(tmp_path, monkeypatch, external):
     """An MLP exported to ``m.onnx`` (its files' bytes), and a second MLP with other weights
     serialized for the same path."""
-    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)  # every weight in a data file
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_MIN_BYTES", 0)  # every weight in a data file
     old, new = MLP().eval(), MLP().eval()
     path = str(tmp_path / "m.onnx")
     oxport.export(old, torch.randn(2, 8), path, external_data=external)
@@ -325,7 +351,7 @@ def test_a_writer_killed_at_any_step_is_cleaned_up_by_the_next_export_to_the_fol
 
 
 def test_temporary_files_of_running_writers_and_other_hosts_are_left_alone(tmp_path):
-    mine = tmp_path / f".m.onnx.oxport-{serialize._host()}-{serialize._process()}-abc.tmp"
+    mine = tmp_path / f".m.onnx.oxport-{serialize.atomic._host()}-{serialize.atomic._process()}-abc.tmp"
     elsewhere = tmp_path / ".m.onnx.oxport-otherhost-1-abc.tmp"
     foreign = tmp_path / ".m.onnx.1234.tmp"
     for path in (mine, elsewhere, foreign):
@@ -335,21 +361,21 @@ def test_temporary_files_of_running_writers_and_other_hosts_are_left_alone(tmp_p
         ["m.onnx", mine.name, elsewhere.name, foreign.name])
 
 
-@pytest.mark.skipif(serialize._start_time(os.getpid()) is None,
+@pytest.mark.skipif(serialize.atomic._start_time(os.getpid()) is None,
                     reason="no process start times here (/proc)")
 @pytest.mark.parametrize("kind", ["tmp", "bak", "journal"])
 def test_files_of_a_dead_writer_whose_pid_a_later_process_got_are_removed(tmp_path, kind):
     """A restarted container's process often gets the pid its killed predecessor had: the
     start time in the name tells them apart, so the predecessor's files are still removed."""
-    start = serialize._start_time(os.getpid())
-    earlier = tmp_path / f".m.onnx.oxport-{serialize._host()}-{os.getpid()}.{start - 1}-abc.{kind}"
+    start = serialize.atomic._start_time(os.getpid())
+    earlier = tmp_path / f".m.onnx.oxport-{serialize.atomic._host()}-{os.getpid()}.{start - 1}-abc.{kind}"
     earlier.write_bytes(b"{}" if kind == "journal" else b"left by a killed writer")
     oxport.export(MLP(), torch.randn(2, 8), str(tmp_path / "other.onnx"))
     assert sorted(os.listdir(tmp_path)) == ["other.onnx"]
 
 
 def test_per_tensor_weights_of_two_models_in_one_folder_do_not_collide(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialize, "EXTERNAL_MIN_BYTES", 0)
+    monkeypatch.setattr(serialize.weights, "EXTERNAL_MIN_BYTES", 0)
     models = {name: MLP().eval() for name in ("a.onnx", "b.onnx")}
     for name, model in models.items():
         oxport.export(model, torch.randn(2, 8), str(tmp_path / name), external_data="per_tensor")
@@ -374,7 +400,8 @@ def test_weight_bytes_never_pass_through_tensor_proto(tmp_path, monkeypatch, to_
         seen.append(serialize.Weight(name, tensor).nbytes)
         return original(name, tensor)
 
-    monkeypatch.setattr(serialize, "tensor_proto", spy)
+    for module in (serialize, serialize.proto, serialize.weights):
+        monkeypatch.setattr(module, "tensor_proto", spy)
     model, x = MLP(256).eval(), torch.randn(2, 8)
     target = str(tmp_path / "m.onnx") if to_path else io.BytesIO()
     result = oxport.export(model, x, target)

@@ -338,7 +338,7 @@ def _summary(path: str, model_name: str, args: argparse.Namespace, result: Any,
     model = result.serialized.model
     data = path + ".data"
     external = args.external_data or \
-        result.serialized.weight_bytes > serialize.EXTERNAL_DATA_THRESHOLD
+        result.serialized.weight_bytes > serialize.weights.EXTERNAL_DATA_THRESHOLD
     size = os.path.getsize(path) + (os.path.getsize(data) if external else 0)
     return {
         "path": os.path.abspath(path),

@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import onnx
 import torch
 
 from oxport import serialize
@@ -376,15 +375,8 @@ def static_axes(result: ExportResult) -> list[StaticAxis]:
 
 def _inferred_outputs(serialized: serialize.Serialized) -> dict[str, list[int | str | None]]:
     """Output dims as ONNX shape inference computes them (declared names ignored)."""
-    probe = serialize._weightless(serialized.model, serialized.weights)
-    for output in probe.graph.output:
-        output.type.tensor_type.ClearField("shape")
-    try:
-        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
-        return {}
     dims = {}
-    for output in inferred.graph.output:
+    for output in serialize.inferred_outputs(serialized.model, serialized.weights).values():
         tensor = output.type.tensor_type
         if tensor.HasField("shape"):
             dims[output.name] = [d.dim_value if d.HasField("dim_value") else d.dim_param or None

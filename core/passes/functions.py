@@ -38,9 +38,10 @@ from typing import Any
 import onnx
 import torch
 
-from oxport import serialize
 from oxport.errors import InvalidExportArgumentError
 from oxport.ir import Graph, Node, Value
+from oxport.serialize.proto import Namer, node_proto
+from oxport.serialize.weights import raw_bytes
 
 #: Local functions came with IR 8, which opset 15 introduced.
 MIN_OPSET = 15
@@ -296,12 +297,12 @@ class _Extraction:
 
     def _proto(self, group: _Group) -> onnx.FunctionProto:
         call = group.members[0]
-        namer = serialize._Namer()
+        namer = Namer()
         inputs = [namer.name(v) for v in call.inputs]
         nodes = []
         counters: dict[str, int] = {}
         for index, node in enumerate(call.body):
-            proto = serialize._node_proto(node, namer, False, True, counters, {}, {})
+            proto = node_proto(node, namer, False, True, counters, {}, {})
             for attr in proto.attribute:
                 ref = group.inferred.get((index, attr.name))
                 if ref is not None:  # the body reads the value from the call's attribute
@@ -464,7 +465,7 @@ def _value_key(kind: str, value: Any) -> Any:
         if isinstance(value, onnx.TensorProto):
             return value.SerializeToString()
         dtype = value.dtype if isinstance(value, torch.Tensor) else str(getattr(value, "dtype", ""))
-        return str(dtype), tuple(value.shape), bytes(serialize.raw_bytes(value))
+        return str(dtype), tuple(value.shape), bytes(raw_bytes(value))
     if kind == "ts":
         return tuple(_value_key("t", v) for v in value)
     if isinstance(value, list):

@@ -33,9 +33,10 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from oxport import serialize
 from oxport.ir import Graph, Node, Type, Value
 from oxport.passes import folding as passes
+from oxport.serialize.proto import Namer, graph_proto, ir_version, value_info
+from oxport.serialize.weights import LazyTensor, onnx_elem_type, tensor_header, tensor_proto
 
 log = logging.getLogger("oxport.passes.optimize")
 
@@ -193,7 +194,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
     whose weight holds the output channels on its second axis) before it, when the
     convolution's output feeds only the batch norm and its weight and bias only it.
 
-    The new weight is a :class:`~oxport.serialize.LazyTensor` computed when written (no
+    The new weight is a :class:`~oxport.serialize.weights.LazyTensor` computed when written (no
     copy of the weights is held during the export); it keeps the Conv weight's name, and
     the bias the Conv bias's name (the batch norm's bias's when the Conv had none).
     Returns how many batch norms went.
@@ -234,7 +235,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
             del graph.initializers[value.name]
         if bias is None and bias_name == stats[1].name:
             del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
-        lazy = serialize.LazyTensor(w.shape, w.dtype,
+        lazy = LazyTensor(w.shape, w.dtype,
                                     _scaled(w, torch.from_numpy(factor).to(w.device), axis))
         conv.input_values[1:] = [
             graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
@@ -650,7 +651,7 @@ def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | 
     (initializers of at most ``SHAPE_MAX_ELEMENTS`` elements keep their values).
     Returns {} when inference fails.
     """
-    namer = serialize._Namer()
+    namer = Namer()
     axes: dict[str, dict[int, str]] = {}
     for index, value in enumerate(graph.inputs):
         name = namer.name(value)
@@ -662,14 +663,14 @@ def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | 
                           dynamic_axes.get(index, {}).items() if -rank <= axis < rank}
     for value in graph.initializers.values():
         namer.name(value)
-    proto = serialize._graph_proto(graph, namer, False, False, {}, {})
+    proto = graph_proto(graph, namer, False, False, {}, {})
     for value in graph.inputs:
-        proto.input.append(serialize._value_info(namer.name(value), value.type(), axes))
+        proto.input.append(value_info(namer.name(value), value.type(), axes))
     for value in graph.initializers.values():  # small ones with their data: shape operands
         if isinstance(value.const, torch.Tensor) and value.const.numel() <= SHAPE_MAX_ELEMENTS:
-            proto.initializer.append(serialize.tensor_proto(namer.name(value), value.const))
+            proto.initializer.append(tensor_proto(namer.name(value), value.const))
             continue
-        header = serialize.tensor_header(namer.name(value), value.const)
+        header = tensor_header(namer.name(value), value.const)
         proto.input.append(helper.make_tensor_value_info(
             header.name, header.data_type, list(header.dims)))
     for value in graph.outputs:
@@ -679,11 +680,11 @@ def inferred_dims(graph: Graph, dynamic_axes: Mapping[int, Mapping[int, str]] | 
         name, value = namer.names.get(value_id), outputs.get(value_id)
         if name is not None and value is not None and value.type().dtype() is not None:
             proto.value_info.append(helper.make_tensor_value_info(
-                name, serialize._onnx_elem(value.type().dtype()), list(hinted)))
+                name, onnx_elem_type(value.type().dtype()), list(hinted)))
     model = helper.make_model(proto, opset_imports=[
         helper.make_opsetid(domain, version) for domain, version in graph.opset_imports.items()])
     model.functions.extend(graph.functions)
-    model.ir_version = serialize.ir_version(model)
+    model.ir_version = ir_version(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - inference is an optimisation: skip it on any error
