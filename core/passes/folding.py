@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,8 @@ from oxport.ir import Graph, Node, Type, Value
 log = logging.getLogger("oxport.passes.folding")
 
 #: Ops whose result is not a function of their inputs.
-_NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
-                     "Multinomial", "Bernoulli", "Dropout"}
+NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                    "Multinomial", "Bernoulli", "Dropout"}
 #: Ops never folded: a DequantizeLinear of a constant keeps a quantized weight stored as
 #: integers (folding would store it as float).
 _KEEP = {"DequantizeLinear"}
@@ -41,10 +42,9 @@ def eliminate_dead_code(graph: Graph) -> int:
         if any(id(v) in used for v in node.output_values) or not node.output_values:
             kept.append(node)
             used.update(id(v) for v in node.input_values if v is not None)
-            for kind, sub in node.attrs.values():
-                for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
-                    removed += eliminate_dead_code(subgraph)
-                    _mark_subgraph_uses(subgraph, used)
+            for subgraph in _subgraphs(node):
+                removed += eliminate_dead_code(subgraph)
+                _mark_subgraph_uses(subgraph, used)
         else:
             removed += 1
     kept.reverse()
@@ -69,9 +69,74 @@ def _mark_subgraph_uses(graph: Graph, used: set[int]) -> None:
     for node in graph.walk():
         used.update(id(v) for v in node.input_values if v is not None)
     for node in graph.walk():
-        for kind, sub in node.attrs.values():
-            for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
-                used.update(id(v) for v in subgraph.outputs)
+        for subgraph in _subgraphs(node):
+            used.update(id(v) for v in subgraph.outputs)
+
+
+def _subgraphs(node: Node) -> list[Graph]:
+    """The graphs ``node``'s attributes hold (an If's branches, a Loop's body)."""
+    subgraphs: list[Graph] = []
+    for kind, value in node.attrs.values():
+        subgraphs.extend(value if kind == "gs" else [value] if kind == "g" else [])
+    return subgraphs
+
+
+# -- shared by the passes ---------------------------------------------------------------
+def consumers(graph: Graph) -> dict[int, list[Node | None]]:
+    """id(value) -> the nodes that use it (subgraphs included); None for a graph output."""
+    users: dict[int, list[Node | None]] = {}
+    for node in graph.walk():
+        for value in node.input_values:
+            if value is not None:
+                users.setdefault(id(value), []).append(node)
+    for value in graph.outputs:
+        users.setdefault(id(value), []).append(None)
+    return users
+
+
+def rewire(node: Node, replace: Mapping[int, Value]) -> None:
+    """Point ``node``'s inputs that ``replace`` (id of a value -> its replacement) lists at
+    their replacements."""
+    if replace:
+        node.input_values = [v if v is None else replace.get(id(v), v)
+                             for v in node.input_values]
+
+
+def replace_uses(graph: Graph, replace: Mapping[int, Value]) -> None:
+    """Point every use of a replaced value (subgraphs and graph outputs too) at its
+    replacement, following chains of replacements."""
+    if not replace:
+        return
+
+    def final(value: Value | None) -> Value | None:
+        while value is not None and id(value) in replace:
+            value = replace[id(value)]
+        return value
+
+    for node in graph.walk():
+        node.input_values = [final(v) for v in node.input_values]
+        for subgraph in _subgraphs(node):
+            subgraph.outputs = [final(v) for v in subgraph.outputs]
+    graph.outputs = [final(v) for v in graph.outputs]
+
+
+def make_initializer(graph: Graph, value: Value, tensor: torch.Tensor) -> None:
+    """Make ``value`` (a node's output) an initializer holding ``tensor``, under a fresh
+    name; its node no longer produces it."""
+    value.const = tensor
+    value.setType(Type.of(tensor))
+    value.producer = None
+    value.name = graph.fresh_name("folded")
+    graph.initializers[value.name] = value
+
+
+def opset_axes(attribute: Sequence[int] | None, inputs: Sequence[Any], opset: int,
+               since: int, ints: Callable[[Any], list[int] | None]) -> list[int] | None:
+    """A node's ``axes``: the ``attribute`` before opset ``since``, its input 1 from it
+    (read with ``ints``, e.g. from a constant); None when absent."""
+    if opset < since:
+        return list(attribute) if attribute is not None else None
+    return ints(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
 
 
 def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> int:
@@ -90,13 +155,11 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
     #: a weight shared by two layers) reuses them instead of storing the result twice.
     done: dict[tuple[Any, ...], Node] = {}  # holds the node, so the ids in keys stay unique
     replace: dict[int, Value] = {}
-    consumers = _consumers(graph)
+    users = consumers(graph)
     for node in graph.nodes:
-        if replace:
-            node.input_values = [replace.get(id(v), v) if v is not None else None
-                            for v in node.input_values]
+        rewire(node, replace)
         inputs = node.input_values
-        if (node.domain or node.op_type in _NONDETERMINISTIC or node.op_type in _KEEP
+        if (node.domain or node.op_type in NONDETERMINISTIC or node.op_type in _KEEP
                 or not node.output_values
                 or node.op_type == "Constant"
                 or any(kind in ("g", "gs") for kind, _ in node.attrs.values())
@@ -107,7 +170,7 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
         if key in done:
             for value, prev in zip(node.output_values, done[key].output_values):
                 replace[id(value)] = prev
-                consumers.setdefault(id(prev), []).extend(consumers.get(id(value), ()))
+                users.setdefault(id(prev), []).extend(users.get(id(value), ()))
             folded += 1
             continue
         size = sum(_numel(v.const) for v in inputs if v is not None)
@@ -117,41 +180,20 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
             results = _fold_reference(node, opset)
         if results is None or len(results) != len(node.output_values) \
                 or any(isinstance(r, list) for r in results) \
-                or _duplicates(node, key, results, consumers):  # (a Sequence: no initializer)
+                or _duplicates(node, key, results, users):  # (a Sequence: no initializer)
             kept.append(node)
             continue
         for value, result in zip(node.output_values, results):
-            tensor = _as_tensor(result)
-            value.const = tensor
-            value.setType(Type.of(tensor))
-            value.producer = None
-            value.name = graph.fresh_name("folded")
-            graph.initializers[value.name] = value
+            make_initializer(graph, value, _as_tensor(result))
         done[key] = node
         folded += 1
     graph.nodes = kept
-    if replace:
-        for node in graph.walk():  # subgraphs may use the replaced values too
-            node.input_values = [replace.get(id(v), v) if v is not None else None
-                            for v in node.input_values]
-        graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
+    replace_uses(graph, replace)  # subgraphs may use the replaced values too
     return folded
 
 
-def _consumers(graph: Graph) -> dict[int, list[Node | None]]:
-    """id(value) -> the nodes that use it (subgraphs included); None for a graph output."""
-    consumers: dict[int, list[Node | None]] = {}
-    for node in graph.walk():
-        for value in node.input_values:
-            if value is not None:
-                consumers.setdefault(id(value), []).append(node)
-    for value in graph.outputs:
-        consumers.setdefault(id(value), []).append(None)
-    return consumers
-
-
 def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
-                consumers: dict[int, list[Node | None]]) -> bool:
+                users: dict[int, list[Node | None]]) -> bool:
     """Whether folding ``node`` would store a large constant next to the input it was
     computed from, because that input has a use besides ``node`` and its exact repeats."""
     if sum(int(np.size(r)) for r in results) < DUPLICATE_MIN_ELEMENTS:
@@ -159,7 +201,7 @@ def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
     for value in node.input_values:
         if value is None or _numel(value.const) < DUPLICATE_MIN_ELEMENTS:
             continue
-        for other in consumers.get(id(value), ()):
+        for other in users.get(id(value), ()):
             if other is not node and (other is None or other.domain or (
                     other.op_type != "Shape" and _fold_key(other) != key)):
                 return True
@@ -227,13 +269,10 @@ def _fold_numpy(node: Node, opset: int) -> list[np.ndarray] | None:
         return None
 
 
-def _axes(arrays: list[Any], attrs: dict[str, Any], opset: int, since: int) -> list[int] | None:
-    """Axes given as an attribute before opset ``since`` and as input 1 from it."""
-    if opset < since:
-        return list(attrs["axes"]) if "axes" in attrs else None
-    if len(arrays) > 1 and arrays[1] is not None:
-        return [int(a) for a in arrays[1].reshape(-1)]
-    return None
+def _axes(arrays: list[Any], attrs: dict[str, Any], opset: int) -> list[int] | None:
+    """Squeeze's and Unsqueeze's axes (an input from opset 13)."""
+    return opset_axes(attrs.get("axes"), arrays, opset, 13,
+                      lambda array: [int(a) for a in array.reshape(-1)])
 
 
 def _shape(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
@@ -249,14 +288,14 @@ def _gather(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
 
 
 def _unsqueeze(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
-    axes = _axes(arrays, attrs, opset, 13)
+    axes = _axes(arrays, attrs, opset)
     if axes is None:
         raise _Unfoldable
     return np.expand_dims(arrays[0], tuple(axes))
 
 
 def _squeeze(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
-    axes = _axes(arrays, attrs, opset, 13)
+    axes = _axes(arrays, attrs, opset)
     return np.squeeze(arrays[0], axis=None if axes is None else tuple(axes))
 
 
@@ -364,8 +403,9 @@ _NUMPY_FOLDERS = {
     "Transpose": _transpose, "Identity": lambda arrays, attrs, opset: arrays[0],
     "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
     "Div": _binary(_divide),
-    "Equal": _binary(np.equal, "biuf"), "Less": _binary(np.less, "biuf"), "Greater": _binary(np.greater, "biuf"),
-    "LessOrEqual": _binary(np.less_equal, "biuf"), "GreaterOrEqual": _binary(np.greater_equal, "biuf"),
+    "Equal": _binary(np.equal, "biuf"), "Less": _binary(np.less, "biuf"),
+    "Greater": _binary(np.greater, "biuf"), "LessOrEqual": _binary(np.less_equal, "biuf"),
+    "GreaterOrEqual": _binary(np.greater_equal, "biuf"),
     "Not": _logical(np.logical_not), "And": _logical(np.logical_and),
     "Or": _logical(np.logical_or), "Xor": _logical(np.logical_xor),
     "ConstantOfShape": _constant_of_shape, "Expand": _expand,

@@ -105,32 +105,13 @@ def _reshape_state(graph: Graph) -> tuple[int, int]:
 
 
 # -- shared helpers ------------------------------------------------------------------
-def _replace_uses(graph: Graph, replace: dict[int, Value]) -> None:
-    """Point every use of a replaced value (subgraphs and graph outputs too) at its
-    replacement, following chains of replacements."""
-    if not replace:
-        return
-
-    def final(value: Value | None) -> Value | None:
-        while value is not None and id(value) in replace:
-            value = replace[id(value)]
-        return value
-
-    for node in graph.walk():
-        node.input_values = [final(v) for v in node.input_values]
-        for kind, sub in node.attrs.values():
-            for subgraph in (sub if kind == "gs" else [sub] if kind == "g" else []):
-                subgraph.outputs = [final(v) for v in subgraph.outputs]
-    graph.outputs = [final(v) for v in graph.outputs]
-
-
 def _drop_replaced(graph: Graph, replace: dict[int, Value]) -> int:
     """Remove the top-level nodes whose (single) output was replaced and point every use
     at the replacement; returns how many were replaced."""
     if replace:
         graph.nodes = [n for n in graph.nodes
                        if not (n.output_values and id(n.output_values[0]) in replace)]
-        _replace_uses(graph, replace)
+        passes.replace_uses(graph, replace)
     return len(replace)
 
 
@@ -158,11 +139,10 @@ def _const_ints(value: Value | None) -> list[int] | None:
     return [int(v) for v in tensor.reshape(-1).tolist()]
 
 
-def _axes(node: Node, opset: int, since: int) -> list[int] | None:
-    """A node's ``axes``: an attribute before opset ``since``, input 1 from it."""
-    if opset < since:
-        return list(node.attrs["axes"][1]) if "axes" in node.attrs else None
-    return _const_ints(node.input_values[1]) if len(node.input_values) > 1 else None
+def _axes(node: Node, opset: int) -> list[int] | None:
+    """A Squeeze's or Unsqueeze's constant axes (an input from opset 13)."""
+    attribute = node.attrs["axes"][1] if "axes" in node.attrs else None
+    return passes.opset_axes(attribute, node.input_values, opset, 13, _const_ints)
 
 
 def _rank(value: Value) -> int | None:
@@ -178,29 +158,20 @@ def _ints_value(graph: Graph, items: list[int]) -> Value:
     return value
 
 
-def _make_constant(graph: Graph, node: Node, tensor: torch.Tensor) -> None:
-    """Turn ``node``'s only output into an initializer holding ``tensor`` (the node goes)."""
-    value = node.output_values[0]
-    value.const = tensor
-    value.setType(Type.of(tensor))
-    value.producer = None
-    value.name = graph.fresh_name("folded")
-    graph.initializers[value.name] = value
-
-
 # -- Conv + BatchNormalization ---------------------------------------------------------
 def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
     """Fold inference-mode BatchNormalization into the Conv (or ungrouped ConvTranspose,
     whose weight holds the output channels on its second axis) before it, when the
     convolution's output feeds only the batch norm and its weight and bias only it.
 
-    The new weight is a :class:`~oxport.serialize.weights.LazyTensor` computed when written (no
-    copy of the weights is held during the export); it keeps the Conv weight's name, and
-    the bias the Conv bias's name (the batch norm's bias's when the Conv had none).
+    The new weight is a :class:`~oxport.serialize.weights.LazyTensor` computed when
+    written (no copy of the weights is held during the export); it keeps the Conv
+    weight's name, and the bias the Conv bias's name (the batch norm's bias's when the
+    Conv had none).
     Returns how many batch norms went.
     """
     frozen = frozen or set()
-    consumers = passes._consumers(graph)
+    consumers = passes.consumers(graph)
     replace: dict[int, Value] = {}
     fused: set[int] = set()
     for norm in graph.nodes:
@@ -216,7 +187,8 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
         axis = 1 if conv.op_type == "ConvTranspose" else 0
         if axis and conv.attrs.get("group", ("i", 1))[1] != 1:
             continue
-        weight, bias = conv.input_values[1], conv.input_values[2] if len(conv.input_values) > 2 else None
+        weight = conv.input_values[1]
+        bias = conv.input_values[2] if len(conv.input_values) > 2 else None
         own = [v for v in (weight, bias) if v is not None]
         stats = norm.input_values[1:]
         if any(not _float_weight(v, graph, frozen) for v in [*own, *stats]) \
@@ -236,7 +208,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
         if bias is None and bias_name == stats[1].name:
             del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
         lazy = LazyTensor(w.shape, w.dtype,
-                                    _scaled(w, torch.from_numpy(factor).to(w.device), axis))
+                          _scaled(w, torch.from_numpy(factor).to(w.device), axis))
         conv.input_values[1:] = [
             graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
                                   parameter=True),
@@ -246,7 +218,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
         fused.add(id(norm))
     if fused:
         graph.nodes = [n for n in graph.nodes if id(n) not in fused]
-        _replace_uses(graph, replace)
+        passes.replace_uses(graph, replace)
     return len(fused)
 
 
@@ -351,9 +323,7 @@ def fold_static_shapes(graph: Graph, opset: int,
     kept: list[Node] = []
     changed = 0
     for node in graph.nodes:
-        if replace:
-            node.input_values = [replace.get(id(v), v) if v is not None else None
-                            for v in node.input_values]
+        passes.rewire(node, replace)
         result = None if node.domain or len(node.output_values) != 1 else \
             _SHAPE_RULES.get(node.op_type, _no_rule)(node, opset, known, dims)
         if result is not None:
@@ -361,7 +331,7 @@ def fold_static_shapes(graph: Graph, opset: int,
                 log.debug("static shape pass: %s has a static dim of unknown value", node)
                 result = None
         if result is not None and result.static:
-            _make_constant(graph, node, result.tensor())
+            passes.make_initializer(graph, node.output_values[0], result.tensor())
             changed += 1
             continue
         if result is None and node.op_type == "Range":
@@ -393,7 +363,7 @@ def fold_static_shapes(graph: Graph, opset: int,
                 continue
         kept.append(node)
     graph.nodes = kept
-    _replace_uses(graph, replace)
+    passes.replace_uses(graph, replace)
     return changed
 
 
@@ -491,7 +461,7 @@ def _squeeze_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -
     data = _known(node.input_values[0], known)
     if data is None:
         return None
-    axes = _axes(node, opset, 13)
+    axes = _axes(node, opset)
     has_axes = "axes" in node.attrs if opset < 13 else len(node.input_values) > 1
     if has_axes and axes is None:
         return None
@@ -502,7 +472,7 @@ def _squeeze_rule(node: Node, opset: int, known: dict[int, _Known], dims: Any) -
 
 def _unsqueeze_rule(node: Node, opset: int, known: dict[int, _Known],
                     dims: Any) -> _Known | None:
-    data, axes = _known(node.input_values[0], known), _axes(node, opset, 13)
+    data, axes = _known(node.input_values[0], known), _axes(node, opset)
     if data is None or axes is None:
         return None
     shape = _reshaped(data.shape, lambda a: np.expand_dims(a, tuple(axes)))
@@ -726,7 +696,7 @@ def collapse_chains(graph: Graph, opset: int) -> int:
     replace: dict[int, Value] = {}
     changed = 0
     for node in graph.nodes:
-        node.input_values = [replace.get(id(v), v) if v is not None else None for v in node.input_values]
+        passes.rewire(node, replace)
         if node.domain or len(node.output_values) != 1 or not node.input_values \
                 or node.input_values[0] is None:
             continue
@@ -773,8 +743,8 @@ def _cast_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
         target = JitScalarType.from_onnx_type(node.attrs["to"][1]).dtype()
     except Exception:  # noqa: BLE001 - an ONNX type torch has no dtype for: leave it
         return None
-    source = node.input_values[0].type().dtype() if node.input_values[0].type().kind() == "TensorType" \
-        else None
+    source_type = node.input_values[0].type()
+    source = source_type.dtype() if source_type.kind() == "TensorType" else None
     if source == target:
         return node.input_values[0]
     first = _producer(node.input_values[0], "Cast")
@@ -816,10 +786,10 @@ def _reshape_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
 
 def _squeeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
     first = _producer(node.input_values[0], "Unsqueeze")
-    axes = _axes(node, opset, 13)
+    axes = _axes(node, opset)
     if first is None or axes is None:
         return None
-    inner = _axes(first, opset, 13)
+    inner = _axes(first, opset)
     rank = _rank(node.input_values[0])
     if inner is None or rank is None:
         return None
@@ -829,18 +799,18 @@ def _squeeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
 
 
 def _unsqueeze_chain(graph: Graph, node: Node, opset: int) -> Value | bool | None:
-    axes = _axes(node, opset, 13)
+    axes = _axes(node, opset)
     if axes is None:
         return None
     squeezed = _producer(node.input_values[0], "Squeeze")
     if squeezed is not None:
-        inner = _axes(squeezed, opset, 13)
+        inner = _axes(squeezed, opset)
         rank = _rank(squeezed.input_values[0])
         if inner is not None and rank is not None and \
                 sorted(a % rank for a in axes) == sorted(a % rank for a in inner):
             return squeezed.input_values[0]
     first = _producer(node.input_values[0], "Unsqueeze")
-    inner = _axes(first, opset, 13) if first is not None else None
+    inner = _axes(first, opset) if first is not None else None
     rank = _rank(first.input_values[0]) if first is not None else None
     if inner is None or rank is None:
         return None
@@ -890,7 +860,8 @@ def remove_neutral_arithmetic(graph: Graph) -> int:
     replace: dict[int, Value] = {}
     for node in graph.nodes:
         rule = _NEUTRAL.get(node.op_type)
-        if rule is None or node.domain or len(node.input_values) != 2 or len(node.output_values) != 1:
+        if rule is None or node.domain or len(node.input_values) != 2 \
+                or len(node.output_values) != 1:
             continue
         neutral, commutes = rule
         sides = [(node.input_values[0], node.input_values[1])]
@@ -936,9 +907,7 @@ def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -
     replace: dict[int, Value] = {}
     kept: list[Node] = []
     for node in graph.nodes:
-        if replace:
-            node.input_values = [replace.get(id(v), v) if v is not None else None
-                            for v in node.input_values]
+        passes.rewire(node, replace)
         key = _cse_key(node)
         if key is not None and not across_modules:
             key = (node.calls, *key)
@@ -954,12 +923,12 @@ def eliminate_common_subexpressions(graph: Graph, across_modules: bool = True) -
             _substitute(replace, value, kept_value)
     dropped = len(graph.nodes) - len(kept)
     graph.nodes = kept
-    _replace_uses(graph, replace)
+    passes.replace_uses(graph, replace)
     return dropped
 
 
 def _cse_key(node: Node) -> tuple[Any, ...] | None:
-    if node.domain or not node.output_values or node.op_type in passes._NONDETERMINISTIC:
+    if node.domain or not node.output_values or node.op_type in passes.NONDETERMINISTIC:
         return None
     attrs = []
     for name, (kind, value) in sorted(node.attrs.items()):

@@ -22,6 +22,7 @@ from oxport.errors import (
 )
 from oxport.ir import Graph, Node, Type, Value
 from oxport.passes import infer
+from oxport.passes.folding import replace_uses
 from oxport.serialize.weights import Weight, onnx_elem_type, tensor_proto, weightless
 
 
@@ -100,11 +101,7 @@ def _dedupe_weights(graph: Graph) -> None:
             del graph.initializers[name]
         else:
             seen[key] = value
-    if not replace:
-        return
-    for node in graph.walk():
-        node.input_values = [replace.get(id(v), v) if v is not None else None for v in node.input_values]
-    graph.outputs = [replace.get(id(v), v) for v in graph.outputs]
+    replace_uses(graph, replace)
 
 
 def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,

@@ -312,25 +312,20 @@ def external(serialized: Serialized, data_file: IO[bytes], location: str,
              progress: Progress | None = None) -> onnx.ModelProto:
     """Write the weights to ``data_file`` (named ``location`` beside the model), each at
     an aligned offset; returns the model that points at them."""
-    model = onnx.ModelProto()
-    model.CopyFrom(serialized.model)
     offset = 0
-    counter = _Progress(serialized, progress)
-    writer = Writer(serialized.weights)
-    for weight in serialized.weights:
-        if weight.nbytes < EXTERNAL_MIN_BYTES:
-            model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
-            length = weight.nbytes
-        else:
-            pad = (-offset) % EXTERNAL_ALIGNMENT
-            if pad:
-                data_file.write(b"\0" * pad)
-                offset += pad
-            length = writer.weight(data_file, weight)
-            model.graph.initializer.append(_external_header(weight, location, offset, length))
-            offset += length
-        counter.add(length)
-    return model
+
+    def store(weight: Weight, writer: Writer) -> TensorProto:
+        nonlocal offset
+        pad = (-offset) % EXTERNAL_ALIGNMENT
+        if pad:
+            data_file.write(b"\0" * pad)
+            offset += pad
+        length = writer.weight(data_file, weight)
+        header = _external_header(weight, location, offset, length)
+        offset += length
+        return header
+
+    return _external_model(serialized, store, progress)
 
 
 def external_files(serialized: Serialized, model_name: str,
@@ -338,16 +333,9 @@ def external_files(serialized: Serialized, model_name: str,
                    progress: Progress | None = None) -> onnx.ModelProto:
     """Write each weight to a file of its own, ``<model_name>.<weight name>``, opened with
     ``open_file(file name)``; returns the model that points at them."""
-    model = onnx.ModelProto()
-    model.CopyFrom(serialized.model)
     taken: set[str] = {"data"}  # <model_name>.data is the single-file form's name
-    counter = _Progress(serialized, progress)
-    writer = Writer(serialized.weights)
-    for weight in serialized.weights:
-        if weight.nbytes < EXTERNAL_MIN_BYTES:
-            model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
-            counter.add(weight.nbytes)
-            continue
+
+    def store(weight: Weight, writer: Writer) -> TensorProto:
         base = re.sub(r"[^A-Za-z0-9._-]", "_", weight.name).lstrip(".") or "tensor"
         location, n = base, 1
         while location.lower() in taken:  # unique on case-insensitive file systems too
@@ -356,8 +344,26 @@ def external_files(serialized: Serialized, model_name: str,
         location = f"{model_name}.{location}"
         with open_file(location) as handle:
             length = writer.weight(handle, weight)
-        model.graph.initializer.append(_external_header(weight, location, 0, length))
-        counter.add(length)
+        return _external_header(weight, location, 0, length)
+
+    return _external_model(serialized, store, progress)
+
+
+def _external_model(serialized: Serialized, store: Callable[[Weight, Writer], TensorProto],
+                    progress: Progress | None) -> onnx.ModelProto:
+    """The model with its weights of at least :data:`EXTERNAL_MIN_BYTES` written by
+    ``store(weight, writer)``, which returns the initializer that points at them; smaller
+    weights are inline."""
+    model = onnx.ModelProto()
+    model.CopyFrom(serialized.model)
+    counter = _Progress(serialized, progress)
+    writer = Writer(serialized.weights)
+    for weight in serialized.weights:
+        if weight.nbytes < EXTERNAL_MIN_BYTES:
+            model.graph.initializer.append(tensor_proto(weight.name, weight.tensor))
+        else:
+            model.graph.initializer.append(store(weight, writer))
+        counter.add(weight.nbytes)
     return model
 
 
