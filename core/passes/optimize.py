@@ -225,7 +225,7 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
 def _float32_array(value: Value) -> np.ndarray:
     """A per-channel batch-norm or bias vector as float32 numpy (a view where it can be):
     the fold's arithmetic on these short vectors runs in numpy, whose loops are a few pages,
-    where each of torch's elementwise kernels maps 0.2-0.5 MB of its library on first use."""
+    where each of torch's elementwise kernels maps more of torch's library on first use."""
     return value.const.detach().to("cpu", torch.float32).numpy()
 
 
