@@ -1,4 +1,6 @@
-"""Core graph passes: dead-code removal and constant folding."""
+"""Core graph passes: dead-code removal and constant folding; and the helpers every pass
+shares (who consumes a value, rewiring uses, making a value an initializer, opset-dependent
+axes)."""
 
 from __future__ import annotations
 
