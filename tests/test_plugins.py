@@ -225,10 +225,18 @@ def test_the_builtin_declarations_are_the_ops_each_pack_registers():
     on_demand = {p.name for p in manager.plugins if p.on_demand}
     assert on_demand == set(declared), (
         "the installed oxport.ops entry points differ from pyproject.toml: "
-        "pip install -e . --no-deps")
+        "pip install --no-deps -e . (after `oxport plugins --sync-pyproject`)")
     manager.load_deferred()  # raises if a pack registers what it does not declare
     for name in on_demand:
         assert set(info_of(manager, name).ops) == declared[name], name
+
+
+def test_the_builtin_declarations_are_current():
+    """pyproject.toml's oxport.ops block is what ``oxport plugins --sync-pyproject`` writes."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert plugin_manager.synced_pyproject(text) == text, (
+        "pyproject.toml's oxport.ops entry points differ from the ops the packs register: run "
+        "`oxport plugins --sync-pyproject` (then pip install --no-deps -e .)")
 
 
 def test_a_declared_pack_registering_an_undeclared_op_is_an_error(install):
