@@ -429,7 +429,7 @@ class PluginManager:
                 f"{exc}: {_unknown_hint(str(exc))}valid hook names are "
                 f"{', '.join(hook_names())}.") from exc
 
-    def _check_selection(self, available: list[Any]) -> None:
+    def _check_selection(self, available: list[FoundEntryPoint]) -> None:
         installed = sorted({ep.describe() for ep in available})
         if self.selection.allow is not None:
             loaded = {p.name for p in self.plugins}
@@ -733,10 +733,8 @@ def unloaded_providers(selection: PluginSelection, op: str) -> list[str]:
 
 
 def reset() -> None:
-    """Look for installed plugins again, e.g. after installing or uninstalling a pack.
-
-    Runtime registrations (``register_custom_op_symbolic``) are kept.
-    """
+    """Look for installed plugins again (after installing or uninstalling a pack); runtime
+    registrations (``register_custom_op_symbolic``) are kept."""
     current_session().reset()
 
 
