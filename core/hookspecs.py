@@ -4,15 +4,29 @@ A plugin is any module or object exposed under the ``oxport`` entry-point group
 whose functions are marked with :data:`oxport.hookimpl`. Registration hooks
 receive a :class:`~oxport.registry.Registrar` bound to the plugin, so every
 registration knows the plugin and distribution it came from.
+
+The registration hooks run once per plugin, when the plugin loads: the first time a
+selection of plugins is used in a process (again after ``oxport.plugin_manager.reset()``),
+or, for a plugin whose distribution declares its ops (entry-point group ``oxport.ops``),
+when an export first meets one of them. A registration hook that raises
+:class:`~oxport.errors.RegistryError` (a malformed registration, a conflict) stops the load
+with that error, naming the plugin. Any other exception marks the plugin broken: what it
+registered is rolled back, a warning names it and the exception, and the other plugins
+still load, unless strict mode (``OXPORT_STRICT_PLUGINS=1``) raises
+:class:`~oxport.errors.PluginError` instead. A misspelled or unmarked ``oxport_*`` function
+marks its plugin broken the same way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
 if TYPE_CHECKING:
+    import torch
+
+    from oxport import ExportResult
     from oxport.registry import Registrar
 
 PROJECT = "oxport"
@@ -26,6 +40,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def oxport_register_symbolics(registry: Registrar) -> None:
     """Register symbolic functions (and their test cases).
 
+    Runs when the plugin loads; an :class:`~oxport.OpPack` implements it for you.
+    A plugin loaded on demand registers here only the ops it declares.
+
+    :param registry: the registrar bound to this plugin; ``registry.register(name, fn,
+        since=...)`` adds a symbolic, ``registry.add_case(...)`` a test case.
+
     Example::
 
         @oxport.hookimpl
@@ -37,6 +57,11 @@ def oxport_register_symbolics(registry: Registrar) -> None:
 @hookspec
 def oxport_register_domains(registry: Registrar) -> None:
     """Declare the default opset versions of the custom domains a plugin emits.
+
+    Runs when the plugin loads; an export's ``custom_opsets`` overrides the version.
+
+    :param registry: the registrar bound to this plugin;
+        ``registry.register_domain(domain, version)`` declares one domain.
 
     Example::
 
@@ -50,6 +75,13 @@ def oxport_register_domains(registry: Registrar) -> None:
 def oxport_register_fallbacks(registry: Registrar) -> None:
     """Register fallback modes, enabled by name or by ``operator_export_type``.
 
+    Runs when the plugin loads; only a plugin loaded with every export (one that declares
+    no ops) may register fallbacks.
+
+    :param registry: the registrar bound to this plugin;
+        ``registry.register_fallback(name, fallback)`` registers one
+        :class:`oxport.walk.Fallback`.
+
     Example::
 
         @oxport.hookimpl
@@ -62,6 +94,12 @@ def oxport_register_fallbacks(registry: Registrar) -> None:
 def oxport_register_passes(registry: Registrar) -> None:
     """Register graph passes ``fn(graph, context)`` run on the converted graph.
 
+    Runs when the plugin loads. The passes then run in every export that loaded the plugin,
+    after conversion and before serialization; a pass that raises fails that export.
+
+    :param registry: the registrar bound to this plugin;
+        ``registry.register_pass(name, fn)`` registers one pass.
+
     Example::
 
         @oxport.hookimpl
@@ -71,8 +109,21 @@ def oxport_register_passes(registry: Registrar) -> None:
 
 
 @hookspec
-def oxport_model_exported(model: Any, result: Any) -> None:
+def oxport_model_exported(
+    model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFunction,
+    result: ExportResult,
+) -> None:
     """Called after each successful conversion with the model and its ExportResult.
+
+    Runs at the end of each conversion (``oxport.export``, ``oxport.convert``,
+    ``oxport.export_to_pretty_string``), once the model is serialized (and checked, if
+    asked) and before ``export`` writes it, in every plugin of the export's selection that
+    implements it. An exception it raises propagates to the caller and fails the export.
+    A plugin loaded on demand may not implement it.
+
+    :param model: the model as the caller passed it.
+    :param result: what the conversion produced: the graph, the serialized model, the
+        opset, the symbolics used and the fallbacks that served nodes.
 
     Example::
 

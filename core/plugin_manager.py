@@ -1,7 +1,15 @@
-"""Loading plugins from the ``oxport`` entry-point group into a registry.
+"""The plugin manager: loading plugins from the ``oxport`` entry-point group into a registry.
 
-Its public names are re-exported as ``oxport.plugins``. Controls (environment
-variables, or the same as arguments of :func:`load` and ``oxport.export``):
+This module is the manager's public API (``oxport.plugin_manager``): :func:`load` returns
+the :class:`PluginManager` of a selection, :func:`reset` looks for installed plugins again,
+:func:`runtime_registry` holds ``register_custom_op_symbolic``'s registrations. All three
+act on the :class:`PluginSession` that :func:`current_session` returns; a test isolates
+itself with :func:`session_scope` (the ``oxport_plugin_session`` pytest fixture).
+``oxport.plugins``, the package of the built-in mode plugins, re-exports these names for
+code written against ``oxport.plugins.load()``.
+
+Controls (environment variables, or the same as arguments of :func:`load` and
+``oxport.export``):
 
 * ``OXPORT_DISABLE_PLUGIN_AUTOLOAD=1`` (``autoload_plugins=False``) -- load no
   entry point except those the allow-list names;
@@ -9,22 +17,29 @@ variables, or the same as arguments of :func:`load` and ``oxport.export``):
 * ``OXPORT_DISABLE_PLUGINS=a,b`` (``disable_plugins=[...]``) -- never load these;
 * ``OXPORT_STRICT_PLUGINS=1`` (``strict=True``) -- a broken plugin raises
   :class:`~oxport.errors.PluginError` instead of being reported.
+
+A plugin whose distribution declares its ops (entry-point group ``oxport.ops``) loads when
+an export first meets one of them. ``oxport plugins --sync-pyproject`` writes that block
+of a ``pyproject.toml``; in an editable install, an op its block misses still loads the
+plugin, with a warning naming the command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import email.parser
 import importlib
+import json
 import logging
 import os
 import sys
 import threading
 import traceback
-from collections.abc import Iterable, Sequence
-from importlib import metadata as stdlib_metadata
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pluggy
 
@@ -33,7 +48,7 @@ from oxport.errors import PluginError, RegistryError, how_to_set
 from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry, vet_symbolic
 
 if sys.version_info >= (3, 12):
-    importlib_metadata = stdlib_metadata
+    from importlib import metadata as importlib_metadata
 else:
     import importlib_metadata
 
@@ -46,6 +61,8 @@ ENTRY_POINT_GROUP = "oxport"
 #: meets one of the ops it declares.
 OPS_ENTRY_POINT_GROUP = "oxport.ops"
 BUILTIN_DISTRIBUTION = "oxport"
+#: What rewrites a pyproject.toml's ``oxport.ops`` block from the ops its packs register.
+SYNC_COMMAND = "oxport plugins --sync-pyproject"
 #: What a plugin that loads on demand may register, and the hooks it may implement.
 _ON_DEMAND_KINDS = ("symbolics", "domains", "passes")
 _ON_DEMAND_HOOKS = ("oxport_register_symbolics", "oxport_register_domains",
@@ -73,6 +90,8 @@ class PluginInfo:
     layer: Layer
     value: str = ""
     error: str | None = None
+    #: The full traceback of the exception that broke it (``oxport plugins --verbose``).
+    traceback: str | None = None
     registered: dict[str, int] = dataclasses.field(default_factory=dict)
     ops: list[str] = dataclasses.field(default_factory=list)
     #: It declares its ops (group ``oxport.ops``) and loads when one of them is met.
@@ -86,9 +105,12 @@ class PluginInfo:
     def provenance(self) -> Provenance:
         return Provenance(self.name, self.distribution, self.version, self.layer)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, verbose: bool = False) -> dict[str, Any]:
+        """The fields as JSON, the traceback only when ``verbose``."""
         data = dataclasses.asdict(self)
         data["layer"] = self.layer.name.lower()
+        if not verbose:
+            del data["traceback"]
         return data
 
 
@@ -159,29 +181,32 @@ class _HookManager(pluggy.PluginManager):
 
 
 class PluginManager:
-    """Loads plugins and fills a :class:`SymbolicRegistry` from their hooks."""
+    """Loads plugins and fills a :class:`SymbolicRegistry` from their hooks.
+
+    The registry asks it (its loader, see :meth:`load_serving`) to load the plugins that
+    declare an op before it answers about that op."""
 
     def __init__(self, selection: PluginSelection | None = None) -> None:
         self.selection = selection or PluginSelection.resolve()
         self.pm = _HookManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.registry = SymbolicRegistry()
+        self.registry = SymbolicRegistry(loader=self)
         self.plugins: list[PluginInfo] = []
-        self.entry_points: list[Any] = []
+        self.entry_points: list[FoundEntryPoint] = []
         #: plugin name -> (its entry point, its PluginInfo, the ops it declares), not loaded yet
-        self._deferred: dict[str, tuple[Any, PluginInfo, frozenset[str]]] = {}
+        self._deferred: dict[str, tuple[FoundEntryPoint, PluginInfo, frozenset[str]]] = {}
         self._declared_by: dict[str, list[str]] = {}  # op -> deferred plugins declaring it
         self._demand_lock = threading.RLock()
 
     # -- loading ----------------------------------------------------------
-    def load(self, entry_points: list[Any] | None = None,
-             declarations: list[Any] | None = None) -> SymbolicRegistry:
+    def load(self, entry_points: list[FoundEntryPoint] | None = None,
+             declarations: list[FoundEntryPoint] | None = None) -> SymbolicRegistry:
         """Load every selected plugin (of ``entry_points``, by default the installed ones),
         register it, and check hook names. A plugin that ``declarations`` (entry points of
         the ``oxport.ops`` group) give ops for loads when the registry is first asked about
         one of them."""
         if entry_points is None:
-            entry_points, declarations = _installed_entry_points()
+            entry_points, declarations = installed_entry_points()
         available = self.entry_points = _sorted(entry_points)
         declared = _declared_ops(available, declarations or ())
         if self.selection.autoload or self.selection.allow:
@@ -195,13 +220,13 @@ class PluginManager:
             name = getattr(plugin, "name", None) or getattr(plugin, "__name__", f"extra-{index}")
             self._add(plugin, PluginInfo(str(name), None, None, Layer.INSTALLED))
         # A plugin loaded now that hides ops of one loaded on demand is reported now.
-        for name in [n for n in self.registry._entries if n in self._declared_by]:
-            self._load_on_demand(name)
+        for name in [n for n in self.registry.registered_names() if n in self._declared_by]:
+            self.load_serving(name)
         self.check_pending()
         self._check_selection(available)
         return self.registry
 
-    def _info(self, entry_point: Any) -> PluginInfo | None:
+    def _info(self, entry_point: FoundEntryPoint) -> PluginInfo | None:
         """The entry point's PluginInfo, or None when it is not selected or already seen (the
         same distribution twice on sys.path)."""
         name = entry_point.name
@@ -210,11 +235,11 @@ class PluginManager:
             return None
         if any(p.name == name for p in self.plugins):
             return None
-        dist_name, version = _distribution(entry_point)
-        layer = Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED
-        return PluginInfo(name, dist_name, version, layer, entry_point.value)
+        return PluginInfo(name, entry_point.distribution, entry_point.version,
+                          entry_point.layer, entry_point.value)
 
-    def _load_entry_point(self, entry_point: Any, info: PluginInfo | None = None) -> None:
+    def _load_entry_point(self, entry_point: FoundEntryPoint,
+                          info: PluginInfo | None = None) -> None:
         info = info or self._info(entry_point)
         if info is None:
             return
@@ -225,7 +250,7 @@ class PluginManager:
             return
         self._add(plugin, info)
 
-    def _defer(self, entry_point: Any, ops: frozenset[str]) -> None:
+    def _defer(self, entry_point: FoundEntryPoint, ops: frozenset[str]) -> None:
         info = self._info(entry_point)
         if info is None:
             return
@@ -234,14 +259,27 @@ class PluginManager:
         self._deferred[info.name] = (entry_point, info, ops)
         for op in ops:
             self._declared_by.setdefault(op, []).append(info.name)
-        self.registry.on_demand = self._load_on_demand
 
-    def _load_on_demand(self, op: str | None) -> None:
-        """Load the deferred plugins that declare ``op`` (all of them for None)."""
-        if op is not None and op not in self._declared_by:
+    def load_serving(self, op: str | None) -> None:
+        """Load the deferred plugins that declare ``op`` (all of them for None): what the
+        registry calls before it answers about ``op``.
+
+        An op that no plugin declares nor registers loads the deferred plugins of editable
+        installs, whose declarations may be older than their code."""
+        if not self._deferred:
             return
+        if op is None:
+            self._load_deferred(list(self._deferred))
+        elif op in self._declared_by:
+            self._load_deferred(self._declared_by.get(op, []))
+        elif not self.registry.registers(op):
+            stale = [name for name, (entry_point, _, _) in self._deferred.items()
+                     if entry_point.editable]
+            if stale:
+                self._load_deferred(stale)
+
+    def _load_deferred(self, names: list[str]) -> None:
         with self._demand_lock:
-            names = list(self._deferred) if op is None else self._declared_by.get(op, [])
             for name in list(names):
                 pending = self._deferred.pop(name, None)
                 if pending is None:
@@ -250,7 +288,7 @@ class PluginManager:
                 try:
                     self._load_entry_point(entry_point, info)
                     if info.ok:
-                        self._check_declared(info, declared)
+                        self._check_declared(entry_point, info, declared)
                 finally:
                     # Only now: another thread asking about these ops waits for the lock
                     # instead of reading the registry before the plugin is in it.
@@ -258,20 +296,27 @@ class PluginManager:
                         self._declared_by[each].remove(name)
                         if not self._declared_by[each]:
                             del self._declared_by[each]
-            if not self._deferred:
-                self.registry.on_demand = None
 
-    def _check_declared(self, info: PluginInfo, declared: frozenset[str]) -> None:
+    def _check_declared(self, entry_point: FoundEntryPoint, info: PluginInfo,
+                        declared: frozenset[str]) -> None:
         """A plugin loaded on demand registers the symbolics it declares, the default
         versions of the domains they emit and passes over what they emit (which run in the
         exports that load it), and nothing else: whatever else it registered would be
-        missed by exports that never load it."""
+        missed by exports that never load it. An editable install's undeclared symbolics
+        are only a warning: its installed declarations may predate its code."""
         problems = []
         undeclared = sorted(set(info.ops) - declared)
-        if undeclared:
+        if undeclared and entry_point.editable:
+            log.warning("plugin %r registers %s, which the installed %s entry points of %s do "
+                        "not declare, so it loaded for any op no plugin declares: run `%s` in "
+                        "its source folder, then `pip install --no-deps -e .`", info.name,
+                        ", ".join(undeclared), OPS_ENTRY_POINT_GROUP,
+                        info.distribution or "its distribution", SYNC_COMMAND)
+        elif undeclared:
             problems.append(f"symbolics for {', '.join(undeclared)}, which it does not "
-                            f"declare (`oxport plugins --declare-ops {info.name}` prints "
-                            "every entry to declare)")
+                            f"declare (`{SYNC_COMMAND}` rewrites the declarations of a "
+                            f"pyproject.toml; `oxport plugins --declare-ops {info.name}` "
+                            "prints every entry to declare)")
         others = sorted(kind for kind in info.registered if kind not in _ON_DEMAND_KINDS)
         hooks = sorted(caller.name for caller in self.pm.get_hookcallers(
             self.pm.get_plugin(info.name)) or () if caller.name not in _ON_DEMAND_HOOKS)
@@ -282,7 +327,8 @@ class PluginManager:
         stale = sorted(declared - set(info.ops))
         if stale:
             log.warning("plugin %r declares %s in %s but registers no symbolic for them: drop "
-                        "those entries", info.name, ", ".join(stale), OPS_ENTRY_POINT_GROUP)
+                        "those entries (`%s`)", info.name, ", ".join(stale),
+                        OPS_ENTRY_POINT_GROUP, SYNC_COMMAND)
         if problems:
             self.registry.discard(info.provenance)
             self.pm.unregister(name=info.name)
@@ -294,7 +340,7 @@ class PluginManager:
 
     def load_deferred(self) -> None:
         """Load every plugin that would load on demand (listing or checking them all)."""
-        self._load_on_demand(None)
+        self.load_serving(None)
 
     def check_symbolics(self) -> None:
         """Vet every loaded symbolic as a lookup would (``oxport plugins --check``): a plugin
@@ -343,8 +389,7 @@ class PluginManager:
     def _summarize(self, info: PluginInfo, provenance: Provenance) -> None:
         """Count what ``provenance`` (the object its registrar stamped) registered."""
         registry = self.registry
-        mine = [e for entries in registry._entries.values() for e in entries
-                if e.provenance is provenance]
+        mine = registry.entries_from(provenance)
         ops = sorted({e.name for e in mine})
         counts = {
             "symbolics": len(mine),
@@ -361,6 +406,7 @@ class PluginManager:
     def _broken(self, info: PluginInfo, stage: str, exc: BaseException) -> None:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         info.error = f"{stage} failed: {detail}"
+        info.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         if info not in self.plugins:
             self.plugins.append(info)
         self.registry.discard(info.provenance)
@@ -383,8 +429,8 @@ class PluginManager:
                 f"{exc}: {_unknown_hint(str(exc))}valid hook names are "
                 f"{', '.join(hook_names())}.") from exc
 
-    def _check_selection(self, available: list[Any]) -> None:
-        installed = sorted({_describe(ep) for ep in available})
+    def _check_selection(self, available: list[FoundEntryPoint]) -> None:
+        installed = sorted({ep.describe() for ep in available})
         if self.selection.allow is not None:
             loaded = {p.name for p in self.plugins}
             missing = [n for n in self.selection.allow
@@ -423,56 +469,57 @@ class InstalledPlugin:
 def discover(selection: PluginSelection | None = None) -> list[InstalledPlugin]:
     """Every installed plugin, built-in ones first, without importing any (nor torch)."""
     selection = selection or PluginSelection.resolve()
-    found = []
-    for entry_point in _sorted(_installed_entry_points()[0]):
-        dist_name, version = _distribution(entry_point)
-        layer = Layer.BUILTIN if dist_name == BUILTIN_DISTRIBUTION else Layer.INSTALLED
-        found.append(InstalledPlugin(entry_point.name, dist_name, version, layer,
-                                     entry_point.value, selection.admits(entry_point.name)))
-    return found
+    return [InstalledPlugin(ep.name, ep.distribution, ep.version, ep.layer, ep.value,
+                            selection.admits(ep.name))
+            for ep in _sorted(installed_entry_points()[0])]
 
 
-def _sorted(entry_points: Iterable[Any]) -> list[Any]:
+@dataclasses.dataclass(frozen=True)
+class FoundEntryPoint:
+    """An entry point of the ``oxport`` or ``oxport.ops`` group, with the name and version of
+    the distribution that declares it (read once per distribution)."""
+
+    entry_point: importlib_metadata.EntryPoint
+    distribution: str | None = None
+    version: str | None = None
+    #: Its distribution is an editable install, whose code may be newer than its declarations.
+    editable: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.entry_point.name
+
+    @property
+    def value(self) -> str:
+        return self.entry_point.value
+
+    @property
+    def layer(self) -> Layer:
+        return Layer.BUILTIN if self.distribution == BUILTIN_DISTRIBUTION else Layer.INSTALLED
+
+    def load(self) -> Any:
+        """Import the object the entry point names."""
+        return self.entry_point.load()
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.distribution})" if self.distribution else self.name
+
+
+def _sorted(entry_points: Iterable[FoundEntryPoint]) -> list[FoundEntryPoint]:
     """Built-in plugins first, so an installed pack's shadowing is seen and reported."""
-    return sorted(entry_points, key=lambda e: (
-        _distribution(e)[0] != BUILTIN_DISTRIBUTION, e.name))
+    return sorted(entry_points, key=lambda e: (e.distribution != BUILTIN_DISTRIBUTION, e.name))
 
 
-def _distribution(entry_point: Any) -> tuple[str | None, str | None]:
-    dist = getattr(entry_point, "dist", None)
-    if dist is None:
-        return None, None
-    # Once per folder, and from the metadata's headers only: ``dist.metadata`` parses the
-    # whole file (the long description too) and first imports email's policy machinery,
-    # which was a third of loading the plugins.
-    path = getattr(dist, "_path", None)
-    found = _dist_names.get(str(path)) if path is not None else None
-    if found is None:
-        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
-        headers = email.parser.HeaderParser().parsestr(text) if text else {}
-        found = headers.get("Name"), headers.get("Version")
-        if path is not None:
-            _dist_names[str(path)] = found
-    return found
-
-
-def _describe(entry_point: Any) -> str:
-    dist_name, _ = _distribution(entry_point)
-    return f"{entry_point.name} ({dist_name})" if dist_name else entry_point.name
-
-
-def _check_duplicates(available: list[Any]) -> None:
+def _check_duplicates(available: list[FoundEntryPoint]) -> None:
     """Two distributions exposing one entry-point name cannot both be addressed."""
-    seen: dict[str, Any] = {}
+    seen: dict[str, FoundEntryPoint] = {}
     for entry_point in available:
         other = seen.setdefault(entry_point.name, entry_point)
-        if other is entry_point:
-            continue
-        if _distribution(other)[0] != _distribution(entry_point)[0]:
+        if other is not entry_point and other.distribution != entry_point.distribution:
             raise PluginError(
                 f"Two plugins are named {entry_point.name!r}: {other.value} from "
-                f"{_distribution(other)[0]} and {entry_point.value} from "
-                f"{_distribution(entry_point)[0]}. Uninstall one of the two distributions.")
+                f"{other.distribution} and {entry_point.value} from "
+                f"{entry_point.distribution}. Uninstall one of the two distributions.")
 
 
 def _hook_problem(pm: pluggy.PluginManager, plugin: Any) -> str:
@@ -506,60 +553,60 @@ def _unknown_hint(text: str) -> str:
     return ""
 
 
-class Declaration(NamedTuple):
-    """One entry point of the ``oxport.ops`` group: ``name`` an op, ``value`` the object the
-    declaring distribution's plugin entry point names."""
-
-    name: str
-    value: str
-    dist: Any
-    group: str = OPS_ENTRY_POINT_GROUP
-
-
-def _installed_entry_points() -> tuple[list[Any], list[Any]]:
-    """The installed ``oxport`` entry points and ``oxport.ops`` declarations, from one scan of
-    the entries of ``sys.path`` that exist.
+def installed_entry_points() -> tuple[list[FoundEntryPoint], list[FoundEntryPoint]]:
+    """The installed ``oxport`` entry points and ``oxport.ops`` declarations.
 
     As ``importlib.metadata.entry_points()``, the first copy of a distribution on
-    ``sys.path`` wins; but only the distributions whose ``entry_points.txt`` mentions
-    oxport are parsed (parsing every installed one's took 1-2 ms more), and declarations
-    are read as :class:`Declaration` tuples: building importlib.metadata's EntryPoint for
-    each of the ~600 ops the built-in packs declare took 3-4 ms of a first export."""
-    plugins: list[Any] = []
-    declarations: list[Any] = []
-    seen: set[str] = set()
-    # Entries that do not exist hold no distribution; importlib.metadata tries each as a zip
-    # file, and the first such try imports zipp (4-5 ms). Every CPython install has one on
-    # sys.path (lib/python3X.zip); "" is the current folder.
+    ``sys.path`` wins. Only the entries of ``sys.path`` that exist are searched (one that
+    does not is tried as a zip file, which imports zipp), and only the distributions whose
+    ``entry_points.txt`` mentions oxport are parsed."""
+    plugins: list[FoundEntryPoint] = []
+    declarations: list[FoundEntryPoint] = []
     path = [entry for entry in sys.path if not entry or os.path.exists(entry)]
     for dist in importlib_metadata.distributions(path=path):
-        name = dist._normalized_name  # from the folder's name: no metadata read
-        if name in seen:
-            continue
-        seen.add(name)
         text = dist.read_text("entry_points.txt")
-        if text and ENTRY_POINT_GROUP in text:
-            for group, entry, value in _entry_point_lines(text):
-                if group == OPS_ENTRY_POINT_GROUP:
-                    declarations.append(Declaration(entry, value, dist))
-                elif group == ENTRY_POINT_GROUP:
-                    plugins.append(importlib_metadata.EntryPoint(entry, value, group)._for(dist))
+        if not text or ENTRY_POINT_GROUP not in text:
+            continue
+        name, version = _name_and_version(dist)
+        if name is None or not _first_copy(dist, name, version, path):
+            continue
+        editable = _is_editable(dist, name)
+        for entry_point in dist.entry_points:
+            if entry_point.group == OPS_ENTRY_POINT_GROUP:
+                declarations.append(FoundEntryPoint(entry_point, name, version, editable))
+            elif entry_point.group == ENTRY_POINT_GROUP:
+                plugins.append(FoundEntryPoint(entry_point, name, version, editable))
     return plugins, declarations
 
 
-def _entry_point_lines(text: str) -> Iterable[tuple[str, str, str]]:
-    """``(group, name, value)`` of each entry in an ``entry_points.txt`` (an INI file:
-    ``[group]`` headers, ``name = value`` lines, ``#`` comments)."""
-    group = ""
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] == "#":
-            continue
-        if line[0] == "[" and line[-1] == "]":
-            group = line[1:-1].strip()
-            continue
-        name, _, value = line.partition("=")
-        yield group, name.strip(), value.strip()
+def _name_and_version(dist: importlib_metadata.Distribution) -> tuple[str | None, str | None]:
+    """From the metadata's headers only: ``dist.metadata`` parses the long description too,
+    and first imports email's policy machinery."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+    if not text:
+        return None, None
+    headers = email.parser.HeaderParser().parsestr(text, headersonly=True)
+    return headers.get("Name"), headers.get("Version")
+
+
+def _first_copy(dist: importlib_metadata.Distribution, name: str, version: str | None,
+                path: list[str]) -> bool:
+    """Whether ``dist`` is the first copy of its distribution on ``path`` (a stale build
+    beside an install: the first is the one importlib.metadata sees)."""
+    first = next(iter(importlib_metadata.distributions(name=name, path=path)), None)
+    return first is None or (
+        first.locate_file("") == dist.locate_file("") and _name_and_version(first)[1] == version)
+
+
+def _is_editable(dist: importlib_metadata.Distribution, name: str) -> bool:
+    """An editable install (PEP 610), or oxport itself run from its source checkout."""
+    if name == BUILTIN_DISTRIBUTION and (Path(__file__).parents[1] / "pyproject.toml").is_file():
+        return True
+    direct_url = dist.read_text("direct_url.json")
+    try:
+        return bool(direct_url and json.loads(direct_url).get("dir_info", {}).get("editable"))
+    except ValueError:
+        return False
 
 
 def entry_name_of_op(op: str) -> str:
@@ -573,14 +620,15 @@ def op_of_entry_name(name: str) -> str:
     return name if "::" in name else name.replace(".", "::", 1)
 
 
-def _declared_ops(plugins: list[Any], declarations: Iterable[Any]) -> dict[str, frozenset[str]]:
+def _declared_ops(plugins: list[FoundEntryPoint],
+                  declarations: Iterable[FoundEntryPoint]) -> dict[str, frozenset[str]]:
     """Plugin name -> the ops its distribution declares for it in ``oxport.ops`` (entries
     whose value is the object the plugin's ``oxport`` entry point names)."""
-    served_by = {(_distribution(entry_point)[0], entry_point.value.strip()): entry_point.name
+    served_by = {(entry_point.distribution, entry_point.value.strip()): entry_point.name
                  for entry_point in plugins}
     declared: dict[str, set[str]] = {}
     for entry in declarations:
-        dist, value = _distribution(entry)[0], entry.value.strip()
+        dist, value = entry.distribution, entry.value.strip()
         plugin = served_by.get((dist, value))
         if plugin is None:
             log.warning("%s declares %s in %s for %s, which none of its %s entry points "
@@ -591,21 +639,74 @@ def _declared_ops(plugins: list[Any], declarations: Iterable[Any]) -> dict[str, 
     return {name: frozenset(ops) for name, ops in declared.items()}
 
 
-# -- the session's registries ------------------------------------------------
-_lock = threading.Lock()
-_cache: dict[PluginSelection, PluginManager] = {}  # the manager each selection uses now
-# Every manager loaded, by selection and the installed entry points it saw: after a
-# reset() that changed nothing (or an install then uninstall), a selection gets its
-# earlier manager back, so registry entries keep their identity.
-_loaded: dict[tuple[PluginSelection, tuple[Any, ...]], PluginManager] = {}
-_installed: tuple[Any, ...] | None = None
-_runtime = SymbolicRegistry()  # register_custom_op_symbolic lands here
-_dist_names: dict[str, tuple[str | None, str | None]] = {}  # dist-info folder -> name, version
+# -- the session ------------------------------------------------------------------
+class PluginSession:
+    """The plugins a process exports with: the loaded :class:`PluginManager` of each
+    selection (loaded once, until :meth:`reset`) and the registry of runtime registrations
+    (``register_custom_op_symbolic``), shared by every selection.
+
+    :func:`current_session` returns the one in use; :func:`session_scope` swaps it."""
+
+    def __init__(self) -> None:
+        self.runtime = SymbolicRegistry()
+        self._lock = threading.Lock()
+        self._current: dict[PluginSelection, PluginManager] = {}  # each selection's manager now
+        # Every manager loaded, by selection and the installed entry points it saw: after a
+        # reset() that changed nothing (or an install then uninstall), a selection gets its
+        # earlier manager back, so registry entries keep their identity.
+        self._loaded: dict[tuple[PluginSelection, tuple[Any, ...]], PluginManager] = {}
+        self._installed: tuple[Any, ...] | None = None  # what identifies the last scan
+
+    def manager_for(self, selection: PluginSelection) -> PluginManager:
+        """The plugin manager for ``selection``, loaded once (see :meth:`reset`)."""
+        with self._lock:
+            manager = self._current.get(selection)
+            if manager is None:
+                entry_points = declarations = None
+                if self._installed is None:
+                    entry_points, declarations = installed_entry_points()
+                    self._installed = _fingerprint(entry_points + declarations)
+                key = (selection, self._installed)
+                manager = self._loaded.get(key)
+                if manager is None or not all(p.ok for p in manager.plugins):
+                    manager = PluginManager(selection)
+                    manager.load(entry_points, declarations)
+                    self._loaded[key] = manager
+                self._current[selection] = manager
+            return manager
+
+    def reset(self) -> None:
+        """Look for installed plugins again; runtime registrations are kept."""
+        with self._lock:
+            self._current.clear()
+            self._installed = None
+        importlib.invalidate_caches()  # new files on sys.path, and the metadata path cache
+
+
+_session = PluginSession()
+
+
+def current_session() -> PluginSession:
+    """The session :func:`load`, :func:`reset` and :func:`runtime_registry` act on."""
+    return _session
+
+
+@contextlib.contextmanager
+def session_scope(session: PluginSession | None = None) -> Iterator[PluginSession]:
+    """Make ``session`` (a new, empty one by default) the current session inside the block,
+    then restore the previous one: plugins loaded, installed and registered at runtime
+    inside do not leak out (the ``oxport_plugin_session`` pytest fixture)."""
+    global _session
+    previous, _session = _session, session or PluginSession()
+    try:
+        yield _session
+    finally:
+        _session = previous
 
 
 def runtime_registry() -> SymbolicRegistry:
-    """The registry of runtime registrations, shared by every selection."""
-    return _runtime
+    """The current session's registry of runtime registrations, shared by every selection."""
+    return current_session().runtime
 
 
 def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
@@ -616,23 +717,8 @@ def load(autoload: bool | None = None, allow: Iterable[str] | str | None = None,
 
 
 def manager_for(selection: PluginSelection) -> PluginManager:
-    """The plugin manager for ``selection``, loaded once and cached (see :func:`reset`)."""
-    global _installed
-    with _lock:
-        manager = _cache.get(selection)
-        if manager is None:
-            entry_points = declarations = None
-            if _installed is None:
-                entry_points, declarations = _installed_entry_points()
-                _installed = _fingerprint(entry_points + declarations)
-            key = (selection, _installed)
-            manager = _loaded.get(key)
-            if manager is None or not all(p.ok for p in manager.plugins):
-                manager = PluginManager(selection)
-                manager.load(entry_points, declarations)
-                _loaded[key] = manager
-            _cache[selection] = manager
-        return manager
+    """The current session's plugin manager for ``selection`` (see :func:`reset`)."""
+    return current_session().manager_for(selection)
 
 
 def unloaded_providers(selection: PluginSelection, op: str) -> list[str]:
@@ -647,23 +733,58 @@ def unloaded_providers(selection: PluginSelection, op: str) -> list[str]:
 
 
 def reset() -> None:
-    """Look for installed plugins again, e.g. after installing or uninstalling a pack.
-
-    Runtime registrations (``register_custom_op_symbolic``) are kept.
-    """
-    global _installed
-    with _lock:
-        _cache.clear()
-        _dist_names.clear()
-        _installed = None
-    importlib.invalidate_caches()  # new files on sys.path, and the metadata path cache
+    """Look for installed plugins again (after installing or uninstalling a pack); runtime
+    registrations (``register_custom_op_symbolic``) are kept."""
+    current_session().reset()
 
 
-def _fingerprint(entry_points: list[Any]) -> tuple[Any, ...]:
-    """What identifies a set of installed entry points (objects that are not real entry
-    points, such as test fakes, by identity: the manager that saw them keeps them alive)."""
-    real = (importlib_metadata.EntryPoint, stdlib_metadata.EntryPoint, Declaration)
-    return tuple(sorted(
-        (ep.group, ep.name, ep.value, *(part or "" for part in _distribution(ep)))
-        if isinstance(ep, real) else ("", str(id(ep)), "", "", "")
-        for ep in entry_points))
+def _fingerprint(entry_points: list[FoundEntryPoint]) -> tuple[Any, ...]:
+    """What identifies a set of installed entry points."""
+    return tuple(sorted((ep.entry_point.group, ep.name, ep.value, ep.distribution or "",
+                         ep.version or "") for ep in entry_points))
+
+
+# -- the oxport.ops block of a pyproject.toml ----------------------------------------
+_OPS_HEADER = f'[project.entry-points."{OPS_ENTRY_POINT_GROUP}"]'
+_OPS_COMMENT = (
+    "# The ops each symbolic pack serves, so that it loads only when an export meets one.\n"
+    f"# Generated by `{SYNC_COMMAND}` (tests/test_plugins.py checks it is current).\n")
+
+
+def synced_pyproject(text: str) -> str:
+    """``text``, a ``pyproject.toml``, with its ``oxport.ops`` block rewritten: for each
+    plugin of its ``oxport`` entry points that declares ops there, the ops it registers
+    (imported from the source tree, in the order of the ``oxport`` block)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    groups = tomllib.loads(text).get("project", {}).get("entry-points", {})
+    declaring = set(groups.get(OPS_ENTRY_POINT_GROUP, {}).values())
+    found = [FoundEntryPoint(importlib_metadata.EntryPoint(name, value, ENTRY_POINT_GROUP))
+             for name, value in groups.get(ENTRY_POINT_GROUP, {}).items() if value in declaring]
+    manager = PluginManager(PluginSelection(strict=True))
+    manager.load(found, [])
+    infos = {info.name: info for info in manager.plugins}
+    lines = [f'"{entry_name_of_op(op)}" = "{ep.value}"'
+             for ep in found for op in infos[ep.name].ops]
+    block = _OPS_COMMENT + _OPS_HEADER + "\n" + "".join(line + "\n" for line in lines)
+    return _replace_ops_block(text, block)
+
+
+def _replace_ops_block(text: str, block: str) -> str:
+    """``text`` with its ``oxport.ops`` table (the comment lines right above it included)
+    replaced by ``block``; appended when it has none. The table's entries are one run of
+    ``name = value`` lines."""
+    lines = text.splitlines(keepends=True)
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == _OPS_HEADER)
+    except StopIteration:
+        return text.rstrip("\n") + "\n\n" + block
+    end = start + 1  # its entries: the lines up to a blank line, a comment or a table
+    while end < len(lines) and lines[end].strip() and lines[end].lstrip()[0] not in "[#":
+        end += 1
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    return "".join(lines[:start]) + block + "".join(lines[end:])

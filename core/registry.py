@@ -22,7 +22,7 @@ import inspect
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from oxport import torch_onnx_compat
 from oxport.errors import RegistryError
@@ -200,10 +200,37 @@ def _warn_at(fn: Callable[..., Any], warning: Warning) -> None:
         module_globals=module_globals)
 
 
-class SymbolicRegistry:
-    """Every symbolic, fallback and custom-domain default known to one export session."""
+class OnDemandLoader(Protocol):
+    """What a registry asks to load the plugins serving an op before it answers about it
+    (:class:`oxport.plugin_manager.PluginManager`: plugins that load on demand)."""
 
-    def __init__(self) -> None:
+    def load_serving(self, op: str | None) -> None:
+        """Load the plugins that declare ``op`` (every plugin not loaded yet for None)."""
+
+
+class _Lookup:
+    """What both a registry and a view over several registries answer from ``entries``."""
+
+    def entries(self, name: str | None = None) -> Iterator[SymbolicEntry]:
+        raise NotImplementedError
+
+    def shadowed_by(self, entry: SymbolicEntry) -> list[SymbolicEntry]:
+        """The entries that ``entry`` hides at some opset."""
+        return [
+            other for other in self.entries(entry.name)
+            if other is not entry and (other.layer, other.override) < (entry.layer, entry.override)
+            and _overlap(other, entry)
+        ]
+
+
+class SymbolicRegistry(_Lookup):
+    """Every symbolic, fallback and custom-domain default known to one export session.
+
+    ``loader``, when given, loads the plugins serving an op before the registry answers
+    about it (see :class:`OnDemandLoader`)."""
+
+    def __init__(self, loader: OnDemandLoader | None = None) -> None:
+        self._loader = loader
         self._entries: dict[str, list[SymbolicEntry]] = {}
         self.fallbacks: dict[str, Any] = {}
         self.domain_versions: dict[str, int] = {}
@@ -213,13 +240,10 @@ class SymbolicRegistry:
         self.passes: list[tuple[str, Callable[..., Any], Provenance]] = []
         #: op name -> (its capture kernel, who registered it): see Registrar.register_capture_kernel
         self.capture_kernels: dict[str, tuple[Callable[..., Any], Provenance]] = {}
-        #: Loads the packs that declared an op name (every such pack for None) before the
-        #: registry is read: packs that load on demand (see PluginManager).
-        self.on_demand: Callable[[str | None], None] | None = None
 
     def _demand(self, name: str | None) -> None:
-        if self.on_demand is not None:
-            self.on_demand(name)
+        if self._loader is not None:
+            self._loader.load_serving(name)
 
     # -- registration -----------------------------------------------------
     def add(self, entry: SymbolicEntry) -> None:
@@ -326,14 +350,18 @@ class SymbolicRegistry:
         entries = self._entries.get(name)
         return min(e.since for e in entries) if entries else None
 
-    def shadowed_by(self, entry: SymbolicEntry) -> list[SymbolicEntry]:
-        """The entries that ``entry`` hides at some opset."""
-        self._demand(entry.name)
-        return [
-            other for other in self._entries.get(entry.name, ())
-            if other is not entry and (other.layer, other.override) < (entry.layer, entry.override)
-            and _overlap(other, entry)
-        ]
+    def registers(self, name: str) -> bool:
+        """Whether a symbolic for ``name`` is registered now (no plugin loads on demand)."""
+        return bool(self._entries.get(name))
+
+    def registered_names(self) -> list[str]:
+        """The ops registered now, without loading the plugins that load on demand."""
+        return [name for name, entries in self._entries.items() if entries]
+
+    def entries_from(self, provenance: Provenance) -> list[SymbolicEntry]:
+        """The entries ``provenance`` (that very object) registered, loading nothing."""
+        return [e for entries in self._entries.values() for e in entries
+                if e.provenance is provenance]
 
     def names(self) -> list[str]:
         self._demand(None)
@@ -547,7 +575,7 @@ class OpPack:
         return f"<OpPack {self.name}: {len(self._symbolics)} symbolics>"
 
 
-class RegistryView:
+class RegistryView(_Lookup):
     """Several registries read as one (the loaded plugins plus runtime registrations)."""
 
     def __init__(self, *registries: SymbolicRegistry) -> None:
@@ -570,13 +598,6 @@ class RegistryView:
     def entries(self, name: str | None = None) -> Iterator[SymbolicEntry]:
         for registry in self.registries:
             yield from registry.entries(name)
-
-    def shadowed_by(self, entry: SymbolicEntry) -> list[SymbolicEntry]:
-        return [
-            other for other in self.entries(entry.name)
-            if other is not entry and (other.layer, other.override) < (entry.layer, entry.override)
-            and _overlap(other, entry)
-        ]
 
     @property
     def fallbacks(self) -> dict[str, Any]:

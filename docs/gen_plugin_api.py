@@ -4,7 +4,8 @@
     python docs/gen_plugin_api.py --check  # exit 1 if it is out of date
 
 The hooks come from :mod:`oxport.hookspecs` (every ``oxport_*`` hookspec, in source
-order); then the registrar the registration hooks receive and the ``OpPack`` helper.
+order); then the registrar the registration hooks receive, the ``OpPack`` helper and the
+plugin manager's API (:mod:`oxport.plugin_manager`).
 tests/test_docs.py fails when the file differs from what this script writes.
 """
 
@@ -29,14 +30,29 @@ def _doc(obj: Any) -> str:
     return inspect.cleandoc(obj.__doc__ or "")
 
 
+_PARAM = re.compile(r"^:param (\w+):\s*(.*)$")
+
+
 def _markdown(doc: str) -> str:
     """A docstring as Markdown: ``Example::`` blocks become Python code blocks (with the
-    ``import oxport`` they need), reST roles and literals become code spans."""
+    ``import oxport`` they need), ``:param name:`` lines a list of parameters, reST roles
+    and literals code spans."""
     out: list[str] = []
     lines = doc.splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
+        param = _PARAM.match(line)
+        if param:
+            if not out or not out[-1].startswith("- "):
+                out.append("Parameters:\n")
+            text = [param.group(2)]
+            i += 1
+            while i < len(lines) and lines[i].startswith("    "):
+                text.append(lines[i].strip())
+                i += 1
+            out.append(f"- `{param.group(1)}`: " + _inline(" ".join(text)))
+            continue
         if line.rstrip().endswith("::"):
             text = line.rstrip()[:-2].rstrip()
             if text:
@@ -68,7 +84,7 @@ def _signature(name: str, fn: Any) -> str:
 
 def render() -> str:
     """The whole reference page."""
-    from oxport import hookspecs, registry
+    from oxport import hookspecs, plugin_manager, registry
 
     parts = [HEADER, _markdown(_doc(hookspecs)), "\n## Hooks\n\n"]
     specs = [(name, fn) for name, fn in vars(hookspecs).items()
@@ -85,6 +101,12 @@ def render() -> str:
                  + _markdown(_doc(registry.OpPack).split("\n\n")[0]).strip() + "\n\n")
     for name in ("symbolic", "alias", "case", "capture_kernel"):
         fn = getattr(registry.OpPack, name)
+        parts.append(f"- {_signature(name, fn)}: {_markdown(_doc(fn)).strip()}\n")
+    parts.append("\n## Loading plugins: `oxport.plugin_manager`\n\n"
+                 + _markdown(_doc(plugin_manager)) + "\n")
+    for name in ("load", "reset", "runtime_registry", "current_session", "session_scope",
+                 "discover", "synced_pyproject"):
+        fn = getattr(plugin_manager, name)
         parts.append(f"- {_signature(name, fn)}: {_markdown(_doc(fn)).strip()}\n")
     return "".join(parts).rstrip() + "\n"
 

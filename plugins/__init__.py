@@ -1,9 +1,11 @@
-"""``oxport.plugins``: the plugin manager's API and the built-in mode plugins.
+"""``oxport.plugins``: the built-in mode plugins (ATen export and fallback, fallthrough,
+autograd Functions, ...), each a submodule declared as an ``oxport`` entry point like any
+third party's plugin.
 
-The manager lives in :mod:`oxport.plugin_manager`; its public names are
-re-exported here so ``oxport.plugins.load()`` / ``oxport.plugins.reset()`` work.
-The submodules of this package are the built-in mode plugins (fallbacks,
-autograd Functions, ...), declared as entry points like any other plugin.
+The plugin manager's API is :mod:`oxport.plugin_manager`. Its public names are re-exported
+here only so that code and docs written against ``oxport.plugins.load()`` /
+``oxport.plugins.reset()`` (as for torch.onnx-era scripts) keep working; new code imports
+``oxport.plugin_manager``.
 """
 
 from oxport.plugin_manager import (

@@ -4,6 +4,7 @@ custom_opsets and packs' default domain versions, setType, and unconvertible_ops
 from __future__ import annotations
 
 import io
+import sys
 import types
 
 import onnx
@@ -11,12 +12,11 @@ import pytest
 import torch
 
 import oxport
-from oxport import plugin_manager, plugins
+from oxport import plugin_manager
 from oxport import symbolic_helper as sh
 from oxport.ir import Type
 from oxport.walk import Unconvertible
 from tests.torch_ops import define_op
-
 
 define_op("custom_ops", "foo_forward",
           "(Tensor input1, Tensor input2, float attr1, int attr2) -> Tensor",
@@ -101,26 +101,22 @@ def test_set_type_on_outputs_is_honoured(foo_symbolic):
     assert [d.dim_value for d in output.shape.dim] == [2, 3]  # the shape the trace knows
 
 
-def test_a_pack_declares_its_domains_default_version(monkeypatch):
+def test_a_pack_declares_its_domains_default_version(monkeypatch, oxport_plugin_session):
     pack = oxport.OpPack("test-domain-pack", domains={"com.example.test": 3})
 
     @pack.symbolic("custom_ops::foo_forward", since=9)
     def foo_forward(g, input1, input2, attr1, attr2):
         return g.op("com.example.test::Foo", input1, input2)
 
-    real, declared = plugin_manager._installed_entry_points()
-    fake = types.SimpleNamespace(name="test-domain-pack", value="test:pack", group="oxport",
-                                 dist=None, load=lambda: pack)
-    monkeypatch.setattr(plugin_manager, "_installed_entry_points",
+    real, declared = plugin_manager.installed_entry_points()
+    monkeypatch.setitem(sys.modules, "fake_test_domain_pack", types.SimpleNamespace(pack=pack))
+    fake = plugin_manager.FoundEntryPoint(plugin_manager.importlib_metadata.EntryPoint(
+        "test-domain-pack", "fake_test_domain_pack:pack", plugin_manager.ENTRY_POINT_GROUP))
+    monkeypatch.setattr(plugin_manager, "installed_entry_points",
                         lambda: ([*real, fake], declared))
-    plugins.reset()
-    try:
-        assert imports(export(FooModel(1.0, 1), ARGS))["com.example.test"] == 3
-        custom = export(FooModel(1.0, 1), ARGS, custom_opsets={"com.example.test": 5})
-        assert imports(custom)["com.example.test"] == 5
-    finally:
-        monkeypatch.undo()
-        plugins.reset()
+    assert imports(export(FooModel(1.0, 1), ARGS))["com.example.test"] == 3
+    custom = export(FooModel(1.0, 1), ARGS, custom_opsets={"com.example.test": 5})
+    assert imports(custom)["com.example.test"] == 5
 
 
 # -- unconvertible ops ------------------------------------------------------------------

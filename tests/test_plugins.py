@@ -78,33 +78,17 @@ def foo_pack(name: str = "my-pack", since: int = 9, override: bool = False) -> O
 
 # -- fake installed distributions --------------------------------------------------------
 #: The real scan, before a test's fakes replace it.
-INSTALLED_ENTRY_POINTS = plugin_manager._installed_entry_points
-
-
-class FakeDistribution:
-    def __init__(self, name: str, version: str) -> None:
-        self.metadata = {"Name": name}
-        self.version = version
-
-    def read_text(self, filename: str) -> str | None:
-        return f"Name: {self.metadata['Name']}\nVersion: {self.version}\n" \
-            if filename == "METADATA" else None
+INSTALLED_ENTRY_POINTS = plugin_manager.installed_entry_points
+EntryPoint = plugin_manager.importlib_metadata.EntryPoint
 
 
 @pytest.fixture(autouse=True)
-def isolated(monkeypatch):
-    """A clean environment and plugin cache; the session's cached managers come back after."""
+def isolated(monkeypatch, oxport_plugin_session):
+    """A clean environment and a new plugin session; the previous session comes back after."""
     for var in ("OXPORT_DISABLE_PLUGIN_AUTOLOAD", "OXPORT_PLUGINS", "OXPORT_DISABLE_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OXPORT_STRICT_PLUGINS", "1")
-    saved = dict(plugin_manager._cache), dict(plugin_manager._loaded)
-    plugin_manager._cache.clear()
-    plugin_manager._loaded.clear()
-    monkeypatch.setattr(plugin_manager, "_installed", None)
     yield
-    for cache, contents in zip((plugin_manager._cache, plugin_manager._loaded), saved):
-        cache.clear()
-        cache.update(contents)
     importlib.invalidate_caches()
 
 
@@ -112,15 +96,17 @@ def isolated(monkeypatch):
 def install(monkeypatch):
     """``install(name, plugin, dist=...)`` fakes an installed entry point for ``plugin``
     (an object, or module source text), next to the real ones."""
-    real, declared = plugin_manager._installed_entry_points()
+    real, declared = plugin_manager.installed_entry_points()
     fakes: list = []
     fake_declarations: list = []
-    monkeypatch.setattr(plugin_manager, "_installed_entry_points",
+    monkeypatch.setattr(plugin_manager, "installed_entry_points",
                         lambda: ([*fakes, *real], [*fake_declarations, *declared]))
 
     def install_one(name: str, plugin=None, dist: str | None = None, version: str = "1.0",
-                    value: str | None = None, declares: tuple[str, ...] = ()) -> None:
-        """``declares``: ops its distribution declares for it (group ``oxport.ops``)."""
+                    value: str | None = None, declares: tuple[str, ...] = (),
+                    editable: bool = False) -> None:
+        """``declares``: ops its distribution declares for it (group ``oxport.ops``);
+        ``editable``: an editable install, whose declarations may be stale."""
         module_name = "fake_oxport_" + name.replace("-", "_").replace(".", "_")
         module = types.ModuleType(module_name)
         if plugin is None:  # ``value`` names a real module
@@ -133,14 +119,12 @@ def install(monkeypatch):
             default_value = f"{module_name}:plugin"
         if plugin is not None:
             monkeypatch.setitem(sys.modules, module_name, module)
-        entry_point = plugin_manager.importlib_metadata.EntryPoint(
-            name, value or default_value, plugin_manager.ENTRY_POINT_GROUP)
-        distribution = FakeDistribution(dist or f"{name}-dist", version)
-        fakes.append(entry_point._for(distribution))
-        fake_declarations.extend(plugin_manager.importlib_metadata.EntryPoint(
+        entry_point = EntryPoint(name, value or default_value, plugin_manager.ENTRY_POINT_GROUP)
+        distribution = (dist or f"{name}-dist", version, editable)
+        fakes.append(plugin_manager.FoundEntryPoint(entry_point, *distribution))
+        fake_declarations.extend(plugin_manager.FoundEntryPoint(EntryPoint(
             plugin_manager.entry_name_of_op(op), entry_point.value,
-            plugin_manager.OPS_ENTRY_POINT_GROUP)._for(distribution)
-            for op in declares)
+            plugin_manager.OPS_ENTRY_POINT_GROUP), *distribution) for op in declares)
 
     return install_one
 
@@ -191,6 +175,7 @@ def test_the_scan_takes_the_first_copy_of_a_distribution_on_the_path(tmp_path, m
     importlib.invalidate_caches()
     plugins, declarations = INSTALLED_ENTRY_POINTS()
     assert "shadowed" not in {ep.name for ep in plugins}
+    assert {ep.version for ep in plugins if ep.distribution == "oxport-shadowed-pack"} <= {"2.0"}
     # oxport's own distribution passes the text filter: its plugins and declarations.
     assert "oxport.nn" in {ep.name for ep in plugins}
     assert "aten.conv2d" in {ep.name for ep in declarations}
@@ -201,8 +186,8 @@ def test_the_scan_takes_the_first_copy_of_a_distribution_on_the_path(tmp_path, m
 
 
 def test_the_scan_reads_entry_points_as_importlib_metadata_does(tmp_path, monkeypatch):
-    """The scan parses ``entry_points.txt`` itself: the same groups, names and values as
-    importlib.metadata, comments and spacing included, and each knows its distribution."""
+    """The scan finds the same groups, names and values as importlib.metadata, comments
+    and spacing included, and each knows its distribution."""
     _dist_info(tmp_path, "3.0", "# a comment\n[oxport]\n  spaced  =  oxport_shadowed:pack \n"
                                 "\n[oxport.ops]\naten.spaced=oxport_shadowed:pack\n"
                                 "[console_scripts]\noxport-spaced = oxport_shadowed:main\n")
@@ -212,7 +197,7 @@ def test_the_scan_reads_entry_points_as_importlib_metadata_does(tmp_path, monkey
     for group, found in (("oxport", plugins), ("oxport.ops", declarations)):
         expected = {(ep.name, ep.value, ep.dist.name)
                     for ep in plugin_manager.importlib_metadata.entry_points(group=group)}
-        assert {(ep.name, ep.value, ep.dist.name) for ep in found} == expected
+        assert {(ep.name, ep.value, ep.distribution) for ep in found} == expected
     assert ("spaced", "oxport_shadowed:pack") in {(ep.name, ep.value) for ep in plugins}
 
 
@@ -240,10 +225,18 @@ def test_the_builtin_declarations_are_the_ops_each_pack_registers():
     on_demand = {p.name for p in manager.plugins if p.on_demand}
     assert on_demand == set(declared), (
         "the installed oxport.ops entry points differ from pyproject.toml: "
-        "pip install -e . --no-deps")
+        "pip install --no-deps -e . (after `oxport plugins --sync-pyproject`)")
     manager.load_deferred()  # raises if a pack registers what it does not declare
     for name in on_demand:
         assert set(info_of(manager, name).ops) == declared[name], name
+
+
+def test_the_builtin_declarations_are_current():
+    """pyproject.toml's oxport.ops block is what ``oxport plugins --sync-pyproject`` writes."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert plugin_manager.synced_pyproject(text) == text, (
+        "pyproject.toml's oxport.ops entry points differ from the ops the packs register: run "
+        "`oxport plugins --sync-pyproject` (then pip install --no-deps -e .)")
 
 
 def test_a_declared_pack_registering_an_undeclared_op_is_an_error(install):
@@ -253,9 +246,41 @@ def test_a_declared_pack_registering_an_undeclared_op_is_an_error(install):
     registry = plugins.load().registry
     with pytest.raises(RegistryError, match=r"'my-pack' .* loads on demand, .* registers "
                                             r"symbolics for custom_ops::bar, which it does not "
-                                            r"declare \(`oxport plugins --declare-ops my-pack`"):
+                                            r"declare \(`oxport plugins --sync-pyproject` "
+                                            r"rewrites .*`oxport plugins --declare-ops my-pack`"):
         registry.lookup("custom_ops::foo_forward", 13)
     assert registry.lookup("custom_ops::bar", 13) is None  # nothing of it kept
+
+
+def test_an_editable_packs_undeclared_op_loads_it_with_a_warning(install, caplog):
+    """An op added to a pack of an editable install, not declared yet (or not reinstalled):
+    an export meeting it still finds it, and the warning names the command to run."""
+    pack = foo_pack()
+    pack.symbolic("custom_ops::bar", since=9)(lambda g, x: x)
+    install("my-pack", pack, declares=("custom_ops::foo_forward",), editable=True)
+    manager = plugins.load()
+    assert manager.registry.lookup("aten::neg", 13) is not None  # registered: loads nothing
+    assert not info_of(manager, "my-pack").registered
+    with caplog.at_level(logging.WARNING, logger="oxport.plugins"):
+        entry = manager.registry.lookup("custom_ops::bar", 13)
+    assert entry is not None and entry.provenance.plugin == "my-pack"
+    assert "'my-pack' registers custom_ops::bar, which the installed oxport.ops entry points " \
+        "of my-pack-dist do not declare" in caplog.text
+    assert "run `oxport plugins --sync-pyproject`" in caplog.text
+    assert manager.registry.lookup("custom_ops::foo_forward", 13) is not None
+
+
+def test_an_op_nobody_declares_loads_only_the_editable_packs(install):
+    """An installed (not editable) distribution's declarations are its contract."""
+    install("my-pack", foo_pack(), declares=("custom_ops::foo_forward",))
+    editable = OpPack("my-editable")
+    editable.symbolic("custom_ops::baz", since=9)(lambda g, x: x)
+    install("my-editable", editable, dist="editable-dist", declares=("custom_ops::baz",),
+            editable=True)
+    manager = plugins.load()
+    assert manager.registry.lookup("custom_ops::nobody", 13) is None
+    assert info_of(manager, "my-editable").registered == {"symbolics": 1}
+    assert not info_of(manager, "my-pack").registered
 
 
 def test_a_declared_packs_pass_runs_in_the_exports_that_load_the_pack(install):
@@ -321,10 +346,11 @@ def test_a_thread_asking_while_another_loads_the_pack_waits_for_it(install, monk
     def slow_import(entry_point=entry_point):
         started.set()
         time.sleep(0.3)  # a pack whose import takes a while
-        return type(entry_point).load(entry_point)
+        return entry_point.load()
 
     monkeypatch.setitem(manager._deferred, "my-pack", (
-        types.SimpleNamespace(name=entry_point.name, value=entry_point.value, load=slow_import),
+        types.SimpleNamespace(name=entry_point.name, value=entry_point.value, load=slow_import,
+                              editable=False),
         *manager._deferred["my-pack"][1:]))
     found = {}
     first = threading.Thread(target=lambda: found.setdefault(
@@ -338,9 +364,8 @@ def test_a_thread_asking_while_another_loads_the_pack_waits_for_it(install, monk
 
 def test_a_declaration_for_a_plugin_that_is_not_installed_is_reported(caplog):
     caplog.set_level(logging.WARNING, logger="oxport.plugins")
-    plugin_manager.PluginManager().load(
-        [], [plugin_manager.importlib_metadata.EntryPoint(
-            "custom_ops.x", "missing:pack", plugin_manager.OPS_ENTRY_POINT_GROUP)])
+    plugin_manager.PluginManager().load([], [plugin_manager.FoundEntryPoint(
+        EntryPoint("custom_ops.x", "missing:pack", plugin_manager.OPS_ENTRY_POINT_GROUP))])
     assert ("declares custom_ops.x in oxport.ops for missing:pack, which none of its oxport "
             "entry points names") in caplog.text
 
@@ -397,7 +422,7 @@ def test_reset_looks_for_installed_plugins_again(install, monkeypatch):
     assert second.registry.lookup("custom_ops::foo_forward", 9) is not None
     # Uninstalled again: the first manager is back, so entries collected before (by the
     # op-test runner, say) are still the ones an export uses.
-    monkeypatch.setattr(plugin_manager, "_installed_entry_points", INSTALLED_ENTRY_POINTS)
+    monkeypatch.setattr(plugin_manager, "installed_entry_points", INSTALLED_ENTRY_POINTS)
     plugins.reset()
     assert plugins.load() is first
 

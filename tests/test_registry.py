@@ -205,6 +205,26 @@ def test_installed_shadowing_builtin_without_override_warns():
     assert registry.lookup("aten::op", 8).fn is sym_a
 
 
+def test_the_registry_asks_its_loader_before_it_answers():
+    """The loader given at construction loads what serves an op before a lookup; the
+    ``registered`` questions load nothing."""
+    asked = []
+
+    class Loader:
+        def load_serving(self, op):
+            asked.append(op)
+            if op == "aten::op" and not registry.registers(op):
+                add(registry, PACK_A, "aten::op", sym_a, 9)
+
+    registry = SymbolicRegistry(loader=Loader())
+    assert registry.registered_names() == [] and asked == []
+    assert registry.lookup("aten::op", 9).fn is sym_a and asked == ["aten::op"]
+    assert registry.registered_names() == ["aten::op"] and registry.registers("aten::op")
+    provenance = registry.lookup("aten::op", 9).provenance
+    assert registry.entries_from(provenance) == [registry.lookup("aten::op", 9)]
+    assert registry.names() == ["aten::op"] and asked[-1] is None
+
+
 def test_override_true_shadows_silently():
     registry = SymbolicRegistry()
     add(registry, BUILTIN, "aten::op", sym_a, 7)

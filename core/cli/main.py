@@ -39,10 +39,16 @@ def _add_plugins_command(sub: Any, help: str) -> None:
                                    "error; it exits 1 when a plugin is broken.")
     p.add_argument("--check", action="store_true",
                    help="load every plugin: what each registers, and the broken ones")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="as --check, and print each broken plugin's full traceback")
     p.add_argument("--declare-ops", metavar="PLUGIN", nargs="+",
                    help="print the oxport.ops entry points (for pyproject.toml) that declare "
                         "the ops these plugins register, so that each loads only when an "
                         "export meets one of them")
+    p.add_argument("--sync-pyproject", metavar="PYPROJECT", nargs="?", const="pyproject.toml",
+                   help="rewrite the oxport.ops entry points of PYPROJECT (default: "
+                        "./pyproject.toml) from the ops its declaring plugins register now; "
+                        "reinstall (pip install --no-deps -e .) to apply them")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(run=_plugins)
 
@@ -52,7 +58,9 @@ def _plugins(args: argparse.Namespace) -> int:
 
     if args.declare_ops:
         return _declare_ops(args.declare_ops)
-    if not args.check:
+    if args.sync_pyproject:
+        return _sync_pyproject(args.sync_pyproject)
+    if not (args.check or args.verbose):
         installed = plugin_manager.discover()
         if args.json:
             print(json.dumps([i.to_json() for i in installed], indent=2))
@@ -65,13 +73,39 @@ def _plugins(args: argparse.Namespace) -> int:
     manager.check_symbolics()
     infos = manager.plugins
     if args.json:
-        print(json.dumps([info.to_json() for info in infos], indent=2))
+        print(json.dumps([info.to_json(verbose=args.verbose) for info in infos], indent=2))
     else:
         _print_table([[info.name, _dist(info), info.layer.name.lower(),
                        f"{'ok' if info.ok else f'BROKEN: {info.error}'}"
                        f"{' (loads on demand)' if info.on_demand else ''}; registers "
                        f"{_registered(info.registered)}"] for info in infos])
+        if args.verbose:
+            for info in infos:
+                if info.traceback:
+                    print(f"\n{info.name} ({_dist(info)}): {info.error}\n"
+                          f"{info.traceback.rstrip()}")
     return 0 if all(i.ok for i in infos) else 1
+
+
+def _sync_pyproject(path: str) -> int:
+    from pathlib import Path
+
+    from oxport import plugin_manager
+
+    pyproject = Path(path)
+    if not pyproject.is_file():
+        print(f"oxport: {pyproject} is not a file: pass the pyproject.toml whose "
+              f"{plugin_manager.OPS_ENTRY_POINT_GROUP} entry points to rewrite.", file=sys.stderr)
+        return 2
+    text = pyproject.read_text()
+    synced = plugin_manager.synced_pyproject(text)
+    if synced == text:
+        print(f"{pyproject}: the {plugin_manager.OPS_ENTRY_POINT_GROUP} entry points are current")
+        return 0
+    pyproject.write_text(synced)
+    print(f"{pyproject}: rewrote the {plugin_manager.OPS_ENTRY_POINT_GROUP} entry points; "
+          "reinstall (pip install --no-deps -e .) to apply them")
+    return 0
 
 
 def _declare_ops(names: list[str]) -> int:
