@@ -29,7 +29,10 @@ def _dtype(x: Value) -> torch.dtype:
 
 @pack.symbolic("aten::relu", since=7)
 def relu(g, self: Value) -> Value:
-    """Relu for floats; ``max(x, 0)`` for integers."""
+    """relu(Tensor self) -> Tensor
+    relu_(Tensor(a!) self) -> Tensor(a!)
+
+    Relu for floats; ``max(x, 0)`` for integers."""
     if not _dtype(self).is_floating_point:
         return clamp_values(g, "aten::relu", self, 0, None)
     return g.op("Relu", self)
@@ -37,28 +40,41 @@ def relu(g, self: Value) -> Value:
 
 @pack.symbolic("aten::sigmoid", since=7)
 def sigmoid(g, self: Value) -> Value:
+    """sigmoid(Tensor self) -> Tensor
+    sigmoid_(Tensor(a!) self) -> Tensor(a!)
+    """
     return g.op("Sigmoid", float_input(g, "aten::sigmoid", self))
 
 
 @pack.symbolic("aten::tanh", since=7)
 def tanh(g, self: Value) -> Value:
+    """tanh(Tensor self) -> Tensor
+    tanh_(Tensor(a!) self) -> Tensor(a!)
+    """
     return g.op("Tanh", float_input(g, "aten::tanh", self))
 
 
 @pack.symbolic("aten::relu6", since=7)
 def relu6(g, self: Value) -> Value:
+    """relu6(Tensor self) -> Tensor"""
     return clamp_values(g, "aten::relu6", self, 0, 6)
 
 
 @pack.symbolic("aten::hardtanh", since=7)
 @sh.parse_args("v", "f", "f")
 def hardtanh(g, self: Value, min_val: float = -1.0, max_val: float = 1.0) -> Value:
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor
+    hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)
+    """
     return clamp_values(g, "aten::hardtanh", self, min_val, max_val)
 
 
 @pack.symbolic("aten::leaky_relu", since=7)
 @sh.parse_args("v", "f")
 def leaky_relu(g, self: Value, negative_slope: float = 0.01) -> Value:
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
+    leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)
+    """
     return g.op("LeakyRelu", self, alpha_f=negative_slope)
 
 
@@ -66,7 +82,10 @@ def leaky_relu(g, self: Value, negative_slope: float = 0.01) -> Value:
 @sh.parse_args("v", "f", "f", "b", "none")
 def rrelu(g, self: Value, lower: float, upper: float, training: bool = False,
           generator: Value | None = None) -> Value:
-    """Evaluation mode: a leaky relu with the mean slope ``(lower + upper) / 2``; training
+    """rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor
+    rrelu_(Tensor(a!) self, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)
+
+    Evaluation mode: a leaky relu with the mean slope ``(lower + upper) / 2``; training
     mode: each negative element times its own uniform slope in ``[lower, upper)`` (opset 9)."""
     if not training:
         return g.op("LeakyRelu", self, alpha_f=(lower + upper) / 2)
@@ -81,7 +100,10 @@ def rrelu(g, self: Value, lower: float, upper: float, training: bool = False,
 @sh.parse_args("v", "f", "f", "f")
 def elu(g, self: Value, alpha: float = 1.0, scale: float = 1.0,
         input_scale: float = 1.0) -> Value:
-    """Elu; ``scale`` and ``input_scale`` other than 1 select between branches (opset 9)."""
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+    elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)
+
+    Elu; ``scale`` and ``input_scale`` other than 1 select between branches (opset 9)."""
     if scale == 1.0 and input_scale == 1.0:
         return g.op("Elu", self, alpha_f=alpha)
     if g.opset < 9:
@@ -105,13 +127,19 @@ def _celu(g, self: Value, alpha: float) -> Value:
 @pack.symbolic("aten::celu", since=7)
 @sh.parse_args("v", "f")
 def celu(g, self: Value, alpha: float = 1.0) -> Value:
+    """celu(Tensor self, Scalar alpha=1.) -> Tensor
+    celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)
+    """
     return _celu(g, self, alpha)
 
 
 @pack.symbolic("aten::celu", since=12)
 @sh.parse_args("v", "f")
 def celu_12(g, self: Value, alpha: float = 1.0) -> Value:
-    """Celu (ONNX defines it for float32 only; other dtypes decompose)."""
+    """celu(Tensor self, Scalar alpha=1.) -> Tensor
+    celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)
+
+    Celu (ONNX defines it for float32 only; other dtypes decompose)."""
     if _dtype(self) != torch.float32:
         return _celu(g, self, alpha)
     return g.op("Celu", self, alpha_f=alpha)
@@ -119,13 +147,18 @@ def celu_12(g, self: Value, alpha: float = 1.0) -> Value:
 
 @pack.symbolic("aten::selu", since=7)
 def selu(g, self: Value) -> Value:
+    """selu(Tensor self) -> Tensor
+    selu_(Tensor(a!) self) -> Tensor(a!)
+    """
     return g.op("Selu", self, alpha_f=_SELU_ALPHA, gamma_f=_SELU_SCALE)
 
 
 @pack.symbolic("aten::softplus", since=7)
 @sh.parse_args("v", "f", "f")
 def softplus(g, self: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
-    """``softplus(beta * x) / beta``, linear where ``beta * x > threshold``.
+    """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
+
+    ``softplus(beta * x) / beta``, linear where ``beta * x > threshold``.
 
     From a threshold of 20 up the linear branch differs from Softplus by under
     ``exp(-20) / beta``, so no switch is emitted.
@@ -146,25 +179,32 @@ def softplus(g, self: Value, beta: float = 1.0, threshold: float = 20.0) -> Valu
 
 @pack.symbolic("aten::log_sigmoid", since=7)
 def log_sigmoid(g, self: Value) -> Value:
-    """``-softplus(-x)`` (stable for large inputs)."""
+    """log_sigmoid(Tensor self) -> Tensor
+
+    ``-softplus(-x)`` (stable for large inputs)."""
     return g.op("Neg", g.op("Softplus", g.op("Neg", self)))
 
 
 @pack.symbolic("aten::hardshrink", since=9)
 @sh.parse_args("v", "f")
 def hardshrink(g, self: Value, lambd: float = 0.5) -> Value:
+    """hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
     return g.op("Shrink", self, lambd_f=lambd, bias_f=0.0)
 
 
 @pack.symbolic("aten::softshrink", since=9)
 @sh.parse_args("v", "f")
 def softshrink(g, self: Value, lambd: float = 0.5) -> Value:
+    """softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
     return g.op("Shrink", self, lambd_f=lambd, bias_f=lambd)
 
 
 @pack.symbolic("aten::threshold", since=9)
 def threshold(g, self: Value, threshold: Value, value: Value) -> Value:
-    """``x if x > threshold else value``."""
+    """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor
+    threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)
+
+    ``x if x > threshold else value``."""
     dtype = _dtype(self)
     limit = sh._cast_to(g, threshold, dtype)
     return g.op("Where", g.op("Greater", self, limit), self, sh._cast_to(g, value, dtype))
@@ -172,41 +212,61 @@ def threshold(g, self: Value, threshold: Value, value: Value) -> Value:
 
 @pack.symbolic("aten::hardsigmoid", since=7)
 def hardsigmoid(g, self: Value) -> Value:
-    """``relu6(x + 3) / 6``."""
+    """hardsigmoid(Tensor self) -> Tensor
+    hardsigmoid_(Tensor(a!) self) -> Tensor(a!)
+
+    ``relu6(x + 3) / 6``."""
     return g.op("HardSigmoid", self, alpha_f=1 / 6, beta_f=0.5)
 
 
 @pack.symbolic("aten::hardswish", since=7)
 def hardswish(g, self: Value) -> Value:
+    """hardswish(Tensor self) -> Tensor
+    hardswish_(Tensor(a!) self) -> Tensor(a!)
+    """
     return g.op("Mul", self, hardsigmoid(g, self))
 
 
 @pack.symbolic("aten::hardswish", since=14)
 def hardswish_14(g, self: Value) -> Value:
+    """hardswish(Tensor self) -> Tensor
+    hardswish_(Tensor(a!) self) -> Tensor(a!)
+    """
     return g.op("HardSwish", self)
 
 
 @pack.symbolic("aten::silu", since=7)
 def silu(g, self: Value) -> Value:
-    """``x * sigmoid(x)``: ONNX Swish (opset 24) has no ONNX Runtime kernel at opsets 25-26."""
+    """silu(Tensor self) -> Tensor
+    silu_(Tensor(a!) self) -> Tensor(a!)
+
+    ``x * sigmoid(x)``: ONNX Swish (opset 24) has no ONNX Runtime kernel at opsets 25-26."""
     return g.op("Mul", self, g.op("Sigmoid", self))
 
 
 @pack.symbolic("aten::mish", since=7)
 def mish(g, self: Value) -> Value:
-    """``x * tanh(softplus(x))``."""
+    """mish(Tensor self) -> Tensor
+    mish_(Tensor(a!) self) -> Tensor(a!)
+
+    ``x * tanh(softplus(x))``."""
     return g.op("Mul", self, g.op("Tanh", g.op("Softplus", self)))
 
 
 @pack.symbolic("aten::mish", since=18)
 def mish_18(g, self: Value) -> Value:
+    """mish(Tensor self) -> Tensor
+    mish_(Tensor(a!) self) -> Tensor(a!)
+    """
     return g.op("Mish", self)
 
 
 @pack.symbolic("aten::gelu", since=7)
 @sh.parse_args("v", "s")
 def gelu(g, self: Value, approximate: str = "none") -> Value:
-    """Exact: ``x/2 * (1 + erf(x/sqrt 2))`` (Erf from opset 9); or the tanh approximation."""
+    """gelu(Tensor self, *, str approximate="none") -> Tensor
+
+    Exact: ``x/2 * (1 + erf(x/sqrt 2))`` (Erf from opset 9); or the tanh approximation."""
     dtype = _dtype(self)
     if approximate == "tanh":
         cube = g.op("Mul", g.op("Mul", self, self), self)
@@ -224,13 +284,16 @@ def gelu(g, self: Value, approximate: str = "none") -> Value:
 @pack.symbolic("aten::gelu", since=20)
 @sh.parse_args("v", "s")
 def gelu_20(g, self: Value, approximate: str = "none") -> Value:
+    """gelu(Tensor self, *, str approximate="none") -> Tensor"""
     return g.op("Gelu", self, approximate_s=approximate)
 
 
 @pack.symbolic("aten::glu", since=7)
 @sh.parse_args("v", "i")
 def glu(g, self: Value, dim: int = -1) -> Value:
-    """``a * sigmoid(b)`` for the two halves of ``dim``."""
+    """glu(Tensor self, int dim=-1) -> Tensor
+
+    ``a * sigmoid(b)`` for the two halves of ``dim``."""
     size = sh._get_tensor_dim_size(self, dim)
     if size is None:
         sh._unimplemented("aten::glu", "a dimension of unknown size")
@@ -245,7 +308,9 @@ def glu(g, self: Value, dim: int = -1) -> Value:
 
 @pack.symbolic("aten::prelu", since=7)
 def prelu(g, self: Value, weight: Value) -> Value:
-    """PRelu with the weight laid along dim 1 (a single weight is shared by every channel)."""
+    """prelu(Tensor self, Tensor weight) -> Tensor
+
+    PRelu with the weight laid along dim 1 (a single weight is shared by every channel)."""
     rank = sh._get_tensor_rank(self)
     count = sh._get_tensor_sizes(weight)
     if rank is None or count is None:

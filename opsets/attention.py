@@ -121,7 +121,9 @@ _SDPA_ARGS = ("v", "v", "v", "v", "f", "b", "f", "b")
 @sh.parse_args(*_SDPA_ARGS)
 def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    """MatMul -> (causal / mask) -> Softmax -> MatMul."""
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
+
+    MatMul -> (causal / mask) -> Softmax -> MatMul."""
     _check_dropout(dropout_p)
     return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
 
@@ -130,7 +132,9 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
 @sh.parse_args(*_SDPA_ARGS)
 def scaled_dot_product_attention_23(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                     is_causal=False, scale=None, enable_gqa=False):
-    """One Attention node for 3-D and 4-D inputs; the decomposition otherwise, and for masks
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
+
+    One Attention node for 3-D and 4-D inputs; the decomposition otherwise, and for masks
     broadcast over the query axis (ONNX Runtime 1.31 refuses them)."""
     _check_dropout(dropout_p)
     rank = _rank(query)
@@ -226,7 +230,9 @@ def _multi_head_attention(g, query: Value, key: Value, value: Value, embed_dim: 
 def _native_multi_head_attention(g, query, key, value, embed_dim, num_head, qkv_weight,
                                  qkv_bias, proj_weight, proj_bias, mask=None,
                                  need_weights=True, average_attn_weights=True, mask_type=None):
-    """nn.MultiheadAttention's eval fast path, decomposed as its slow path computes it."""
+    """_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)
+
+    nn.MultiheadAttention's eval fast path, decomposed as its slow path computes it."""
     out, weights = _multi_head_attention(
         g, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
         proj_bias, _kernel_mask(g, mask, mask_type), need_weights)
@@ -248,7 +254,9 @@ def _transformer_encoder_layer_fwd(g, src, embed_dim, num_heads, qkv_weight, qkv
                                    norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
                                    ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
                                    mask=None, mask_type=None):
-    """nn.TransformerEncoderLayer's eval fast path: self-attention and feed-forward blocks,
+    """_transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask=None, int? mask_type=None) -> Tensor
+
+    nn.TransformerEncoderLayer's eval fast path: self-attention and feed-forward blocks,
     each with its residual and layer norm (before the block when ``norm_first``)."""
     keep = _kernel_mask(g, mask, mask_type)
     nested = _nested_keep(src)
@@ -290,13 +298,17 @@ def _as_nested(g, value: Value, keep: Value) -> Value:
 @pack.symbolic("aten::_nested_tensor_from_mask", since=9)
 @sh.parse_args("v", "v", "none")
 def _nested_tensor_from_mask(g, t, mask, mask_check=None):
-    """The padded batch itself, carrying its keep mask."""
+    """_nested_tensor_from_mask(Tensor t, Tensor mask, bool mask_check=True) -> Tensor
+
+    The padded batch itself, carrying its keep mask."""
     return _as_nested(g, t, sh._cast_to(g, mask, torch.bool))
 
 
 @pack.symbolic("aten::_nested_tensor_from_mask_left_aligned", since=9)
 def _nested_tensor_from_mask_left_aligned(g, t: Value, mask: Value) -> Value:
-    """True: whether ``mask`` makes a nested tensor of ``t`` (nn.TransformerEncoder's
+    """_nested_tensor_from_mask_left_aligned(Tensor t, Tensor mask) -> bool
+
+    True: whether ``mask`` makes a nested tensor of ``t`` (nn.TransformerEncoder's
     ``mask_check``, scripted). Any mask does here, the nested tensor being the padded batch
     with its mask; eager, with padding not at the end of the rows, takes the unfused path,
     whose padded positions hold values where this path has zeros (docs/scripting.md)."""
@@ -306,7 +318,9 @@ def _nested_tensor_from_mask_left_aligned(g, t: Value, mask: Value) -> Value:
 @pack.symbolic("aten::to_padded_tensor", since=9)
 @sh.parse_args("v", "f", "v")
 def to_padded_tensor(g, self, padding, output_size=None):
-    """Where(keep, x, padding) over a nested tensor made by _nested_tensor_from_mask, padded
+    """to_padded_tensor(Tensor self, float padding, SymInt[]? output_size=None) -> Tensor
+
+    Where(keep, x, padding) over a nested tensor made by _nested_tensor_from_mask, padded
     to its own length (``output_size`` as nn.TransformerEncoder passes, the input's size)."""
     keep = _nested_keep(self)
     if keep is None:

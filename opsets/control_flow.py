@@ -198,7 +198,10 @@ def _raises(block: Any) -> bool:
 # -- If --------------------------------------------------------------------------------
 @pack.symbolic("prim::If", since=7)
 def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
-    """ONNX If; a constant condition, or a branch that only raises, keeps just one branch."""
+    """If(bool cond) -> t...
+
+    No schema in torch: two blocks, then and else, each returning the outputs. ONNX If; a
+    constant condition, or a branch that only raises, keeps just one branch."""
     node = g.original_node
     blocks = list(node.blocks())
     raising = [_raises(block) for block in blocks]
@@ -278,7 +281,11 @@ def _dtype_hint(values: list[Value]) -> torch.dtype | None:
 @pack.symbolic("prim::Loop", since=9)
 def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
               ) -> Value | tuple[Value, ...] | None:
-    """ONNX Loop: for-loops get a trip count, while-loops a condition; carried values,
+    """Loop(int max_trip_count, bool cond, t... carried) -> t...
+
+    No schema in torch: the body block takes the iteration and the carried values, and
+    returns the condition and the next carried values.
+    ONNX Loop: for-loops get a trip count, while-loops a condition; carried values,
     outer values read in the body, and lists appended to once per iteration (scan outputs)."""
     node = g.original_node
     body = next(node.blocks())
@@ -451,7 +458,10 @@ def _is_scan_slot(g: Any, body: Any, k: int, init: Value) -> bool:
 # -- torch.export's scan and map -------------------------------------------------------------
 @pack.symbolic("higher_order::scan", since=9)
 def scan(g, *operands: Value, carried_i: int) -> Value | tuple[Value, ...]:
-    """torch.export's ``scan(combine, init, xs)`` as ONNX Scan: the carried values, then the
+    """scan(GraphModule combine_fn, Tensor[] init, Tensor[] xs, Tensor[] additional_inputs) -> Tensor[]
+
+    A torch.export higher-order op (no TorchScript schema).
+    torch.export's ``scan(combine, init, xs)`` as ONNX Scan: the carried values, then the
     tensors scanned along axis 0; the block returns the next carried values, then one item
     of each stacked output."""
     return _scan(g, list(operands), carried_i)
@@ -459,7 +469,10 @@ def scan(g, *operands: Value, carried_i: int) -> Value | tuple[Value, ...]:
 
 @pack.symbolic("higher_order::map_impl", since=9)
 def map_impl(g, *scanned: Value, carried_i: int = 0) -> Value | tuple[Value, ...]:
-    """torch.export's ``map(f, xs, *args)`` as an ONNX Scan carrying nothing: ``f`` of each
+    """map_impl(GraphModule f, Tensor[] xs, Tensor[] pos_args) -> Tensor[]
+
+    A torch.export higher-order op (no TorchScript schema).
+    torch.export's ``map(f, xs, *args)`` as an ONNX Scan carrying nothing: ``f`` of each
     item of ``xs`` along axis 0, stacked."""
     return _scan(g, list(scanned), carried_i)
 

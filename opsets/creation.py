@@ -106,7 +106,11 @@ def _constant_factory(fill_value: int, name: str):
     def symbolic(g, size: Value, dtype: Value | None = None, *_: Value) -> Value:
         return _fill(g, _shape(g, size), fill_value, _result_dtype(g, dtype, None), f"aten::{name}")
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}(size, dtype, ...)`` as ConstantOfShape ({fill_value})."
+    overload, memory = ((".memory_format", ", MemoryFormat? memory_format=None")
+                        if name == "empty" else ("", ""))
+    symbolic.__doc__ = (f"{name}{overload}(SymInt[] size, *, ScalarType? dtype=None, "
+                        "Layout? layout=None, Device? device=None, bool? pin_memory=None"
+                        f"{memory}) -> Tensor\n\nAs ConstantOfShape ({fill_value}).")
     return symbolic
 
 
@@ -116,6 +120,7 @@ for _name, _value in (("zeros", 0), ("ones", 1), ("empty", 0)):
 
 @pack.symbolic("aten::full", since=7)
 def full(g, size: Value, fill_value: Value, dtype: Value | None = None, *_: Value) -> Value:
+    """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     value = _number(fill_value)
     dtype_ = _result_dtype(g, dtype, _inferred(value))
     return _fill(g, _shape(g, size), value, dtype_, "aten::full")
@@ -139,7 +144,10 @@ def _like_factory(fill_value: int, name: str):
         dtype_ = _result_dtype(g, dtype, self.type().dtype())
         return _fill_like(g, self, fill_value, dtype_, f"aten::{name}")
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}(self, dtype, ...)``: {fill_value}s shaped like ``self``."
+    symbolic.__doc__ = (f"{name}(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
+                        "Device? device=None, bool? pin_memory=None, "
+                        "MemoryFormat? memory_format=None) -> Tensor\n\n"
+                        f"{fill_value}s shaped like ``self``.")
     return symbolic
 
 
@@ -149,6 +157,7 @@ for _name, _value in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
 
 @pack.symbolic("aten::full_like", since=7)
 def full_like(g, self: Value, fill_value: Value, dtype: Value | None = None, *_: Value) -> Value:
+    """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
     dtype_ = _result_dtype(g, dtype, self.type().dtype())
     return _fill_like(g, self, _number(fill_value), dtype_, "aten::full_like")
 
@@ -158,7 +167,9 @@ def _new_factory(fill_value: int, name: str):
         dtype_ = _result_dtype(g, dtype, self.type().dtype())
         return _fill(g, _shape(g, size), fill_value, dtype_, f"aten::{name}")
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``self.{name}(size, dtype, ...)``: {fill_value}s of ``self``'s dtype."
+    symbolic.__doc__ = (f"{name}(Tensor self, SymInt[] size, *, ScalarType? dtype=None, "
+                        "Layout? layout=None, Device? device=None, bool? pin_memory=None) "
+                        f"-> Tensor\n\n{fill_value}s of ``self``'s dtype.")
     return symbolic
 
 
@@ -169,12 +180,17 @@ for _name, _value in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
 @pack.symbolic("aten::new_full", since=7)
 def new_full(g, self: Value, size: Value, fill_value: Value, dtype: Value | None = None,
              *_: Value) -> Value:
+    """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     dtype_ = _result_dtype(g, dtype, self.type().dtype())
     return _fill(g, _shape(g, size), _number(fill_value), dtype_, "aten::new_full")
 
 
 def fill(g, self: Value, value: Value) -> Value:
-    """``self.fill_(value)`` (a number or a 0-d tensor) as a new tensor of ``self``'s shape.
+    """fill.Tensor(Tensor self, Tensor value) -> Tensor
+    fill.Scalar(Tensor self, Scalar value) -> Tensor
+    fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)
+
+    ``self.fill_(value)`` (a number or a 0-d tensor) as a new tensor of ``self``'s shape.
     Removing mutation turns ``fill_`` into ``fill`` unless it writes to a graph input."""
     return _fill(g, _shape_of(g, self), _number(value), self.type().dtype() or torch.float32,
                  "aten::fill")
@@ -185,13 +201,16 @@ pack.alias(fill, "aten::fill", "aten::fill_", since=7)
 
 @pack.symbolic("aten::zero_", since=7)
 def zero_(g, self: Value) -> Value:
-    """In-place zeroing of a graph input (elsewhere it becomes zeros_like)."""
+    """zero_(Tensor(a!) self) -> Tensor(a!)
+
+    In-place zeroing of a graph input (elsewhere it becomes zeros_like)."""
     return _fill(g, _shape_of(g, self), 0, self.type().dtype() or torch.float32, "aten::zero_")
 
 
 # -- scalar_tensor / tensor / as_tensor --------------------------------------------------
 @pack.symbolic("aten::scalar_tensor", since=7)
 def scalar_tensor(g, s: Value, dtype: Value | None = None, *_: Value) -> Value:
+    """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     value = _number(s)
     dtype_ = _result_dtype(g, dtype, None)
     if isinstance(value, Value):
@@ -201,7 +220,12 @@ def scalar_tensor(g, s: Value, dtype: Value | None = None, *_: Value) -> Value:
 
 @pack.symbolic("aten::tensor", since=7)
 def tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
-    """``torch.tensor(data)`` in scripted code: a constant, or the list/number cast."""
+    """tensor(t[] data, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor
+    tensor.int(int t, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor
+    tensor.bool(bool t, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor
+    and the overloads tensor.float, tensor.complex
+
+    ``torch.tensor(data)`` in scripted code: a constant, or the list/number cast."""
     explicit = None if dtype is None or sh._is_none(dtype) else _result_dtype(g, dtype, None)
     if data.is_const:
         return g.constant(torch.tensor(data.const, dtype=explicit or _out_dtype(g)))
@@ -212,7 +236,9 @@ def tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
 
 @pack.symbolic("aten::as_tensor", since=7)
 def as_tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
-    """``torch.as_tensor``: a tensor keeps its data (cast to ``dtype``); lists as :func:`tensor`."""
+    """as_tensor(Tensor(a) data, *, ScalarType? dtype=None, Device? device=None) -> Tensor(b|a)
+
+    ``torch.as_tensor``: a tensor keeps its data (cast to ``dtype``); lists as :func:`tensor`."""
     if not sh._is_tensor(data):
         return tensor(g, data, dtype)
     return data if sh._is_none(dtype) else sh._cast_to(g, data, _result_dtype(g, dtype, None))
@@ -256,7 +282,11 @@ def _range(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> V
 
 
 def arange(g, *args: Value) -> Value:
-    """``arange(end)``, ``arange(start, end)`` or ``arange(start, end, step)``, each followed by
+    """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    ``arange(end)``, ``arange(start, end)`` or ``arange(start, end, step)``, each followed by
     ``dtype, layout, device, pin_memory``; or the ``out=`` forms ``(end)`` and
     ``(start, end, step)`` (the walker writes ``out``; its dtype is the traced one).
     Registered at 7 and 11 (Range)."""
@@ -270,7 +300,9 @@ def arange(g, *args: Value) -> Value:
 
 @sh.parse_args("v", "i")
 def _dim_arange(g, like: Value, dim: int) -> Value:
-    """``arange(like.size(dim))``. Registered at 7 and 11 (Range)."""
+    """_dim_arange(Tensor like, int dim) -> Tensor
+
+    ``arange(like.size(dim))``. Registered at 7 and 11 (Range)."""
     rank = like.type().dim()
     axis = dim % rank if dim < 0 and rank is not None else dim
     size = g.op("Gather", g.op("Shape", like), g.constant(torch.tensor(axis)), axis_i=0)
@@ -280,7 +312,11 @@ def _dim_arange(g, like: Value, dim: int) -> Value:
 
 def linspace(g, start: Value, end: Value, steps: Value, dtype: Value | None = None,
              *_: Value) -> Value:
-    """A constant for constant bounds; else ``start + i * (end - start) / (steps - 1)`` over
+    """linspace.Tensor_Tensor(Tensor start, Tensor end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    linspace.Tensor_Scalar(Tensor start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    linspace.Scalar_Tensor(Scalar start, Tensor end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    A constant for constant bounds; else ``start + i * (end - start) / (steps - 1)`` over
     a Range (opset 11)."""
     first, last, count = _number(start), _number(end), _number(steps)
     dtype_ = _result_dtype(g, dtype, None)
@@ -307,7 +343,10 @@ pack.symbolic("aten::linspace", since=7)(linspace)
 
 @pack.symbolic("aten::eye", since=7)
 def eye(g, n: Value, *args: Value) -> Value:
-    """``eye(n)`` / ``eye(n, m)``: a constant, or EyeLike over zeros when sizes are dynamic."""
+    """eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    ``eye(n)`` / ``eye(n, m)``: a constant, or EyeLike over zeros when sizes are dynamic."""
     rows = _number(n)
     cols = _number(args[0]) if len(args) == 5 else rows
     dtype = _result_dtype(g, args[-4], None)
@@ -334,7 +373,10 @@ def _random_factory(kind: str, name: str):
         # (size, [generator,] dtype, layout, device, pin_memory)
         return _random(g, kind, _shape(g, size), _result_dtype(g, args[-4], None))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as ONNX {kind}."
+    symbolic.__doc__ = (f"{name}(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
+                        "Device? device=None, bool? pin_memory=None) -> Tensor\n"
+                        "and its generator overload\n\n"
+                        f"As ONNX {kind}.")
     return symbolic
 
 
@@ -344,7 +386,11 @@ def _random_like_factory(kind: str, name: str):
         dtype = _result_dtype(g, args[-5], self.type().dtype())
         return g.op(f"{kind}Like", self, dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as ONNX {kind}Like."
+    symbolic.__doc__ = (f"{name}(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
+                        "Device? device=None, bool? pin_memory=None, "
+                        "MemoryFormat? memory_format=None) -> Tensor\n"
+                        "and its generator overload\n\n"
+                        f"As ONNX {kind}Like.")
     return symbolic
 
 
@@ -356,7 +402,12 @@ pack.symbolic("aten::randn_like", since=7)(_random_like_factory("RandomNormal", 
 
 @pack.symbolic("aten::randint", since=7)
 def randint(g, *args: Value) -> Value:
-    """``randint([low,] high, size, ...)``: Floor of RandomUniform over [low, high), cast."""
+    """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    randint.generator(SymInt high, SymInt[] size, *, Generator? generator, ScalarType? dtype=4, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=4, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+    randint.low_generator(SymInt low, SymInt high, SymInt[] size, *, Generator? generator, ScalarType? dtype=4, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    ``randint([low,] high, size, ...)``: Floor of RandomUniform over [low, high), cast."""
     sizes = [i for i, v in enumerate(args) if v.type().kind() == "ListType"]
     bounds = [_number(v) for v in args[:sizes[0]]]
     if any(isinstance(b, Value) for b in bounds):
@@ -383,7 +434,11 @@ def _probabilities(g, self: Value, args: tuple[Value, ...]) -> Value:
 
 @pack.symbolic("aten::bernoulli", since=9)
 def bernoulli(g, self: Value, *args: Value) -> Value:
-    """A uniform sample below the probability. Not ONNX Bernoulli (opset 15): ONNX Runtime's
+    """bernoulli(Tensor self, *, Generator? generator=None) -> Tensor
+    bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor
+    bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor
+
+    A uniform sample below the probability. Not ONNX Bernoulli (opset 15): ONNX Runtime's
     kernel draws 1 with probability 1 - p (docs/parity.md)."""
     probs = _probabilities(g, self, args)
     hit = g.op("Less", g.op("RandomUniformLike", probs), probs)
@@ -392,7 +447,11 @@ def bernoulli(g, self: Value, *args: Value) -> Value:
 
 @pack.symbolic("aten::normal", since=7)
 def normal(g, mean: Value, std: Value, *args: Value) -> Value:
-    """``normal(mean, std)`` with tensor or number operands (RandomNormalLike of their
+    """normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor
+    normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor
+    normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
+
+    ``normal(mean, std)`` with tensor or number operands (RandomNormalLike of their
     broadcast, scaled and shifted), or ``normal(mean, std, size)`` (RandomNormal)."""
     if len(args) > 1:  # (size, generator, dtype, layout, device, pin_memory)
         dtype = _result_dtype(g, args[2], None)
@@ -412,7 +471,12 @@ def normal(g, mean: Value, std: Value, *args: Value) -> Value:
 
 @pack.symbolic("aten::randint_like", since=7)
 def randint_like(g, self: Value, *args: Value) -> Value:
-    """``randint_like(self, [low,] high)``: Floor of RandomUniformLike over [low, high), cast."""
+    """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+    randint_like.Tensor(Tensor self, Tensor high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+    randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+    and the overloads randint_like.generator, randint_like.Tensor_generator, randint_like.low_generator_dtype
+
+    ``randint_like(self, [low,] high)``: Floor of RandomUniformLike over [low, high), cast."""
     bounds = [_number(v) for v in args[:-5]]  # then dtype, layout, device, pin_memory, format
     if any(isinstance(b, Value) for b in bounds):
         sh._unimplemented("aten::randint_like", "bounds computed at run time")
@@ -427,7 +491,9 @@ def randint_like(g, self: Value, *args: Value) -> Value:
 @sh.parse_args("v", "i", "b", "none")
 def multinomial(g, self: Value, num_samples: int, replacement: bool,
                 generator: Value | None = None) -> Value:
-    """ONNX Multinomial over log-probabilities; it samples with replacement only."""
+    """multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor
+
+    ONNX Multinomial over log-probabilities; it samples with replacement only."""
     if not replacement and num_samples > 1:
         sh._unimplemented("aten::multinomial",
                           "sampling without replacement (ONNX Multinomial always replaces)")

@@ -44,7 +44,11 @@ def _scaled(g, value: Value, alpha: Any, dtype: torch.dtype | None) -> Value:
 
 @pack.symbolic("aten::add", since=7)
 def add(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
-    """``self + alpha * other``; bools add as logical or."""
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+    add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+    add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
+
+    ``self + alpha * other``; bools add as logical or."""
     (a, b), dtype = promote(g, "aten::add", self, other)
     b = _scaled(g, b, alpha, dtype)
     return g.op("Or" if dtype == torch.bool else "Add", a, b)
@@ -52,14 +56,21 @@ def add(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
 
 @pack.symbolic("aten::sub", since=7)
 def sub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
-    """``self - alpha * other``."""
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+    sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+    sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
+
+    ``self - alpha * other``."""
     (a, b), dtype = promote(g, "aten::sub", self, other)
     return g.op("Sub", a, _scaled(g, b, alpha, dtype))
 
 
 @pack.symbolic("aten::rsub", since=7)
 def rsub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
-    """``other - alpha * self``."""
+    """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+    rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+
+    ``other - alpha * self``."""
     (a, b), dtype = promote(g, "aten::rsub", self, other)
     return g.op("Sub", b, _scaled(g, a, alpha, dtype))
 
@@ -67,7 +78,11 @@ def rsub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
 @pack.symbolic("aten::mul", since=7)
 @sh.accepts_complex
 def mul(g, self: Value, other: Value) -> Value:
-    """``self * other``; bools multiply as logical and; complex tensors as real pairs."""
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor
+    mul.Scalar(Tensor self, Scalar other) -> Tensor
+    mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+
+    ``self * other``; bools multiply as logical and; complex tensors as real pairs."""
     operands_complex = [is_complex(g, 0, "aten::mul"), is_complex(g, 1, "aten::mul")]
     if any(operands_complex):
         return as_pairs(g, complex_mul(g, self, other, *operands_complex))
@@ -107,7 +122,13 @@ def floor_divide_values(g, a: Value, b: Value, dtype: torch.dtype | None) -> Val
 
 @pack.symbolic("aten::div", since=7)
 def div(g, self: Value, other: Value, rounding_mode: Value | None = None) -> Value:
-    """True division (integers give float32), or ``floor`` / ``trunc`` rounding."""
+    """div.Tensor(Tensor self, Tensor other) -> Tensor
+    div.Scalar(Tensor self, Scalar other) -> Tensor
+    div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+    div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor
+    div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+
+    True division (integers give float32), or ``floor`` / ``trunc`` rounding."""
     mode = (None if sh._is_none(rounding_mode)
             else sh._get_const(rounding_mode, "s", "rounding_mode"))
     (a, b), dtype = promote(g, "aten::div", self, other)
@@ -127,21 +148,32 @@ pack.alias(div, "aten::div_", since=7)
 
 @pack.symbolic("aten::floor_divide", since=7)
 def floor_divide(g, self: Value, other: Value) -> Value:
-    """``self // other``: floor division, as PyTorch does since 1.13."""
+    """floor_divide(Tensor self, Tensor other) -> Tensor
+    floor_divide.Scalar(Tensor self, Scalar other) -> Tensor
+
+    ``self // other``: floor division, as PyTorch does since 1.13."""
     (a, b), dtype = promote(g, "aten::floor_divide", self, other)
     return floor_divide_values(g, a, b, dtype)
 
 
 @pack.symbolic("aten::remainder", since=7)
 def remainder(g, self: Value, other: Value) -> Value:
-    """Python's ``%``: ``a - floor(a / b) * b``, with the sign of the divisor."""
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor
+    remainder.Scalar(Tensor self, Scalar other) -> Tensor
+    remainder.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
+
+    Python's ``%``: ``a - floor(a / b) * b``, with the sign of the divisor."""
     (a, b), dtype = promote(g, "aten::remainder", self, other)
     return g.op("Sub", a, g.op("Mul", floor_divide_values(g, a, b, dtype), b))
 
 
 @pack.symbolic("aten::remainder", since=10)
 def remainder_10(g, self: Value, other: Value) -> Value:
-    """Python's ``%`` with Mod: integer Mod has the divisor's sign; floats fix up fmod."""
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor
+    remainder.Scalar(Tensor self, Scalar other) -> Tensor
+    remainder.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
+
+    Python's ``%`` with Mod: integer Mod has the divisor's sign; floats fix up fmod."""
     (a, b), dtype = promote(g, "aten::remainder", self, other)
     if is_int(dtype):
         return g.op("Mod", a, b, fmod_i=0)
@@ -155,7 +187,10 @@ def remainder_10(g, self: Value, other: Value) -> Value:
 
 @pack.symbolic("aten::fmod", since=10)
 def fmod(g, self: Value, other: Value) -> Value:
-    """C's ``fmod``: the remainder has the sign of the dividend."""
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor
+    fmod.Scalar(Tensor self, Scalar other) -> Tensor
+
+    C's ``fmod``: the remainder has the sign of the dividend."""
     (a, b), _ = promote(g, "aten::fmod", self, other)
     return g.op("Mod", a, b, fmod_i=1)
 
@@ -163,7 +198,12 @@ def fmod(g, self: Value, other: Value) -> Value:
 # -- powers, signs and other unary arithmetic -------------------------------------------
 @pack.symbolic("aten::pow", since=7)
 def pow(g, self: Value, exponent: Value) -> Value:  # noqa: A001 - the aten name
-    """``self ** exponent``; integer powers go through float64 before opset 12."""
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+    pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+    pow.Scalar(Scalar self, Tensor exponent) -> Tensor
+    pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)
+
+    ``self ** exponent``; integer powers go through float64 before opset 12."""
     (a, b), dtype = promote(g, "aten::pow", self, exponent)
     if is_int(dtype):
         return via_double(g, dtype, lambda x, y: g.op("Pow", x, y), a, b)
@@ -172,7 +212,12 @@ def pow(g, self: Value, exponent: Value) -> Value:  # noqa: A001 - the aten name
 
 @pack.symbolic("aten::pow", since=12)
 def pow_12(g, self: Value, exponent: Value) -> Value:
-    """``self ** exponent`` (Pow takes integers from opset 12)."""
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+    pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+    pow.Scalar(Scalar self, Tensor exponent) -> Tensor
+    pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)
+
+    ``self ** exponent`` (Pow takes integers from opset 12)."""
     (a, b), _ = promote(g, "aten::pow", self, exponent)
     return g.op("Pow", a, b)
 
@@ -183,18 +228,23 @@ pack.alias(pow_12, "aten::pow_", since=12)
 
 @pack.symbolic("aten::square", since=7)
 def square(g, self: Value) -> Value:
+    """square(Tensor self) -> Tensor"""
     return g.op("Mul", self, self)
 
 
 @pack.symbolic("aten::neg", since=7)
 def neg(g, self: Value) -> Value:
+    """neg(Tensor self) -> Tensor"""
     return g.op("Neg", self)
 
 
 @pack.symbolic("aten::abs", since=7)
 @sh.accepts_complex
 def abs(g, self: Value) -> Value:  # noqa: A001 - the aten name
-    """Abs; the magnitude of a complex tensor."""
+    """abs(Tensor self) -> Tensor
+    abs_(Tensor(a!) self) -> Tensor(a!)
+
+    Abs; the magnitude of a complex tensor."""
     return complex_abs(g, self) if is_complex(g, 0, "aten::abs") else g.op("Abs", self)
 
 
@@ -203,13 +253,17 @@ pack.alias(abs, "aten::abs_", since=7)
 
 @pack.symbolic("aten::reciprocal", since=7)
 def reciprocal(g, self: Value) -> Value:
-    """``1 / self`` (integers give float32)."""
+    """reciprocal(Tensor self) -> Tensor
+
+    ``1 / self`` (integers give float32)."""
     return g.op("Reciprocal", float_input(g, "aten::reciprocal", self))
 
 
 @pack.symbolic("aten::sign", since=7)
 def sign(g, self: Value) -> Value:
-    """``(self > 0) - (self < 0)`` before ONNX had Sign."""
+    """sign(Tensor self) -> Tensor
+
+    ``(self > 0) - (self < 0)`` before ONNX had Sign."""
     dtype = self.type().dtype() or torch.float32
     if dtype == torch.bool:
         return self
@@ -222,6 +276,7 @@ def sign(g, self: Value) -> Value:
 
 @pack.symbolic("aten::sign", since=9)
 def sign_9(g, self: Value) -> Value:
+    """sign(Tensor self) -> Tensor"""
     return self if self.type().dtype() == torch.bool else g.op("Sign", self)
 
 
@@ -232,7 +287,9 @@ def _rounding(op_type: str, name: str):
             return self  # integers are already whole
         return g.op(op_type, self)
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}`` (integers pass through)."
+    symbolic.__doc__ = (f"{name}(Tensor self) -> Tensor\n"
+                        f"{name}_(Tensor(a!) self) -> Tensor(a!)\n\n"
+                        f"As ONNX ``{op_type}`` (integers pass through).")
     return symbolic
 
 
@@ -245,7 +302,11 @@ pack.alias(ceil, "aten::ceil_", since=7)
 @pack.symbolic("aten::round", since=11)
 @sh.parse_args("v", "i")
 def round(g, self: Value, decimals: int = 0) -> Value:  # noqa: A001 - the aten name
-    """Round half to even, to ``decimals`` places as PyTorch scales (x * 10**d, round, / 10**d)."""
+    """round(Tensor self) -> Tensor
+    round.decimals(Tensor self, *, int decimals) -> Tensor
+    round_(Tensor(a!) self) -> Tensor(a!)
+
+    Round half to even, to ``decimals`` places as PyTorch scales (x * 10**d, round, / 10**d)."""
     dtype = self.type().dtype() or torch.float32
     if not dtype.is_floating_point:
         return self
@@ -262,14 +323,18 @@ pack.alias(round, "aten::round_", since=11)
 
 @pack.symbolic("aten::trunc", since=9)
 def trunc(g, self: Value) -> Value:
-    """Round toward zero (``torch.fix`` too)."""
+    """trunc(Tensor self) -> Tensor
+
+    Round toward zero (``torch.fix`` too)."""
     dtype = self.type().dtype() or torch.float32
     return self if not dtype.is_floating_point else _trunc(g, self, dtype)
 
 
 @pack.symbolic("aten::frac", since=9)
 def frac(g, self: Value) -> Value:
-    """``self - trunc(self)``."""
+    """frac(Tensor self) -> Tensor
+
+    ``self - trunc(self)``."""
     return g.op("Sub", self, _trunc(g, self, self.type().dtype()))
 
 
@@ -283,7 +348,8 @@ def _extremum(op_type: str, bool_op: str, name: str):
             return via_double(g, dtype, lambda x, y: g.op(op_type, x, y), a, b)
         return g.op(op_type, a, b)
     symbolic.__name__ = name.replace(".", "_")
-    symbolic.__doc__ = f"Elementwise ``{op_type}`` (broadcasting from opset 8)."
+    symbolic.__doc__ = (f"{name}(Tensor self, Tensor other) -> Tensor\n\n"
+                        f"Elementwise ``{op_type}`` (broadcasting from opset 8).")
     return symbolic
 
 
@@ -295,17 +361,29 @@ for _name, _op, _bool in (("max.other", "Max", "Or"), ("min.other", "Min", "And"
 @pack.symbolic("aten::clamp", since=7)
 def clamp(g, self: Value, min: Value | None = None,  # noqa: A002 - the aten names
           max: Value | None = None) -> Value:  # noqa: A002
-    """Clip for number bounds (attributes before 11, inputs after); Max/Min for tensors."""
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
+    clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+    clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)
+
+    Clip for number bounds (attributes before 11, inputs after); Max/Min for tensors."""
     return clamp_values(g, "aten::clamp", self, min, max)
 
 
 @pack.symbolic("aten::clamp_min", since=7)
 def clamp_min(g, self: Value, min: Value) -> Value:  # noqa: A002
+    """clamp_min(Tensor self, Scalar min) -> Tensor
+    clamp_min.Tensor(Tensor self, Tensor min) -> Tensor
+    clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)
+    """
     return clamp_values(g, "aten::clamp_min", self, min, None)
 
 
 @pack.symbolic("aten::clamp_max", since=7)
 def clamp_max(g, self: Value, max: Value) -> Value:  # noqa: A002
+    """clamp_max(Tensor self, Scalar max) -> Tensor
+    clamp_max.Tensor(Tensor self, Tensor max) -> Tensor
+    clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)
+    """
     return clamp_values(g, "aten::clamp_max", self, None, max)
 
 
@@ -317,7 +395,10 @@ pack.alias(clamp_max, "aten::clamp_max_", since=7)
 # -- fused arithmetic -------------------------------------------------------------------------
 @pack.symbolic("aten::lerp", since=7)
 def lerp(g, self: Value, end: Value, weight: Value) -> Value:
-    """``self + weight * (end - self)``."""
+    """lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor
+    lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor
+
+    ``self + weight * (end - self)``."""
     (a, b, w), _ = promote(g, "aten::lerp", self, end, weight)
     return g.op("Add", a, g.op("Mul", w, g.op("Sub", b, a)))
 
@@ -327,7 +408,9 @@ def _fused(op_type: str, name: str):
         (a, t1, t2), dtype = promote(g, f"aten::{name}", self, tensor1, tensor2)
         return g.op("Add", a, _scaled(g, g.op(op_type, t1, t2), value, dtype))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``self + value * ({op_type} of tensor1 and tensor2)``."
+    symbolic.__doc__ = (f"{name}(Tensor self, Tensor tensor1, Tensor tensor2, *, "
+                        "Scalar value=1) -> Tensor\n\n"
+                        f"``self + value * ({op_type} of tensor1 and tensor2)``.")
     return symbolic
 
 
@@ -345,7 +428,9 @@ def is_inf(g, x: Value, positive: bool = True, negative: bool = True) -> Value:
 @pack.symbolic("aten::nan_to_num", since=10)
 @sh.parse_args("v", "none", "none", "none")
 def nan_to_num(g, self: Value, nan: Any = None, posinf: Any = None, neginf: Any = None) -> Value:
-    """NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values)."""
+    """nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor
+
+    NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values)."""
     dtype = self.type().dtype() or torch.float32
     if not dtype.is_floating_point:
         return self

@@ -106,7 +106,9 @@ def _whole(g, base: Value, new: Value) -> Value:
 # -- select, slice, narrow ---------------------------------------------------------------
 @pack.symbolic("aten::select", since=7)
 def select(g, self: Value, dim: Value, index: Value) -> Value:
-    """``x[..., i]``: Gather with a 0-d index (negative indices count from the end)."""
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)
+
+    ``x[..., i]``: Gather with a 0-d index (negative indices count from the end)."""
     rank = rank_of("aten::select", self)
     axis = sh._get_const(dim, "i", "dim") % rank
     position = scalar_int(g, sh._maybe_get_const(index, "i"))
@@ -132,7 +134,9 @@ def _scalar_bound(g, bound: int | Value) -> int | Value:
 @pack.symbolic("aten::slice", since=7)
 def slice(g, self: Value, dim: Value | None = None, start: Value | None = None,  # noqa: A001
           end: Value | None = None, step: Value | None = None) -> Value:
-    """Slice (constant bounds below opset 10; run-time bounds and steps from 10)."""
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
+
+    Slice (constant bounds below opset 10; run-time bounds and steps from 10)."""
     rank = rank_of("aten::slice", self)
     axis = (sh._maybe_get_const(dim, "i") if dim is not None else 0) % max(rank, 1)
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
@@ -150,7 +154,10 @@ def slice(g, self: Value, dim: Value | None = None, start: Value | None = None, 
 
 @pack.symbolic("aten::narrow", since=7)
 def narrow(g, self: Value, dim: Value, start: Value, length: Value) -> Value:
-    """``x.narrow(dim, start, length)``: Slice ``[start, start + length)``."""
+    """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)
+    narrow.Tensor(Tensor(a) self, int dim, Tensor start, SymInt length) -> Tensor(a)
+
+    ``x.narrow(dim, start, length)``: Slice ``[start, start + length)``."""
     rank = rank_of("aten::narrow", self)
     axis = sh._get_const(dim, "i", "dim") % rank
     begin = sh._maybe_get_const(start, "i")
@@ -242,7 +249,11 @@ def indexed_first(g, x: Value, dims: list[int]) -> tuple[Value, list[int]]:
 
 @pack.symbolic("aten::index", since=9)
 def index(g, self: Value, indices: Value) -> Value:
-    """Advanced indexing: one tensor is a Gather, one mask a Compress; several indices (and
+    """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+    index.Tensor_hacked_twin(Tensor self, Tensor[] indices) -> Tensor
+    index.list_Tensor(Tensor[] self, Tensor el) -> int
+
+    Advanced indexing: one tensor is a Gather, one mask a Compress; several indices (and
     masks as NonZero rows, any ranks, adjacent or not) gather a flattened row index."""
     entries = index_entries("aten::index", self, indices)
     if not entries:
@@ -279,6 +290,7 @@ def _compress(g, x: Value, dim: int, mask: Value) -> Value:
 
 @pack.symbolic("aten::index_select", since=7)
 def index_select(g, self: Value, dim: Value, index: Value) -> Value:
+    """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     rank = rank_of("aten::index_select", self)
     axis = sh._get_const(dim, "i", "dim") % max(rank, 1)
     if index.type().dim() == 0:
@@ -288,13 +300,16 @@ def index_select(g, self: Value, dim: Value, index: Value) -> Value:
 
 @pack.symbolic("aten::gather", since=11)
 def gather(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None = None) -> Value:
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
     rank = rank_of("aten::gather", self)
     return g.op("GatherElements", self, index, axis_i=sh._get_const(dim, "i", "dim") % rank)
 
 
 @pack.symbolic("aten::gather", since=9)
 def gather_9(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None = None) -> Value:
-    """Before GatherElements: a OneHot of ``index`` along ``dim`` picks ``self``'s entries by
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+
+    Before GatherElements: a OneHot of ``index`` along ``dim`` picks ``self``'s entries by
     multiplying and summing (index and self of one shape outside ``dim``)."""
     rank = rank_of("aten::gather", self)
     axis = sh._get_const(dim, "i", "dim") % rank
@@ -307,14 +322,18 @@ def gather_9(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None
 
 @pack.symbolic("aten::take", since=7)
 def take(g, self: Value, index: Value) -> Value:
-    """Elements of the flattened input (an index < 0 counts from the end)."""
+    """take(Tensor self, Tensor index) -> Tensor
+
+    Elements of the flattened input (an index < 0 counts from the end)."""
     flat = sh._reshape_helper(g, self, [-1])
     return g.op("Gather", flat, normalize_index(g, index, flat, 0), axis_i=0)
 
 
 @pack.symbolic("aten::one_hot", since=9)
 def one_hot(g, self: Value, num_classes: Value) -> Value:
-    """OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1."""
+    """one_hot(Tensor self, int num_classes=-1) -> Tensor
+
+    OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1."""
     classes = sh._maybe_get_const(num_classes, "i")
     if isinstance(classes, int) and classes >= 0:
         depth = g.constant(torch.tensor(classes))
@@ -327,7 +346,10 @@ def one_hot(g, self: Value, num_classes: Value) -> Value:
 @pack.symbolic("aten::bucketize", since=9)
 def bucketize(g, self: Value, boundaries: Value, out_int32: Value | None = None,
               right: Value | None = None) -> Value:
-    """How many boundaries lie below each element (``right=True``: at or below)."""
+    """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+    bucketize.Scalar(Scalar self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+
+    How many boundaries lie below each element (``right=True``: at or below)."""
     rank = rank_of("aten::bucketize", self)
     x, edges = sh.promote(g, sh._unsqueeze_helper(g, self, [rank]), boundaries)
     if right is not None and sh._get_const(right, "b", "right"):
@@ -342,7 +364,9 @@ def bucketize(g, self: Value, boundaries: Value, out_int32: Value | None = None,
 
 @pack.symbolic("aten::masked_select", since=9)
 def masked_select(g, self: Value, mask: Value) -> Value:
-    """Broadcast self and mask, flatten both, Compress."""
+    """masked_select(Tensor self, Tensor mask) -> Tensor
+
+    Broadcast self and mask, flatten both, Compress."""
     both = g.op("Expand", self, shape_of(g, mask))
     flat_mask = sh._reshape_helper(g, g.op("Expand", sh._cast_to(g, mask, torch.bool),
                                            shape_of(g, both)), [-1])
@@ -351,13 +375,17 @@ def masked_select(g, self: Value, mask: Value) -> Value:
 
 @pack.symbolic("aten::nonzero", since=9)
 def nonzero(g, self: Value) -> Value:
-    """``[N, rank]`` indices: NonZero's ``[rank, N]`` transposed."""
+    """nonzero(Tensor self) -> Tensor
+
+    ``[N, rank]`` indices: NonZero's ``[rank, N]`` transposed."""
     return g.op("Transpose", g.op("NonZero", self), perm_i=[1, 0])
 
 
 @pack.symbolic("aten::nonzero_numpy", since=9)
 def nonzero_numpy(g, self: Value) -> Value:
-    """``nonzero(as_tuple=True)`` and one-argument ``where``: one row of NonZero per dim."""
+    """nonzero_numpy(Tensor self) -> Tensor[]
+
+    ``nonzero(as_tuple=True)`` and one-argument ``where``: one row of NonZero per dim."""
     rows = g.op("NonZero", self)
     rank = rank_of("aten::nonzero_numpy", self)
     return tensor_list(g, [g.op("Gather", rows, g.constant(torch.tensor(i)), axis_i=0).setType(
@@ -366,7 +394,9 @@ def nonzero_numpy(g, self: Value) -> Value:
 
 @pack.symbolic("aten::where", since=9)
 def where_nonzero(g, condition: Value, *others: Value) -> Value:
-    """One-argument ``torch.where(c)``, i.e. ``nonzero(as_tuple=True)``. The three-argument
+    """where(Tensor condition) -> Tensor[]
+
+    One-argument ``torch.where(c)``, i.e. ``nonzero(as_tuple=True)``. The three-argument
     overloads are ``aten::where.self`` and its siblings."""
     if others:
         sh._unimplemented("aten::where", "the three-argument form (see aten::where.self)")

@@ -48,7 +48,8 @@ def _product(name: str):
     def symbolic(g, self: Value, other: Value) -> Value:
         return _matmul(g, self, other, f"aten::{name}")
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as MatMul."
+    other = {"mm": "mat2", "bmm": "mat2", "mv": "vec", "dot": "tensor"}[name]
+    symbolic.__doc__ = f"{name}(Tensor self, Tensor {other}) -> Tensor\n\nAs MatMul."
     return symbolic
 
 
@@ -72,6 +73,9 @@ def _add_scaled(g, self: Value, product: Value, beta: float, alpha: float) -> Va
 @sh.parse_args("v", "v", "v", "f", "f")
 def baddbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
             alpha: float = 1.0) -> Value:
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+    baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+    """
     return _add_scaled(g, self, _matmul(g, batch1, batch2, "aten::baddbmm"), beta, alpha)
 
 
@@ -79,7 +83,9 @@ def baddbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
 @sh.parse_args("v", "v", "v", "f", "f")
 def addbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
            alpha: float = 1.0) -> Value:
-    """The batch of products summed over the batch, scaled and added to ``self``."""
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    The batch of products summed over the batch, scaled and added to ``self``."""
     products = _matmul(g, batch1, batch2, "aten::addbmm")
     summed = sh._reducesum_helper(g, products, [0], keepdims_i=0).setType(products.type())
     return _add_scaled(g, self, summed, beta, alpha)
@@ -88,12 +94,15 @@ def addbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
 @pack.symbolic("aten::addmv", since=7)
 @sh.parse_args("v", "v", "v", "f", "f")
 def addmv(g, self: Value, mat: Value, vec: Value, beta: float = 1.0, alpha: float = 1.0) -> Value:
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     return _add_scaled(g, self, _matmul(g, mat, vec, "aten::addmv"), beta, alpha)
 
 
 @pack.symbolic("aten::outer", since=7)
 def outer(g, self: Value, vec2: Value) -> Value:
-    """``self[:, None] * vec2`` with PyTorch's type promotion."""
+    """outer(Tensor self, Tensor vec2) -> Tensor
+
+    ``self[:, None] * vec2`` with PyTorch's type promotion."""
     a, b = sh.promote(g, self, vec2)
     return g.op("Mul", sh._unsqueeze_helper(g, a, [1]), b)
 
@@ -111,7 +120,10 @@ def _einsum_equation(equation: str) -> str:
 
 @pack.symbolic("aten::einsum", since=12)
 def einsum(g, equation: Value, tensors: Value, path: Value | None = None) -> Value:
-    """ONNX Einsum (``path`` is only a contraction-order hint)."""
+    """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
+    einsum.sublist(Tensor a, ...) -> Tensor
+
+    ONNX Einsum (``path`` is only a contraction-order hint)."""
     text = _static(equation, "s", "aten::einsum", "the equation")
     operands = sh.promote(g, *sh._unpack_list(tensors))
     return g.op("Einsum", *operands, equation_s=_einsum_equation(text))
@@ -120,7 +132,9 @@ def einsum(g, equation: Value, tensors: Value, path: Value | None = None) -> Val
 @pack.symbolic("aten::tensordot", since=12)
 @sh.parse_args("v", "v", "is", "is")
 def tensordot(g, self: Value, other: Value, dims_a: list[int], dims_b: list[int]) -> Value:
-    """An Einsum contracting ``dims_a`` of self with ``dims_b`` of other."""
+    """tensordot(Tensor self, Tensor other, int[] dims_self, int[] dims_other) -> Tensor
+
+    An Einsum contracting ``dims_a`` of self with ``dims_b`` of other."""
     rank_a, rank_b = _rank(self, "aten::tensordot"), _rank(other, "aten::tensordot")
     if rank_a + rank_b - len(dims_a) > 26:
         sh._unimplemented("aten::tensordot", "more than 26 dimensions in all")
@@ -137,7 +151,9 @@ def tensordot(g, self: Value, other: Value, dims_a: list[int], dims_b: list[int]
 
 @pack.symbolic("aten::kron", since=7)
 def kron(g, self: Value, other: Value) -> Value:
-    """Interleave the two inputs' axes, multiply, and merge each pair of axes."""
+    """kron(Tensor self, Tensor other) -> Tensor
+
+    Interleave the two inputs' axes, multiply, and merge each pair of axes."""
     a, b = sh.promote(g, self, other)
     rank = max(_rank(a, "aten::kron"), _rank(b, "aten::kron"))
     if a.type().dim() < rank:
@@ -161,13 +177,17 @@ def _cross(g, self: Value, other: Value, axis: int) -> Value:
 @pack.symbolic("aten::linalg_cross", since=7)
 @sh.parse_args("v", "v", "i")
 def linalg_cross(g, self: Value, other: Value, dim: int = -1) -> Value:
-    """The cross product of 3-vectors along ``dim``."""
+    """linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor
+
+    The cross product of 3-vectors along ``dim``."""
     return _cross(g, self, other, dim % _rank(self, "aten::linalg_cross"))
 
 
 @pack.symbolic("aten::cross", since=7)
 def cross(g, self: Value, other: Value, dim: Value | None = None) -> Value:
-    """:func:`linalg_cross`; without ``dim``, along the first dimension of size 3."""
+    """cross(Tensor self, Tensor other, int? dim=None) -> Tensor
+
+    :func:`linalg_cross`; without ``dim``, along the first dimension of size 3."""
     rank = _rank(self, "aten::cross")
     if dim is None or sh._is_none(dim):
         sizes = self.type().varyingSizes()
@@ -190,19 +210,25 @@ def _det(g, x: Value) -> Value:
 
 @pack.symbolic("aten::linalg_det", since=11)
 def linalg_det(g, self: Value) -> Value:
+    """linalg_det(Tensor A) -> Tensor"""
     return _det(g, self)
 
 
 
 @pack.symbolic("aten::logdet", since=11)
 def logdet(g, self: Value) -> Value:
-    """Log of Det (NaN for a negative determinant, as in PyTorch)."""
+    """logdet(Tensor self) -> Tensor
+
+    Log of Det (NaN for a negative determinant, as in PyTorch)."""
     return g.op("Log", _det(g, self))
 
 
 @pack.symbolic("aten::linalg_slogdet", since=11)
 def linalg_slogdet(g, self: Value) -> tuple[Value, Value]:
-    """(sign, log|det|) of Det."""
+    """linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)
+    slogdet(Tensor self) -> (Tensor sign, Tensor logabsdet)
+
+    (sign, log|det|) of Det."""
     det = _det(g, self)
     return g.op("Sign", det), g.op("Log", g.op("Abs", det))
 
@@ -212,7 +238,9 @@ pack.alias(linalg_slogdet, "aten::slogdet", since=11)
 
 @pack.symbolic("aten::linalg_inv", since=11)
 def linalg_inv(g, self: Value) -> Value:
-    """ONNX has no inverse: the adjugate over Det, from the Det of every minor (static n <= 16)."""
+    """linalg_inv(Tensor A) -> Tensor
+
+    ONNX has no inverse: the adjugate over Det, from the Det of every minor (static n <= 16)."""
     rank = _rank(self, "aten::linalg_inv")
     n = sh._get_tensor_dim_size(self, -1)
     if n is None or n > INVERSE_MAX_SIZE:
@@ -288,6 +316,7 @@ def _order(value: Value | None, default: float | str | None = 2.0) -> float | st
 @scalar_as_vector
 def linalg_vector_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
                        dtype: Value | None = None) -> Value:
+    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     keep = _static(keepdim, "b", "aten::linalg_vector_norm", "keepdim")
     x = _cast_opt(g, self, _dtype(dtype))
     return _vector_norm(g, x, _order(ord), _axes(dim, "aten::linalg_vector_norm"), keep)
@@ -296,7 +325,12 @@ def linalg_vector_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
 @pack.symbolic("aten::norm", since=7)
 @scalar_as_vector
 def norm(g, self: Value, p: Value | None = None, *args: Value) -> Value:
-    """``norm(self, p)``, ``norm(self, p, dtype)``, ``norm(self, p, dim, keepdim[, dtype])``."""
+    """norm.Scalar(Tensor self, Scalar p=2) -> Tensor
+    norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor
+    norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor
+    norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor
+
+    ``norm(self, p)``, ``norm(self, p, dtype)``, ``norm(self, p, dim, keepdim[, dtype])``."""
     order = _order(p)
     if isinstance(order, str):
         sh._unimplemented("aten::norm", f"the string order {order!r}")
@@ -311,6 +345,7 @@ def norm(g, self: Value, p: Value | None = None, *args: Value) -> Value:
 @pack.symbolic("aten::frobenius_norm", since=7)
 @sh.parse_args("v", "is", "b")
 def frobenius_norm(g, self: Value, dim: list[int], keepdim: bool = False) -> Value:
+    """frobenius_norm.dim(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
     return _reduce(g, "ReduceL2", self, dim or None, keepdim)
 
 
@@ -334,6 +369,9 @@ def _matrix_norm(g, x: Value, order: float | str, dims: Sequence[int], keepdim: 
 @pack.symbolic("aten::linalg_matrix_norm", since=7)
 def linalg_matrix_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
                        dtype: Value | None = None) -> Value:
+    """linalg_matrix_norm(Tensor self, Scalar ord, int[] dim=[-2, -1], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+    linalg_matrix_norm.str_ord(Tensor self, str ord="fro", int[] dim=[-2, -1], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+    """
     op = "aten::linalg_matrix_norm"
     x = _cast_opt(g, self, _dtype(dtype))
     dims = _static(dim, "is", op, "dim")
@@ -343,7 +381,10 @@ def linalg_matrix_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
 @pack.symbolic("aten::linalg_norm", since=7)
 def linalg_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
                 dtype: Value | None = None) -> Value:
-    """A vector norm for one dim (or a 1-D input), a matrix norm for two dims (or a 2-D
+    """linalg_norm(Tensor self, Scalar? ord=None, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+    linalg_norm.ord_str(Tensor self, str ord, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    A vector norm for one dim (or a 1-D input), a matrix norm for two dims (or a 2-D
     input); with no order, the 2-norm of the flattened input or the Frobenius norm."""
     op = "aten::linalg_norm"
     x = _cast_opt(g, self, _dtype(dtype))
@@ -363,7 +404,9 @@ def linalg_norm(g, self: Value, ord: Value, dim: Value, keepdim: Value,
 @pack.symbolic("aten::cdist", since=7)
 @sh.parse_args("v", "v", "f", "none")
 def cdist(g, x1: Value, x2: Value, p: float = 2.0, compute_mode: Value | None = None) -> Value:
-    """Pairwise p-norm distances between the rows of ``x1`` and ``x2`` (by broadcasting)."""
+    """cdist(Tensor x1, Tensor x2, float p=2., int? compute_mode=None) -> Tensor
+
+    Pairwise p-norm distances between the rows of ``x1`` and ``x2`` (by broadcasting)."""
     rank = _rank(x1, "aten::cdist")
     diff = g.op("Sub", sh._unsqueeze_helper(g, x1, [rank - 1]),
                 sh._unsqueeze_helper(g, x2, [rank - 2]))
@@ -380,7 +423,11 @@ def _dim(g, x: Value, axis: int) -> Value:
 @pack.symbolic("aten::_grouped_mm", since=11)
 def _grouped_mm(g, self: Value, mat2: Value, offs: Value | None = None,
                 bias: Value | None = None, out_dtype: Value | None = None) -> Value:
-    """Rows ``offs[e-1]:offs[e]`` of a 2-D ``self`` times expert ``e`` of a 3-D ``mat2``:
+    """_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor
+    grouped_mm_fallback(Tensor input, Tensor weight, Tensor offs) -> Tensor
+
+    (The second is transformers' stand-in, ``transformers::grouped_mm_fallback``.)
+    Rows ``offs[e-1]:offs[e]`` of a 2-D ``self`` times expert ``e`` of a 3-D ``mat2``:
     each row's expert (how many inner offsets are <= its index) gathers its matrix for one
     batched MatMul; rows past ``offs[-1]`` (left unwritten by PyTorch) are zeros. 3-D x 3-D
     without offsets is a batched MatMul."""
@@ -430,7 +477,9 @@ def _finish_grouped(g, out: Value, dtype: torch.dtype, out_dtype: Value | None) 
 @sh.parse_args("v", "v", "b", "b", "b")
 def linalg_solve_triangular(g, self: Value, other: Value, upper: bool, left: bool = True,
                             unitriangular: bool = False) -> Value:
-    """``A X = B`` (``X A = B`` for left=False; A is ``self``, B ``other``) for a triangular
+    """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor
+
+    ``A X = B`` (``X A = B`` for left=False; A is ``self``, B ``other``) for a triangular
     ``A`` of static size n. With A = D (I - N), N strictly triangular (nilpotent),
     A^-1 = (I - N)^-1 D^-1 and (I - N)^-1 = (I + N)(I + N^2)(I + N^4)... (ceil(log2 n)
     factors): two MatMuls a factor applied to ``other``, no loop. The other triangle (and

@@ -66,6 +66,7 @@ def _where_zero(g, condition: Value, value: Value) -> Value:
 @pack.symbolic("aten::mse_loss", since=7)
 @sh.parse_args("v", "v", "i")
 def mse_loss(g, self, target, reduction=1):
+    """mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
     diff = g.op("Sub", self, _as(g, target, self))
     return _reduce(g, g.op("Mul", diff, diff), reduction)
 
@@ -73,13 +74,16 @@ def mse_loss(g, self, target, reduction=1):
 @pack.symbolic("aten::l1_loss", since=7)
 @sh.parse_args("v", "v", "i")
 def l1_loss(g, self, target, reduction=1):
+    """l1_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
     return _reduce(g, _abs_diff(g, self, target), reduction)
 
 
 @pack.symbolic("aten::smooth_l1_loss", since=9)
 @sh.parse_args("v", "v", "i", "f")
 def smooth_l1_loss(g, self, target, reduction=1, beta=1.0):
-    """``0.5 d^2 / beta`` below ``beta``, ``d - 0.5 beta`` above (L1 when beta is 0)."""
+    """smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor
+
+    ``0.5 d^2 / beta`` below ``beta``, ``d - 0.5 beta`` above (L1 when beta is 0)."""
     d, dtype = _abs_diff(g, self, target), _dtype(self)
     if beta == 0:
         return _reduce(g, d, reduction)
@@ -92,7 +96,9 @@ def smooth_l1_loss(g, self, target, reduction=1, beta=1.0):
 @pack.symbolic("aten::huber_loss", since=9)
 @sh.parse_args("v", "v", "i", "f")
 def huber_loss(g, self, target, reduction=1, delta=1.0):
-    """``0.5 d^2`` below ``delta``, ``delta (d - 0.5 delta)`` above."""
+    """huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor
+
+    ``0.5 d^2`` below ``delta``, ``delta (d - 0.5 delta)`` above."""
     d, dtype = _abs_diff(g, self, target), _dtype(self)
     quadratic = g.op("Mul", g.op("Mul", d, d), scalar(g, 0.5, dtype))
     linear = g.op("Mul", g.op("Sub", d, scalar(g, 0.5 * delta, dtype)), scalar(g, delta, dtype))
@@ -104,7 +110,9 @@ def huber_loss(g, self, target, reduction=1, delta=1.0):
 @pack.symbolic("aten::binary_cross_entropy", since=7)
 @sh.parse_args("v", "v", "v", "i")
 def binary_cross_entropy(g, self, target, weight=None, reduction=1):
-    """``-(t log x + (1 - t) log(1 - x))``, each log clamped at -100 as PyTorch does."""
+    """binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor
+
+    ``-(t log x + (1 - t) log(1 - x))``, each log clamped at -100 as PyTorch does."""
     dtype, target = _dtype(self), _as(g, target, self)
     one = scalar(g, 1, dtype)
     log_x = clamp_values(g, "aten::binary_cross_entropy", g.op("Log", self), -100.0, None)
@@ -121,7 +129,9 @@ def binary_cross_entropy(g, self, target, weight=None, reduction=1):
 @sh.parse_args("v", "v", "v", "v", "i")
 def binary_cross_entropy_with_logits(g, self, target, weight=None, pos_weight=None,
                                      reduction=1):
-    """``(1 - t) x - w_pos log sigmoid(x)`` with ``w_pos = 1 + (pos_weight - 1) t``; targets
+    """binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor
+
+    ``(1 - t) x - w_pos log sigmoid(x)`` with ``w_pos = 1 + (pos_weight - 1) t``; targets
     and weights of another dtype (integers) are computed in the input's."""
     dtype, target = _dtype(self), _as(g, target, self)
     one = scalar(g, 1, dtype)
@@ -139,7 +149,9 @@ def binary_cross_entropy_with_logits(g, self, target, weight=None, pos_weight=No
 @pack.symbolic("aten::kl_div", since=9)
 @sh.parse_args("v", "v", "i", "b")
 def kl_div(g, self, target, reduction=1, log_target=False):
-    """``t (log t - x)`` (0 where t is 0; a negative t, not a distribution, gives 0 where
+    """kl_div(Tensor self, Tensor target, int reduction=1, *, bool log_target=False) -> Tensor
+
+    ``t (log t - x)`` (0 where t is 0; a negative t, not a distribution, gives 0 where
     PyTorch gives NaN), or ``exp(t) (t - x)`` for log targets."""
     target = _as(g, target, self)
     if log_target:
@@ -154,7 +166,9 @@ def kl_div(g, self, target, reduction=1, log_target=False):
 @pack.symbolic("aten::poisson_nll_loss", since=9)
 @sh.parse_args("v", "v", "b", "b", "f", "i")
 def poisson_nll_loss(g, input, target, log_input, full, eps, reduction):
-    """``exp(x) - t x`` (log input) or ``x - t log(x + eps)``; ``full`` adds Stirling's
+    """poisson_nll_loss(Tensor input, Tensor target, bool log_input, bool full, float eps, int reduction) -> Tensor
+
+    ``exp(x) - t x`` (log input) or ``x - t log(x + eps)``; ``full`` adds Stirling's
     approximation of ``log(t!)`` where t > 1."""
     dtype, target = _dtype(input), _as(g, target, input)
     if log_input:
@@ -175,14 +189,18 @@ def poisson_nll_loss(g, input, target, log_input, full, eps, reduction):
 @pack.symbolic("aten::soft_margin_loss", since=7)
 @sh.parse_args("v", "v", "i")
 def soft_margin_loss(g, self, target, reduction=1):
-    """``log(1 + exp(-t x))``."""
+    """soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor
+
+    ``log(1 + exp(-t x))``."""
     return _reduce(g, _softplus_neg(g, g.op("Mul", _as(g, target, self), self)), reduction)
 
 
 @pack.symbolic("aten::margin_ranking_loss", since=7)
 @sh.parse_args("v", "v", "v", "f", "i")
 def margin_ranking_loss(g, input1, input2, target, margin=0.0, reduction=1):
-    """``max(0, margin - t (x1 - x2))``."""
+    """margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0., int reduction=1) -> Tensor
+
+    ``max(0, margin - t (x1 - x2))``."""
     ranked = g.op("Mul", _as(g, target, input1), g.op("Sub", input1, input2))
     loss = g.op("Relu", g.op("Sub", scalar(g, margin, _dtype(input1)), ranked))
     return _reduce(g, loss, reduction)
@@ -191,7 +209,9 @@ def margin_ranking_loss(g, input1, input2, target, margin=0.0, reduction=1):
 @pack.symbolic("aten::hinge_embedding_loss", since=11)
 @sh.parse_args("v", "v", "f", "i")
 def hinge_embedding_loss(g, self, target, margin=1.0, reduction=1):
-    """``x`` where t != -1 plus ``max(0, margin - x)`` where t != 1 (Equal on floats: 11)."""
+    """hinge_embedding_loss(Tensor self, Tensor target, float margin=1., int reduction=1) -> Tensor
+
+    ``x`` where t != -1 plus ``max(0, margin - x)`` where t != 1 (Equal on floats: 11)."""
     target = _as(g, target, self)
     below = g.op("Relu", g.op("Sub", scalar(g, margin, _dtype(self)), self))
     loss = g.op("Add", _where_zero(g, g.op("Not", _equals(g, target, 1)), below),
@@ -202,7 +222,9 @@ def hinge_embedding_loss(g, self, target, margin=1.0, reduction=1):
 @pack.symbolic("aten::cosine_embedding_loss", since=11)
 @sh.parse_args("v", "v", "v", "f", "i")
 def cosine_embedding_loss(g, input1, input2, target, margin=0.0, reduction=1):
-    """``1 - cos`` where t == 1, ``max(0, cos - margin)`` where t == -1; the cosine over the
+    """cosine_embedding_loss(Tensor input1, Tensor input2, Tensor target, float margin=0., int reduction=1) -> Tensor
+
+    ``1 - cos`` where t == 1, ``max(0, cos - margin)`` where t == -1; the cosine over the
     dim after the target's, with PyTorch's 1e-12 added to each squared magnitude."""
     dtype, axis = _dtype(input1), _rank(target, "aten::cosine_embedding_loss")
     target = _as(g, target, input1)
@@ -224,7 +246,9 @@ def cosine_embedding_loss(g, input1, input2, target, margin=0.0, reduction=1):
 @pack.symbolic("aten::multi_margin_loss", since=9)
 @sh.parse_args("v", "v", "f", "f", "v", "i")
 def multi_margin_loss(g, self, target, p=1.0, margin=1.0, weight=None, reduction=1):
-    """``sum over j != y of max(0, margin - x[y] + x[j])^p (* weight[y]) / C`` for (N, C)."""
+    """multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor
+
+    ``sum over j != y of max(0, margin - x[y] + x[j])^p (* weight[y]) / C`` for (N, C)."""
     if _rank(self, "aten::multi_margin_loss") != 2 or p not in (1, 2):
         sh._unimplemented("aten::multi_margin_loss", "inputs that are not (N, C), or p not 1 or 2")
     dtype, classes = _dtype(self), sh._get_tensor_dim_size(self, 1)
@@ -247,7 +271,9 @@ def multi_margin_loss(g, self, target, p=1.0, margin=1.0, weight=None, reduction
 @pack.symbolic("aten::multilabel_margin_loss", since=9)
 @sh.parse_args("v", "v", "i")
 def multilabel_margin_loss(g, self, target, reduction=1):
-    """``sum over targets j and non-targets k of max(0, 1 - (x[j] - x[k])) / C`` for (N, C);
+    """multilabel_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor
+
+    ``sum over targets j and non-targets k of max(0, 1 - (x[j] - x[k])) / C`` for (N, C);
     a row's targets are its labels before the first -1."""
     if _rank(self, "aten::multilabel_margin_loss") != 2:
         sh._unimplemented("aten::multilabel_margin_loss", "inputs that are not (N, C)")
@@ -281,7 +307,9 @@ def multilabel_margin_loss(g, self, target, reduction=1):
 @sh.parse_args("v", "v", "v", "f", "f", "f", "b", "i")
 def triplet_margin_loss(g, anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
                         reduction=1):
-    """``max(0, margin + d(a, p) - d(a, n))``, ``d(a, n)`` the smaller of it and ``d(p, n)``
+    """triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor
+
+    ``max(0, margin + d(a, p) - d(a, n))``, ``d(a, n)`` the smaller of it and ``d(p, n)``
     with ``swap``."""
     near = _pairwise_distance(g, anchor, positive, p, eps, False)
     far = _pairwise_distance(g, anchor, negative, p, eps, False)
@@ -306,14 +334,18 @@ def _pairwise_distance(g, x1: Value, x2: Value, p: float, eps: float, keepdim: b
 @pack.symbolic("aten::pairwise_distance", since=7)
 @sh.parse_args("v", "v", "f", "f", "b")
 def pairwise_distance(g, x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    """The p-norm of ``x1 - x2 + eps`` over the last dim."""
+    """pairwise_distance(Tensor x1, Tensor x2, float p=2., float eps=9.9999999999999995e-07, bool keepdim=False) -> Tensor
+
+    The p-norm of ``x1 - x2 + eps`` over the last dim."""
     return _pairwise_distance(g, x1, x2, p, eps, keepdim)
 
 
 @pack.symbolic("aten::cosine_similarity", since=7)
 @sh.parse_args("v", "v", "i", "f")
 def cosine_similarity(g, x1, x2, dim=1, eps=1e-8):
-    """``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps))`` over ``dim``, as PyTorch computes it."""
+    """cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor
+
+    ``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps))`` over ``dim``, as PyTorch computes it."""
     ranks = [_rank(x, "aten::cosine_similarity") for x in (x1, x2)]
     rank = max(ranks)
     axis = dim % rank

@@ -26,7 +26,9 @@ def _unary(op_type: str, name: str):
     def symbolic(g, self: Value) -> Value:
         return g.op(op_type, float_input(g, f"aten::{name}", self))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}``."
+    signature = ("(Tensor(a!) self) -> Tensor(a!)" if name.endswith("_")
+                 else "(Tensor self) -> Tensor")
+    symbolic.__doc__ = f"{name}{signature}\n\nAs ONNX ``{op_type}``."
     return symbolic
 
 
@@ -42,23 +44,27 @@ for _name, _op, _since in (
 
 @pack.symbolic("aten::rsqrt", since=7)
 def rsqrt(g, self: Value) -> Value:
+    """rsqrt(Tensor self) -> Tensor"""
     return g.op("Reciprocal", g.op("Sqrt", float_input(g, "aten::rsqrt", self)))
 
 
 @pack.symbolic("aten::exp2", since=7)
 def exp2(g, self: Value) -> Value:
+    """exp2(Tensor self) -> Tensor"""
     x = float_input(g, "aten::exp2", self)
     return g.op("Pow", scalar(g, 2.0, x.type().dtype()), x)
 
 
 @pack.symbolic("aten::expm1", since=7)
 def expm1(g, self: Value) -> Value:
+    """expm1(Tensor self) -> Tensor"""
     x = float_input(g, "aten::expm1", self)
     return g.op("Sub", g.op("Exp", x), scalar(g, 1.0, x.type().dtype()))
 
 
 @pack.symbolic("aten::log1p", since=7)
 def log1p(g, self: Value) -> Value:
+    """log1p(Tensor self) -> Tensor"""
     x = float_input(g, "aten::log1p", self)
     return g.op("Log", g.op("Add", x, scalar(g, 1.0, x.type().dtype())))
 
@@ -68,7 +74,7 @@ def _log_base(base: float, name: str):
         x = float_input(g, f"aten::{name}", self)
         return g.op("Div", g.op("Log", x), scalar(g, math.log(base), x.type().dtype()))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``log(x) / log({base:g})``."
+    symbolic.__doc__ = f"{name}(Tensor self) -> Tensor\n\n``log(x) / log({base:g})``."
     return symbolic
 
 
@@ -78,13 +84,16 @@ log10 = pack.symbolic("aten::log10", since=7)(_log_base(10.0, "log10"))
 
 @pack.symbolic("aten::erfc", since=9)
 def erfc(g, self: Value) -> Value:
+    """erfc(Tensor self) -> Tensor"""
     x = float_input(g, "aten::erfc", self)
     return g.op("Sub", scalar(g, 1.0, x.type().dtype()), g.op("Erf", x))
 
 
 @pack.symbolic("aten::atan2", since=9)
 def atan2(g, self: Value, other: Value) -> Value:
-    """``atan(y / x)`` moved to the right quadrant; ``atan2(0, 0) = 0``."""
+    """atan2(Tensor self, Tensor other) -> Tensor
+
+    ``atan(y / x)`` moved to the right quadrant; ``atan2(0, 0) = 0``."""
     (y, x), dtype = promote(g, "aten::atan2", self, other)
     if not dtype or not dtype.is_floating_point:
         y, x = sh._cast_to(g, y, torch.float32), sh._cast_to(g, x, torch.float32)
@@ -108,7 +117,9 @@ def _is_zero(g, x: Value, zero: Value) -> Value:
 
 @pack.symbolic("aten::isnan", since=9)
 def isnan(g, self: Value) -> Value:
-    """IsNaN for floats; all False for integers and bools."""
+    """isnan(Tensor self) -> Tensor
+
+    IsNaN for floats; all False for integers and bools."""
     if (self.type().dtype() or torch.float32).is_floating_point:
         return g.op("IsNaN", self)
     return _all_false(g, self)
@@ -116,7 +127,9 @@ def isnan(g, self: Value) -> Value:
 
 @pack.symbolic("aten::isinf", since=10)
 def isinf(g, self: Value) -> Value:
-    """IsInf for floats (half precision as float32 before opset 20); False for integers."""
+    """isinf(Tensor self) -> Tensor
+
+    IsInf for floats (half precision as float32 before opset 20); False for integers."""
     if (self.type().dtype() or torch.float32).is_floating_point:
         return _is_inf(g, self)
     return _all_false(g, self)
@@ -124,7 +137,9 @@ def isinf(g, self: Value) -> Value:
 
 @pack.symbolic("aten::isfinite", since=10)
 def isfinite(g, self: Value) -> Value:
-    """Neither infinite nor NaN for floats; all True for integers and bools."""
+    """isfinite(Tensor self) -> Tensor
+
+    Neither infinite nor NaN for floats; all True for integers and bools."""
     if (self.type().dtype() or torch.float32).is_floating_point:
         return g.op("Not", g.op("Or", _is_inf(g, self), g.op("IsNaN", self)))
     return _all_of(g, self, True)
@@ -140,7 +155,9 @@ def _all_of(g, like: Value, truth: bool) -> Value:
 
 @pack.symbolic("aten::logit", since=8)  # broadcasting Max/Min
 def logit(g, self: Value, eps: Value | None = None) -> Value:
-    """``log(p / (1 - p))``, ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
+    """logit(Tensor self, float? eps=None) -> Tensor
+
+    ``log(p / (1 - p))``, ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
     p = float_input(g, "aten::logit", self)
     dtype = p.type().dtype() or torch.float32
     if eps is not None and not sh._is_none(eps):
@@ -180,22 +197,38 @@ def _equal_7(g, a: Value, b: Value, dtype: torch.dtype | None) -> Value:
 
 @pack.symbolic("aten::eq", since=7)
 def eq(g, self: Value, other: Value) -> Value:
+    """eq.Tensor(Tensor self, Tensor other) -> Tensor
+    eq.Scalar(Tensor self, Scalar other) -> Tensor
+    eq.Tensor_list(Tensor[] a, Tensor[] b) -> bool
+    """
     return _equal_7(g, *_operands(g, self, other))
 
 
 @pack.symbolic("aten::eq", since=11)
 def eq_11(g, self: Value, other: Value) -> Value:
+    """eq.Tensor(Tensor self, Tensor other) -> Tensor
+    eq.Scalar(Tensor self, Scalar other) -> Tensor
+    eq.Tensor_list(Tensor[] a, Tensor[] b) -> bool
+    """
     a, b, _ = _operands(g, self, other)
     return g.op("Equal", a, b)
 
 
 @pack.symbolic("aten::ne", since=7)
 def ne(g, self: Value, other: Value) -> Value:
+    """ne.Tensor(Tensor self, Tensor other) -> Tensor
+    ne.Scalar(Tensor self, Scalar other) -> Tensor
+    ne.Tensor_list(Tensor[] a, Tensor[] b) -> bool
+    """
     return g.op("Not", _equal_7(g, *_operands(g, self, other)))
 
 
 @pack.symbolic("aten::ne", since=11)
 def ne_11(g, self: Value, other: Value) -> Value:
+    """ne.Tensor(Tensor self, Tensor other) -> Tensor
+    ne.Scalar(Tensor self, Scalar other) -> Tensor
+    ne.Tensor_list(Tensor[] a, Tensor[] b) -> bool
+    """
     a, b, _ = _operands(g, self, other)
     return g.op("Not", g.op("Equal", a, b))
 
@@ -206,19 +239,23 @@ def _ordering(op_type: str, name: str, since: int):
         a, b = _numeric(g, a, b, dtype, floats_only=g.opset < 9)
         return g.op(op_type, a, b)
     symbolic.__name__ = name if since == 7 else f"{name}_{since}"
-    symbolic.__doc__ = f"``aten::{name}`` as ONNX ``{op_type}``."
+    symbolic.__doc__ = (f"{name}.Tensor(Tensor self, Tensor other) -> Tensor\n"
+                        f"{name}.Scalar(Tensor self, Scalar other) -> Tensor\n\n"
+                        f"As ONNX ``{op_type}``.")
     return symbolic
 
 
 def _ordering_or_equal(op_type: str, name: str):
     def symbolic(g, self: Value, other: Value) -> Value:
-        """``a > b or a == b`` before GreaterOrEqual/LessOrEqual (opset 12)."""
         a, b, dtype = _operands(g, self, other)
         strict_a, strict_b = _numeric(g, a, b, dtype, floats_only=g.opset < 9)
         strict = g.op(op_type, strict_a, strict_b)
         equal = _equal_7(g, a, b, dtype) if g.opset < 11 else g.op("Equal", a, b)
         return g.op("Or", strict, equal)
     symbolic.__name__ = name
+    symbolic.__doc__ = (f"{name}.Tensor(Tensor self, Tensor other) -> Tensor\n"
+                        f"{name}.Scalar(Tensor self, Scalar other) -> Tensor\n\n"
+                        "``a > b or a == b`` before GreaterOrEqual/LessOrEqual (opset 12).")
     return symbolic
 
 
@@ -238,7 +275,8 @@ def _logical(op_type: str, name: str):
     def symbolic(g, self: Value, other: Value) -> Value:
         return g.op(op_type, _as_bool(g, self), _as_bool(g, other))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}``: ``{op_type}`` of the inputs' truth values."
+    symbolic.__doc__ = (f"{name}(Tensor self, Tensor other) -> Tensor\n\n"
+                        f"``{op_type}`` of the inputs' truth values.")
     return symbolic
 
 
@@ -248,12 +286,15 @@ for _name, _op in (("and", "And"), ("or", "Or"), ("xor", "Xor")):
 
 @pack.symbolic("aten::logical_not", since=7)
 def logical_not(g, self: Value) -> Value:
+    """logical_not(Tensor self) -> Tensor"""
     return g.op("Not", _as_bool(g, self))
 
 
 @pack.symbolic("aten::bitwise_not", since=7)
 def bitwise_not(g, self: Value) -> Value:
-    """Not for bools; ``-x - 1`` for int32/int64 before BitwiseNot (opset 18)."""
+    """bitwise_not(Tensor self) -> Tensor
+
+    Not for bools; ``-x - 1`` for int32/int64 before BitwiseNot (opset 18)."""
     dtype = self.type().dtype()
     if dtype == torch.bool:
         return g.op("Not", self)
@@ -265,6 +306,7 @@ def bitwise_not(g, self: Value) -> Value:
 
 @pack.symbolic("aten::bitwise_not", since=18)
 def bitwise_not_18(g, self: Value) -> Value:
+    """bitwise_not(Tensor self) -> Tensor"""
     return g.op("Not" if self.type().dtype() == torch.bool else "BitwiseNot", self)
 
 
@@ -280,7 +322,9 @@ def _bitwise(logical: str, bitwise: str, name: str, since: int):
                                                 f"{kind} on integers needs {bitwise}")
         return g.op(bitwise, a, b)
     symbolic.__name__ = name.strip("_") + ("" if since == 7 else f"_{since}")
-    symbolic.__doc__ = f"``{logical}`` for bools, ``{bitwise}`` for integers (opset 18)."
+    symbolic.__doc__ = (f"{name}.Tensor(Tensor self, Tensor other) -> Tensor\n"
+                        "and its Scalar overloads\n\n"
+                        f"``{logical}`` for bools, ``{bitwise}`` for integers (opset 18).")
     return symbolic
 
 
@@ -305,7 +349,9 @@ def _shift(direction: str, name: str):
             return g.op("BitShift", a, b, direction_s=direction)
         return _arithmetic_shift(g, a, b, dtype, direction)
     symbolic.__name__ = name.strip("_")
-    symbolic.__doc__ = (f"BitShift {direction} for unsigned integers (opset 11); signed ones, "
+    symbolic.__doc__ = (f"{name}.Tensor(Tensor self, Tensor other) -> Tensor\n"
+                        "and its Scalar overloads\n\n"
+                        f"BitShift {direction} for unsigned integers (opset 11); signed ones, "
                         "and every integer before 11, multiply or floor-divide by 2**shift.")
     return symbolic
 
@@ -330,7 +376,12 @@ for _name, _direction in (("__lshift__", "LEFT"), ("bitwise_left_shift", "LEFT")
 
 # -- where ---------------------------------------------------------------------------------------
 def where(g, condition: Value, self: Value, other: Value) -> Value:
-    """``self`` where ``condition`` holds, else ``other``; the branches promoted together."""
+    """where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor
+    where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor
+    where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor
+    where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+
+    ``self`` where ``condition`` holds, else ``other``; the branches promoted together."""
     (a, b), _ = promote(g, "aten::where", self, other)
     return g.op("Where", _as_bool(g, condition), a, b)
 

@@ -14,7 +14,9 @@ pack = OpPack("oxport.nn", cases="oxport.opsets.cases.nn")
 
 @pack.symbolic("aten::linear", since=7)
 def linear(g, input: Value, weight: Value, bias: Value | None) -> Value:
-    """Gemm for 2-D inputs; MatMul (+ Add) otherwise."""
+    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
+
+    Gemm for 2-D inputs; MatMul (+ Add) otherwise."""
     if input.type().dim() == 2 and not sh._is_none(bias):
         return g.op("Gemm", input, weight, bias, transB_i=1)
     out = g.op("MatMul", input, g.op("Transpose", weight, perm_i=[1, 0]))
@@ -23,6 +25,7 @@ def linear(g, input: Value, weight: Value, bias: Value | None) -> Value:
 
 @pack.symbolic("aten::matmul", since=7)
 def matmul(g, self: Value, other: Value) -> Value:
+    """matmul(Tensor self, Tensor other) -> Tensor"""
     return g.op("MatMul", self, other)
 
 
@@ -30,7 +33,10 @@ def matmul(g, self: Value, other: Value) -> Value:
 @sh.parse_args("v", "v", "v", "f", "f")
 def addmm(g, self: Value, mat1: Value, mat2: Value, beta: float = 1.0,
           alpha: float = 1.0) -> Value:
-    """``beta * self + alpha * mat1 @ mat2`` as one Gemm."""
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+    addmm.dtype(Tensor self, Tensor mat1, Tensor mat2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    ``beta * self + alpha * mat1 @ mat2`` as one Gemm."""
     return g.op("Gemm", mat1, mat2, self, beta_f=beta, alpha_f=alpha)
 
 
@@ -72,7 +78,10 @@ def _conv_transpose(g, input: Value, weight: Value, bias: Value | None, stride: 
 @sh.parse_args("v", "v", "v", "is", "is", "is", "i", "is", "i", "none", "none", "none", "none")
 def _convolution(g, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                  groups, *_):
-    """Conv, or ConvTranspose when ``transposed``."""
+    """_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor
+    _convolution.deprecated(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, int[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled) -> Tensor
+
+    Conv, or ConvTranspose when ``transposed``."""
     return _conv_or_transpose(g, input, weight, bias, stride, padding, dilation, transposed,
                               output_padding, groups)
 
@@ -89,7 +98,9 @@ def _conv_or_transpose(g, input, weight, bias, stride, padding, dilation, transp
 @sh.parse_args("v", "v", "v", "is", "is", "is", "i", "is", "i")
 def convolution(g, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups):
-    """``aten::convolution`` (scripted code, torch.export): ``_convolution`` without its
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
+
+    ``aten::convolution`` (scripted code, torch.export): ``_convolution`` without its
     backend flags."""
     return _conv_or_transpose(g, input, weight, bias, stride, padding, dilation, transposed,
                               output_padding, groups)
@@ -98,7 +109,9 @@ def convolution(g, input, weight, bias, stride, padding, dilation, transposed, o
 @pack.symbolic("aten::conv_tbc", since=7)
 @sh.parse_args("v", "v", "v", "i")
 def conv_tbc(g, input, weight, bias, pad):
-    """Time-batch-channel Conv1d: input (T, B, C) and weight (k, C, out) transposed around a
+    """conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
+
+    Time-batch-channel Conv1d: input (T, B, C) and weight (k, C, out) transposed around a
     Conv."""
     kernel = weight.type().sizes()[0]
     conv = g.op("Conv", g.op("Transpose", input, perm_i=[1, 2, 0]),
@@ -110,7 +123,9 @@ def conv_tbc(g, input, weight, bias, pad):
 @pack.symbolic("aten::_convolution_mode", since=7)
 @sh.parse_args("v", "v", "v", "is", "s", "is", "i")
 def _convolution_mode(g, input, weight, bias, stride, padding, dilation, groups):
-    """Conv with padding='same' or 'valid'."""
+    """_convolution_mode(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, str padding, SymInt[] dilation, SymInt groups) -> Tensor
+
+    Conv with padding='same' or 'valid'."""
     return _conv(g, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -121,7 +136,12 @@ def _conv_nd(name: str):
         return _conv(g, input, weight, bias, stride,
                      named or sh._get_const(padding, "is", "padding"), dilation, groups)
     conv.__name__ = name
-    conv.__doc__ = f"``aten::{name}`` (scripted code) as Conv."
+    n = int(name[-2])
+    conv.__doc__ = (f"{name}(Tensor input, Tensor weight, Tensor? bias=None, "
+                    f"SymInt[{n}] stride={[1] * n}, SymInt[{n}] padding={[0] * n}, "
+                    f"SymInt[{n}] dilation={[1] * n}, SymInt groups=1) -> Tensor\n"
+                    f"{name}.padding(..., str padding=\"valid\", ...) -> Tensor\n\n"
+                    "Conv (scripted code calls it; traces record ``_convolution``).")
     return conv
 
 
@@ -132,7 +152,13 @@ def _conv_transpose_nd(name: str):
         return _conv_transpose(g, input, weight, bias, stride, padding, output_padding, groups,
                                dilation)
     conv_transpose.__name__ = name
-    conv_transpose.__doc__ = f"``aten::{name}`` (scripted code) as ConvTranspose."
+    n = int(name[-2])
+    conv_transpose.__doc__ = (
+        f"{name}{'.input' if n > 1 else ''}(Tensor input, Tensor weight, Tensor? bias=None, "
+        f"SymInt[{n}] stride={[1] * n}, SymInt[{n}] padding={[0] * n}, "
+        f"SymInt[{n}] output_padding={[0] * n}, SymInt groups=1, "
+        f"SymInt[{n}] dilation={[1] * n}) -> Tensor\n\n"
+        "ConvTranspose (scripted code calls it; traces record ``_convolution``).")
     return conv_transpose
 
 
@@ -145,7 +171,10 @@ for _rank in (1, 2, 3):
 @pack.symbolic("aten::dropout", since=7)
 @sh.parse_args("v", "f", "b")
 def dropout(g, input, p, train):
-    """Identity in eval mode; a Dropout node with its ratio when training."""
+    """dropout(Tensor input, float p, bool train) -> Tensor
+    dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)
+
+    Identity in eval mode; a Dropout node with its ratio when training."""
     if not train or p == 0:
         return input
     if g.opset < 12:
@@ -160,7 +189,9 @@ pack.alias(dropout, "aten::dropout_", since=7)
 
 @pack.symbolic("aten::native_dropout", since=7)
 def native_dropout(g, input: Value, p: Value, train: Value) -> tuple[Value, Value]:
-    """``(output, keep mask)``: the input and an all-True mask in eval mode, a Dropout node
+    """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
+
+    ``(output, keep mask)``: the input and an all-True mask in eval mode, a Dropout node
     with its mask when training (``train=None`` trains, as in ATen)."""
     ratio = sh._get_const(p, "f", "p")
     training = sh._is_none(train) or sh._get_const(train, "b", "train")
@@ -176,7 +207,14 @@ def native_dropout(g, input: Value, p: Value, train: Value) -> tuple[Value, Valu
 @pack.symbolic("aten::feature_dropout", since=7)
 @sh.parse_args("v", "f", "b")
 def feature_dropout(g, input, p, train):
-    """Identity in eval mode (dropout variants whose training mode ONNX cannot express)."""
+    """feature_dropout(Tensor input, float p, bool train) -> Tensor
+    alpha_dropout(Tensor input, float p, bool train) -> Tensor
+    feature_alpha_dropout(Tensor input, float p, bool train) -> Tensor
+    alpha_dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)
+    feature_alpha_dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)
+    feature_dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)
+
+    Identity in eval mode (dropout variants whose training mode ONNX cannot express)."""
     if train and p:
         kind = g.original_node.kind() if g.original_node is not None else "dropout"
         sh._unimplemented(kind, "training mode: ONNX Dropout drops elements, not whole "
@@ -204,6 +242,9 @@ def _softmax_family(op_type: str, name: str):
         moved = g.op("Transpose", input, perm_i=perm)
         return g.op("Transpose", g.op(op_type, moved, axis_i=-1), perm_i=perm)
     symbolic.__name__ = name
+    symbolic.__doc__ = (f"{name}.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor\n\n"
+                        f"{op_type} over ``dim`` (before opset 13, which takes one axis, a "
+                        "dim that is not the last is transposed last and back).")
     return symbolic
 
 
@@ -220,7 +261,9 @@ _log_softmax_of = scalar_as_vector(_softmax_family("LogSoftmax", "_log_softmax")
 
 @pack.symbolic("aten::_log_softmax", since=7)
 def _log_softmax(g, input: Value, dim: Value, half_to_float: Value) -> Value:
-    """``log_softmax`` as ATen calls it (``half_to_float`` is a CUDA-only path)."""
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+
+    ``log_softmax`` as ATen calls it (``half_to_float`` is a CUDA-only path)."""
     if sh._get_const(half_to_float, "b", "half_to_float"):
         sh._unimplemented("aten::_log_softmax", "half_to_float=True (CUDA only in PyTorch)")
     return _log_softmax_of(g, input, dim)
@@ -229,7 +272,9 @@ def _log_softmax(g, input: Value, dim: Value, half_to_float: Value) -> Value:
 # -- embedding --------------------------------------------------------------------------
 @pack.symbolic("aten::embedding", since=7)
 def embedding(g, weight: Value, indices: Value, *_: Value) -> Value:
-    """Gather rows (padding_idx, scale_grad_by_freq and sparse only affect gradients)."""
+    """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
+
+    Gather rows (padding_idx, scale_grad_by_freq and sparse only affect gradients)."""
     return g.op("Gather", weight, indices, axis_i=0)
 
 
@@ -255,7 +300,9 @@ def _flat_indices(g, self: Value, indices: Value) -> Value:
 @pack.symbolic("aten::embedding_renorm_", since=9)
 @sh.parse_args("v", "v", "f", "f")
 def embedding_renorm_(g, self, indices, max_norm, norm_type):
-    """The rows ``indices`` name whose p-norm exceeds ``max_norm`` scaled to
+    """embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> Tensor(a!)
+
+    The rows ``indices`` name whose p-norm exceeds ``max_norm`` scaled to
     ``max_norm / (norm + 1e-7)``; returns the whole new weight, which the walker writes
     through to what ``self`` views (F.embedding passes ``weight.detach()``). The rows named
     are found by comparing every index with every row number (a static row count)."""
@@ -274,7 +321,9 @@ def embedding_renorm_(g, self, indices, max_norm, norm_type):
 @pack.symbolic("aten::embedding_renorm_", since=11)
 @sh.parse_args("v", "v", "f", "f")
 def embedding_renorm_11(g, self, indices, max_norm, norm_type):
-    """As from opset 9, the rows named marked by scattering ones (ScatterElements): linear
+    """embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> Tensor(a!)
+
+    As from opset 9, the rows named marked by scattering ones (ScatterElements): linear
     in the rows and indices, where comparing every pair is their product."""
     flat = _flat_indices(g, self, indices)
     rows = sh._slice_helper(g, g.op("Shape", self), [0], [0], [1])
@@ -305,7 +354,10 @@ def _positions(g, x: Value) -> Value:
 @sh.parse_args("v", "v", "v", "b", "i", "b", "v", "b", "none")
 def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                   per_sample_weights, include_last_offset, padding_idx=None):
-    """Sum, mean or max over bags, with a one-hot (bags x positions) membership matrix
+    """embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, Tensor)
+    embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)
+
+    Sum, mean or max over bags, with a one-hot (bags x positions) membership matrix
     (static lengths before opset 11)."""
     if sh._get_tensor_rank(indices) != 1:
         sh._unimplemented("aten::embedding_bag", "indices that are not 1-D")
@@ -349,7 +401,9 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
 # -- other layers ---------------------------------------------------------------------
 @pack.symbolic("aten::bilinear", since=7)
 def bilinear(g, input1: Value, input2: Value, weight: Value, bias: Value | None) -> Value:
-    """``x1 W x2 + b``: x1 @ W[(in1), (out*in2)], then a batched product with x2."""
+    """bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) -> Tensor
+
+    ``x1 W x2 + b``: x1 @ W[(in1), (out*in2)], then a batched product with x2."""
     out_features, in1, in2 = weight.type().sizes()
     rank = sh._get_tensor_rank(input1)
     if rank is None:
@@ -366,7 +420,9 @@ def bilinear(g, input1: Value, input2: Value, weight: Value, bias: Value | None)
 @pack.symbolic("aten::_weight_norm", since=7)
 @sh.parse_args("v", "v", "i")
 def _weight_norm(g, v, g_, dim):
-    """``g * v / ||v||``, the norm over every dim but ``dim`` (all dims for dim=-1)."""
+    """_weight_norm(Tensor v, Tensor g, int dim=0) -> Tensor
+
+    ``g * v / ||v||``, the norm over every dim but ``dim`` (all dims for dim=-1)."""
     rank = sh._get_tensor_rank(v)
     if rank is None:
         sh._unimplemented("aten::_weight_norm", "a weight of unknown rank")
@@ -382,7 +438,11 @@ _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 @pack.symbolic("aten::nll_loss", since=12)
 @sh.parse_args("v", "v", "v", "i", "i")
 def nll_loss(g, self, target, weight, reduction, ignore_index):
-    """NegativeLogLikelihoodLoss (any number of spatial dims)."""
+    """nll_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100) -> Tensor
+    nll_loss2d(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100) -> Tensor
+    nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100) -> Tensor
+
+    NegativeLogLikelihoodLoss (any number of spatial dims)."""
     args = [self, target] if sh._is_none(weight) else [self, target, weight]
     return g.op("NegativeLogLikelihoodLoss", *args, reduction_s=_REDUCTIONS[reduction],
                 ignore_index_i=ignore_index)
@@ -394,7 +454,9 @@ pack.alias(nll_loss, "aten::nll_loss_nd", "aten::nll_loss2d", since=12)
 @pack.symbolic("aten::cross_entropy_loss", since=12)
 @sh.parse_args("v", "v", "v", "i", "i", "f")
 def cross_entropy_loss(g, self, target, weight, reduction, ignore_index, label_smoothing=0.0):
-    """SoftmaxCrossEntropyLoss for class-index targets (with ``label_smoothing``, mixed with
+    """cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, SymInt ignore_index=-100, float label_smoothing=0.) -> Tensor
+
+    SoftmaxCrossEntropyLoss for class-index targets (with ``label_smoothing``, mixed with
     the mean of ``-log p`` over the classes); ``-sum(t * log_softmax(x))`` for
     class-probability targets."""
     rank, classes = sh._get_tensor_rank(self), sh._get_tensor_dim_size(self, 1)

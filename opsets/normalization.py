@@ -69,7 +69,9 @@ def _per_channel(g, param: Value, rank: int) -> Value:
 @sh.parse_args("v", "v", "v", "v", "v", "b", "f", "f", "none")
 def batch_norm(g, input, weight, bias, running_mean, running_var, training, momentum, eps,
                cudnn_enabled=None):
-    """BatchNormalization with running stats; decomposed with batch statistics.
+    """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor
+
+    BatchNormalization with running stats; decomposed with batch statistics.
 
     Batch statistics (training mode, or no running stats) are not exported as
     BatchNormalization(training_mode=1): ONNX Runtime 1.31 merges equal
@@ -97,7 +99,9 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, training, mome
 @pack.symbolic("aten::_native_batch_norm_legit_no_training", since=7)
 def native_batch_norm_legit_no_training(g, input, weight, bias, running_mean, running_var,
                                         momentum, eps):
-    """Batch norm with running stats as torch.export's ATen IR writes it; the saved mean
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+
+    Batch norm with running stats as torch.export's ATen IR writes it; the saved mean
     and inverse std outputs are empty there, and unused."""
     return batch_norm(g, input, weight, bias, running_mean, running_var, False, momentum, eps)
 
@@ -107,7 +111,9 @@ def native_batch_norm_legit_no_training(g, input, weight, bias, running_mean, ru
 @sh.parse_args("v", "v", "v", "v", "v", "b", "f", "f", "none")
 def instance_norm(g, input, weight, bias, running_mean, running_var, use_input_stats, momentum,
                   eps, cudnn_enabled=None):
-    """InstanceNormalization; BatchNormalization when running stats are used (eval, tracked)."""
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor
+
+    InstanceNormalization; BatchNormalization when running stats are used (eval, tracked)."""
     channels = _channels(input, "aten::instance_norm")
     dtype = _dtype(input)
     weight = _filled(g, weight, [channels], 1.0, dtype, "aten::instance_norm")
@@ -166,7 +172,9 @@ def _layer_norm_parts(g, input, normalized_shape, weight, bias, eps, op):
 @pack.symbolic("aten::layer_norm", since=7)
 @sh.parse_args("v", "is", "v", "v", "f", "none")
 def layer_norm(g, input, normalized_shape, weight, bias, eps, cudnn_enable=None):
-    """ReduceMean-based decomposition (opsets 7-16)."""
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor
+
+    ReduceMean-based decomposition (opsets 7-16)."""
     return _layer_norm_parts(g, input, normalized_shape, weight, bias, eps,
                              "aten::layer_norm")[0]
 
@@ -181,14 +189,18 @@ def _layer_normalization(g, input, normalized_shape, weight, bias, eps, outputs)
 @pack.symbolic("aten::layer_norm", since=17)
 @sh.parse_args("v", "is", "v", "v", "f", "none")
 def layer_norm_17(g, input, normalized_shape, weight, bias, eps, cudnn_enable=None):
-    """One LayerNormalization."""
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor
+
+    One LayerNormalization."""
     return _layer_normalization(g, input, normalized_shape, weight, bias, eps, 1)
 
 
 @pack.symbolic("aten::native_layer_norm", since=7)
 @sh.parse_args("v", "is", "v", "v", "f")
 def native_layer_norm(g, input, normalized_shape, weight, bias, eps):
-    """(output, mean, 1/std), decomposed."""
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
+
+    (output, mean, 1/std), decomposed."""
     out, mean, inv_std = _layer_norm_parts(g, input, normalized_shape, weight, bias, eps,
                                            "aten::native_layer_norm")
     return out, mean, inv_std
@@ -197,7 +209,9 @@ def native_layer_norm(g, input, normalized_shape, weight, bias, eps):
 @pack.symbolic("aten::native_layer_norm", since=17)
 @sh.parse_args("v", "is", "v", "v", "f")
 def native_layer_norm_17(g, input, normalized_shape, weight, bias, eps):
-    """LayerNormalization with its Mean and InvStdDev outputs."""
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
+
+    LayerNormalization with its Mean and InvStdDev outputs."""
     return _layer_normalization(g, input, normalized_shape, weight, bias, eps, 3)
 
 
@@ -205,7 +219,9 @@ def native_layer_norm_17(g, input, normalized_shape, weight, bias, eps):
 @pack.symbolic("aten::group_norm", since=7)
 @sh.parse_args("v", "i", "v", "v", "f", "none")
 def group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled=None):
-    """InstanceNormalization over (N, groups, -1), reshaped back, then the affine."""
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor
+
+    InstanceNormalization over (N, groups, -1), reshaped back, then the affine."""
     rank = _rank(input, "aten::group_norm")
     dtype = _dtype(input)
     grouped = sh._reshape_helper(g, input, [0, num_groups, -1])
@@ -223,7 +239,9 @@ def group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled=None):
 @pack.symbolic("aten::group_norm", since=21)
 @sh.parse_args("v", "i", "v", "v", "f", "none")
 def group_norm_21(g, input, num_groups, weight, bias, eps, cudnn_enabled=None):
-    """One GroupNormalization (per-channel scale and bias since opset 21)."""
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor
+
+    One GroupNormalization (per-channel scale and bias since opset 21)."""
     channels = _channels(input, "aten::group_norm")
     dtype = _dtype(input)
     weight = _filled(g, weight, [channels], 1.0, dtype, "aten::group_norm")
@@ -240,7 +258,9 @@ def _rms_eps(input: Value, eps: float | None) -> float:
 @pack.symbolic("aten::rms_norm", since=7)
 @sh.parse_args("v", "is", "v", "f")
 def rms_norm(g, input, normalized_shape, weight, eps=None):
-    """``x / sqrt(mean(x^2) + eps) * weight``, decomposed (opsets 7-22)."""
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor
+
+    ``x / sqrt(mean(x^2) + eps) * weight``, decomposed (opsets 7-22)."""
     axes = _norm_axes(g, input, len(normalized_shape), "aten::rms_norm")
     out, _, _ = _normalize(g, input, axes, _rms_eps(input, eps), center=False)
     return _affine(g, out, weight, None, _dtype(input))
@@ -249,7 +269,9 @@ def rms_norm(g, input, normalized_shape, weight, eps=None):
 @pack.symbolic("aten::rms_norm", since=23)
 @sh.parse_args("v", "is", "v", "f")
 def rms_norm_23(g, input, normalized_shape, weight, eps=None):
-    """One RMSNormalization."""
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor
+
+    One RMSNormalization."""
     weight = _filled(g, weight, normalized_shape, 1.0, _dtype(input), "aten::rms_norm")
     return g.op("RMSNormalization", input, weight, axis_i=-len(normalized_shape),
                 epsilon_f=_rms_eps(input, eps))

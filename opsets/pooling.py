@@ -258,8 +258,11 @@ def _max_pool_nd(rank: int):
         return _max_pool(g, input, _Window(f"aten::{name}", input, kernel_size, stride,
                                            padding, dilation, ceil_mode))
     max_pool.__name__ = name
-    max_pool.__doc__ = (f"``aten::{name}`` as MaxPool (dilation from opset 10; ceil_mode "
-                        "before 10 on static sizes).")
+    max_pool.__doc__ = (f"{name}(Tensor self, int[{rank}] kernel_size, int[{rank}] stride=[], "
+                        f"int[{rank}] padding={[0] if rank == 1 else 0}, "
+                        f"int[{rank}] dilation={[1] if rank == 1 else 1}, "
+                        "bool ceil_mode=False) -> Tensor\n\n"
+                        "MaxPool (dilation from opset 10; ceil_mode before 10 on static sizes).")
     return max_pool
 
 
@@ -271,8 +274,12 @@ def _max_pool_nd_with_indices(rank: int):
         return _max_pool_with_indices(g, input, _Window(f"aten::{name}", input, kernel_size,
                                                         stride, padding, dilation, ceil_mode))
     max_pool_with_indices.__name__ = name
-    max_pool_with_indices.__doc__ = (f"``aten::{name}``: MaxPool's Indices output, made "
-                                     "relative to each channel's plane as in PyTorch.")
+    max_pool_with_indices.__doc__ = (
+        f"{name}(Tensor self, int[{rank}] kernel_size, int[{rank}] stride=[], "
+        f"int[{rank}] padding={[0] if rank == 1 else 0}, "
+        f"int[{rank}] dilation={[1] if rank == 1 else 1}, "
+        "bool ceil_mode=False) -> (Tensor, Tensor)\n\n"
+        "MaxPool's Indices output, made relative to each channel's plane as in PyTorch.")
     return max_pool_with_indices
 
 
@@ -287,7 +294,9 @@ for _rank in (1, 2, 3):
 @functools.partial(_unbatched, 1)
 @sh.parse_args("v", "is", "is", "is", "i", "i")
 def avg_pool1d(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad):
-    """AveragePool (ceil_mode before opset 10 on static sizes)."""
+    """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False, bool count_include_pad=True) -> Tensor
+
+    AveragePool (ceil_mode before opset 10 on static sizes)."""
     return _avg_pool(g, input, _Window("aten::avg_pool1d", input, kernel_size, stride,
                                        padding, None, ceil_mode), count_include_pad)
 
@@ -301,8 +310,10 @@ def _avg_pool_nd(rank: int):
         window = _Window(f"aten::{name}", input, kernel_size, stride, padding, None, ceil_mode)
         return _avg_pool(g, input, window, count_include_pad, divisor_override)
     avg_pool.__name__ = name
-    avg_pool.__doc__ = (f"``aten::{name}`` as AveragePool; divisor_override scales the "
-                        "padded-count average.")
+    avg_pool.__doc__ = (f"{name}(Tensor self, int[{rank}] kernel_size, int[{rank}] stride=[], "
+                        f"int[{rank}] padding=0, bool ceil_mode=False, "
+                        "bool count_include_pad=True, int? divisor_override=None) -> Tensor\n\n"
+                        "AveragePool; divisor_override scales the padded-count average.")
     return avg_pool
 
 
@@ -403,8 +414,10 @@ def _adaptive_avg_pool_nd(rank: int):
             out = _avg_pool(g, input, window, False)
         return _grow(g, out, input, pooled_size, output_size)
     adaptive_avg_pool.__name__ = name
-    adaptive_avg_pool.__doc__ = (f"``aten::{name}``: GlobalAveragePool, or AveragePool when "
-                                 "the adaptive windows are uniform.")
+    size = "int[1]" if rank == 1 else f"SymInt[{rank}]"
+    adaptive_avg_pool.__doc__ = (f"{name}(Tensor self, {size} output_size) -> Tensor\n\n"
+                                 "GlobalAveragePool, or AveragePool when the adaptive windows "
+                                 "are uniform.")
     return adaptive_avg_pool
 
 
@@ -432,8 +445,10 @@ def _adaptive_max_pool_nd(rank: int):
             sh._onnx_opset_unsupported_detailed(op, g.opset, 8, "return_indices=True")
         return _max_pool_with_indices(g, input, window)
     adaptive_max_pool.__name__ = name
-    adaptive_max_pool.__doc__ = (f"``aten::{name}``: GlobalMaxPool, or MaxPool when the "
-                                 "adaptive windows are uniform (with indices when used).")
+    adaptive_max_pool.__doc__ = (f"{name}(Tensor self, int[{rank}] output_size) "
+                                 "-> (Tensor, Tensor)\n\n"
+                                 "GlobalMaxPool, or MaxPool when the adaptive windows are "
+                                 "uniform (with indices when used).")
     return adaptive_max_pool
 
 
@@ -466,10 +481,13 @@ def _max_unpool(g, self: Value, indices: Value, output_size: Value, op: str) -> 
 
 @pack.symbolic("aten::max_unpool2d", since=11)
 def max_unpool2d(g, self: Value, indices: Value, output_size: Value) -> Value:
-    """nn.MaxUnpool1d/2d (F.max_unpool1d unpools a trailing axis of 1)."""
+    """max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor
+
+    nn.MaxUnpool1d/2d (F.max_unpool1d unpools a trailing axis of 1)."""
     return _max_unpool(g, self, indices, output_size, "aten::max_unpool2d")
 
 
 @pack.symbolic("aten::max_unpool3d", since=11)
 def max_unpool3d(g, self: Value, indices: Value, output_size: Value, *_: Value) -> Value:
+    """max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
     return _max_unpool(g, self, indices, output_size, "aten::max_unpool3d")

@@ -17,7 +17,10 @@ pack = OpPack("oxport.prim", cases="oxport.opsets.cases.prim")
 
 @pack.symbolic("prim::Constant", since=7)
 def prim_constant(g, **attrs: Any) -> Value:
-    """A constant stays Python data until an ONNX node consumes it."""
+    """Constant() -> t
+
+    No schema in torch: the value is the node's attribute. A constant stays Python data
+    until an ONNX node consumes it."""
     output = g.original_node.output()
     value = output.toIValue()
     if isinstance(value, torch.Tensor):
@@ -33,13 +36,19 @@ def prim_constant(g, **attrs: Any) -> Value:
 
 @pack.symbolic("prim::ListConstruct", since=7)
 def prim_list_construct(g, *items: Value) -> Value:
-    """A list: constant if its items are; materialized as Concat (numbers) or a Sequence."""
+    """ListConstruct(t... items) -> t[]
+
+    No schema in torch. A list: constant if its items are; materialized as Concat
+    (numbers) or a Sequence."""
     return lists.packed_list(g, list(items), Type.of(g.original_node.output().type()))
 
 
 @pack.symbolic("prim::ListUnpack", since=7)
 def prim_list_unpack(g, packed: Value) -> tuple[Value, ...] | Value:
-    """Unpack a list built in the graph, a constant list, or a split's outputs."""
+    """ListUnpack(t[] list) -> t...
+
+    No schema in torch. Unpack a list built in the graph, a constant list, or a split's
+    outputs."""
     count = g.original_node.outputsSize()
     if sh._is_packed_list(packed):
         return tuple(sh._unpack_list(packed))
@@ -57,7 +66,10 @@ def prim_list_unpack(g, packed: Value) -> tuple[Value, ...] | Value:
 
 @pack.symbolic("prim::NumToTensor", since=7)
 def prim_num_to_tensor(g, number: Value) -> Value:
-    """A TorchScript number as a 0-d tensor (it already is one in ONNX)."""
+    """NumToTensor.Scalar(Scalar a) -> Tensor
+    NumToTensor.bool(bool a) -> Tensor
+
+    A TorchScript number as a 0-d tensor (it already is one in ONNX)."""
     if number.is_const:
         return g.constant(torch.tensor(number.const))
     return number
@@ -75,28 +87,40 @@ def _scalar_cast(dtype: torch.dtype):
 
 aten_int = _scalar_cast(torch.int64)
 aten_int.__name__ = "aten_int"
+aten_int.__doc__ = ("Int.Tensor(Tensor a) -> int\n"
+                    "and its Scalar, bool, float, str overloads\n\n"
+                    "A cast to int64, folded when constant.")
 pack.symbolic("aten::Int", since=7)(aten_int)
 aten_float = _scalar_cast(torch.float32)
 aten_float.__name__ = "aten_float"
+aten_float.__doc__ = ("Float.Tensor(Tensor a) -> float\n"
+                      "and its Scalar, int, bool, str overloads\n\n"
+                      "A cast to float32, folded when constant.")
 pack.symbolic("aten::Float", since=7)(aten_float)
 
 
 # -- what TorchScript asks of a tensor that an export knows ------------------------------
 @pack.symbolic("prim::data", since=7)
 def prim_data(g, self: Value) -> Value:
-    """``x.data``: the tensor itself."""
+    """data(Tensor(a) a) -> Tensor(a)
+
+    ``x.data``: the tensor itself."""
     return self
 
 
 @pack.symbolic("prim::layout", since=7)
 def prim_layout(g, self: Value) -> Value:
-    """``x.layout``: always ``torch.strided`` (TorchScript encodes it as 0)."""
+    """layout(Tensor a) -> Layout
+
+    ``x.layout``: always ``torch.strided`` (TorchScript encodes it as 0)."""
     return g.python_constant(0)
 
 
 @pack.symbolic("aten::is_floating_point", since=7)
 def is_floating_point(g, self: Value) -> Value:
-    """A constant from the traced dtype."""
+    """is_floating_point(Tensor self) -> bool
+
+    A constant from the traced dtype."""
     dtype = self.type().dtype()
     if dtype is None:
         sh._unimplemented("aten::is_floating_point", "an input of unknown dtype")
@@ -105,13 +129,17 @@ def is_floating_point(g, self: Value) -> Value:
 
 @pack.symbolic("aten::is_pinned", since=7)
 def is_pinned(g, self: Value, device: Value | None = None) -> Value:
-    """False: an ONNX graph's tensors are never in pinned host memory."""
+    """is_pinned(Tensor self, Device? device=None) -> bool
+
+    False: an ONNX graph's tensors are never in pinned host memory."""
     return g.python_constant(False)
 
 
 @pack.symbolic("prim::tolist", since=7)
 def prim_tolist(g, self: Value, dim: Value, elem_type: Value) -> Value:
-    """``x.tolist()`` of a 0-d or 1-D tensor: the tensor itself, as oxport holds lists of
+    """tolist(...) -> ...
+
+    ``x.tolist()`` of a 0-d or 1-D tensor: the tensor itself, as oxport holds lists of
     numbers (int64, float32 or bool)."""
     rank = sh._get_const(dim, "i", "dim")
     if rank > 1:
@@ -126,5 +154,7 @@ def prim_tolist(g, self: Value, dim: Value, elem_type: Value) -> Value:
 
 @pack.symbolic("prim::Print", since=7)
 def prim_print(g, *values: Value) -> None:
-    """``print(...)`` in scripted code prints nothing in an ONNX graph."""
+    """Print(...) -> ()
+
+    ``print(...)`` in scripted code prints nothing in an ONNX graph."""
     return None

@@ -198,7 +198,11 @@ def linear_float(g: GraphContext, x: Value, w: torch.Tensor, bias: torch.Tensor 
 @pack.symbolic("aten::quantize_per_tensor", since=10)
 def quantize_per_tensor(g, input: Value, scale: Value, zero_point: Value,
                         dtype: Value) -> Value:
-    """QuantizeLinear + DequantizeLinear (the tensor_qparams overload too, with constants)."""
+    """quantize_per_tensor(Tensor self, float scale, int zero_point, ScalarType dtype) -> Tensor
+    quantize_per_tensor.tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, ScalarType dtype) -> Tensor
+    quantize_per_tensor.tensors(Tensor[] tensors, Tensor scales, Tensor zero_points, ScalarType dtype) -> Tensor[]
+
+    QuantizeLinear + DequantizeLinear (the tensor_qparams overload too, with constants)."""
     qp = QParams(float(_const(g, scale, "f", "scale")),
                  int(_const(g, zero_point, "i", "zero point")),
                  JitScalarType(int(_const(g, dtype, "i", "dtype"))).dtype())
@@ -207,7 +211,12 @@ def quantize_per_tensor(g, input: Value, scale: Value, zero_point: Value,
 
 @pack.symbolic("aten::dequantize", since=10)
 def dequantize(g, input: Value) -> Value:
-    """The float value already is the dequantized tensor; an Identity marks the end of the
+    """dequantize.self(Tensor self) -> Tensor
+    dequantize.tensors(Tensor[] tensors) -> Tensor[]
+    dequantize.tensor(Tensor qtensor) -> Tensor
+    dequantize.list(Tensor[] qtensors) -> Tensor[]
+
+    The float value already is the dequantized tensor; an Identity marks the end of the
     quantized region (the requantize pass does not look through it)."""
     if sh._is_packed_list(input):
         sh._unimplemented("aten::dequantize", "lists of tensors")
@@ -242,7 +251,10 @@ def _fake_quantize(g, op: str, x: Value, scale: Value, zero_point: Value, quant_
 @pack.symbolic("aten::fake_quantize_per_tensor_affine", since=10)
 def fake_quantize_per_tensor_affine(g, input: Value, scale: Value, zero_point: Value,
                                     quant_min: Value, quant_max: Value) -> Value:
-    """QuantizeLinear + DequantizeLinear with the range's integer type (scale and zero point
+    """fake_quantize_per_tensor_affine(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> Tensor
+    fake_quantize_per_tensor_affine.tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max) -> Tensor
+
+    QuantizeLinear + DequantizeLinear with the range's integer type (scale and zero point
     numbers, or one-element tensors)."""
     return _fake_quantize(g, "aten::fake_quantize_per_tensor_affine", input, scale, zero_point,
                           quant_min, quant_max)
@@ -251,7 +263,9 @@ def fake_quantize_per_tensor_affine(g, input: Value, scale: Value, zero_point: V
 @pack.symbolic("aten::fake_quantize_per_channel_affine", since=13)
 def fake_quantize_per_channel_affine(g, input: Value, scale: Value, zero_point: Value,
                                      axis: Value, quant_min: Value, quant_max: Value) -> Value:
-    """QuantizeLinear + DequantizeLinear along ``axis`` (per-axis parameters: opset 13)."""
+    """fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> Tensor
+
+    QuantizeLinear + DequantizeLinear along ``axis`` (per-axis parameters: opset 13)."""
     return _fake_quantize(g, "aten::fake_quantize_per_channel_affine", input, scale,
                           zero_point, quant_min, quant_max, sh._get_const(axis, "i", "axis"))
 
@@ -265,7 +279,10 @@ def _linear(relu: bool):
         if relu:
             y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
-    symbolic.__doc__ = (f"MatMul with the dequantized weight, float bias{', Relu' if relu else ''}"
+    symbolic.__doc__ = (f"linear{'_relu' if relu else ''}(Tensor X, "
+                        "__torch__.torch.classes.quantized.LinearPackedParamsBase W_prepack, "
+                        "float Y_scale_i, int Y_zero_point_i) -> Tensor Y\n\n"
+                        f"MatMul with the dequantized weight, float bias{', Relu' if relu else ''}"
                         ", requantized.")
     return symbolic
 
@@ -306,7 +323,13 @@ def _conv(dims: int, transposed: bool = False, relu: bool = False):
             y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
     kind = "ConvTranspose" if transposed else "Conv"
-    symbolic.__doc__ = f"{kind} with the dequantized weight{', Relu' if relu else ''}, requantized."
+    name = f"{'conv_transpose' if transposed else 'conv'}{dims}d{'_relu' if relu else ''}"
+    overload = ".new" if dims > 1 and not transposed else ""
+    symbolic.__doc__ = (f"{name}{overload}(Tensor qx, __torch__.torch.classes.quantized."
+                        f"Conv{3 if dims == 3 else 2}dPackedParamsBase packed_weight, "
+                        "float output_scale, int output_zero_point) -> Tensor\n\n"
+                        f"{kind} with the dequantized weight{', Relu' if relu else ''}, "
+                        "requantized.")
     return symbolic
 
 
@@ -323,7 +346,10 @@ def _binary(onnx_op: str, relu: bool = False):
         if relu:
             y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
-    symbolic.__doc__ = (f"{onnx_op}{' + Relu' if relu else ''} of the dequantized inputs, "
+    name = onnx_op.lower() + ("_relu" if relu else "")
+    symbolic.__doc__ = (f"{name}(Tensor qa, Tensor qb, float scale, int zero_point) -> Tensor qc\n"
+                        + ("" if onnx_op == "MatMul" else "and its Scalar overloads\n")
+                        + f"\n{onnx_op}{' + Relu' if relu else ''} of the dequantized inputs, "
                         "requantized.")
     return symbolic
 
@@ -345,7 +371,9 @@ def _cat(relu: bool):
             qp = qparams_of(items[0])
             return quantize(g, y, qp) if qp is not None else y
         return quantize(g, y, _output_qparams(g, scale, zero_point))
-    symbolic.__doc__ = f"Concat{' + Relu' if relu else ''}, requantized to the output qparams."
+    symbolic.__doc__ = (f"cat{'_relu' if relu else ''}(Tensor[] qx, int dim, float? scale, "
+                        "int? zero_point) -> Tensor\n\n"
+                        f"Concat{' + Relu' if relu else ''}, requantized to the output qparams.")
     return symbolic
 
 
@@ -356,7 +384,9 @@ pack.symbolic("quantized::cat_relu", since=10)(_cat(True))
 # -- activations and normalization: the float op, requantized ----------------------------
 @pack.symbolic("quantized::relu6", since=10)
 def relu6(g, x: Value, inplace: Value = None) -> Value:
-    """Clip to [0, 6], kept on the input's grid (6 rounds to a grid point)."""
+    """relu6(Tensor qx, bool inplace=False) -> Tensor
+
+    Clip to [0, 6], kept on the input's grid (6 rounds to a grid point)."""
     y = aten(g, "aten::relu6", x)
     qp = qparams_of(x)
     return quantize(g, y, qp) if qp is not None else y
@@ -364,20 +394,26 @@ def relu6(g, x: Value, inplace: Value = None) -> Value:
 
 @pack.symbolic("quantized::hardswish", since=10)
 def hardswish(g, x: Value, scale: Value, zero_point: Value) -> Value:
-    """aten::hardswish, requantized."""
+    """hardswish(Tensor input, float output_scale, int output_zero_point) -> Tensor
+
+    aten::hardswish, requantized."""
     return quantize(g, aten(g, "aten::hardswish", x), _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::sigmoid", since=10)
 def sigmoid(g, x: Value, scale: Value, zero_point: Value) -> Value:
-    """aten::sigmoid, requantized."""
+    """sigmoid(Tensor qx, float output_scale, int output_zero_point) -> Tensor
+
+    aten::sigmoid, requantized."""
     return quantize(g, aten(g, "aten::sigmoid", x), _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::leaky_relu", since=10)
 def leaky_relu(g, x: Value, negative_slope: Value, inplace: Value, scale: Value,
                zero_point: Value) -> Value:
-    """aten::leaky_relu, requantized."""
+    """leaky_relu(Tensor qx, Scalar negative_slope, bool inplace, float output_scale, int output_zero_point) -> Tensor
+
+    aten::leaky_relu, requantized."""
     y = aten(g, "aten::leaky_relu", x, negative_slope)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
@@ -385,27 +421,35 @@ def leaky_relu(g, x: Value, negative_slope: Value, inplace: Value, scale: Value,
 @pack.symbolic("quantized::elu", since=10)
 def elu(g, x: Value, scale: Value, zero_point: Value, alpha: Value, elu_scale: Value,
         input_scale: Value) -> Value:
-    """aten::elu, requantized."""
+    """elu(Tensor self, float output_scale, int output_zero_point, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+
+    aten::elu, requantized."""
     y = aten(g, "aten::elu", x, alpha, elu_scale, input_scale)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::celu", since=10)
 def celu(g, x: Value, scale: Value, zero_point: Value, alpha: Value) -> Value:
-    """aten::celu, requantized."""
+    """celu(Tensor self, float output_scale, int output_zero_point, Scalar alpha=1) -> Tensor
+
+    aten::celu, requantized."""
     return quantize(g, aten(g, "aten::celu", x, alpha), _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::softmax", since=10)
 def softmax(g, x: Value, dim: Value, scale: Value, zero_point: Value) -> Value:
-    """aten::softmax, requantized."""
+    """softmax(Tensor qx, int dim, float output_scale, int output_zero_point) -> Tensor
+
+    aten::softmax, requantized."""
     y = aten(g, "aten::softmax", x, dim, None)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::prelu", since=10)
 def prelu(g, x: Value, slope: Value, scale: Value, zero_point: Value) -> Value:
-    """aten::prelu with the (dequantized) slope, requantized."""
+    """prelu(Tensor qx, Tensor weight, float output_scale, int output_zero_point) -> Tensor
+
+    aten::prelu with the (dequantized) slope, requantized."""
     if slope.is_const and isinstance(slope.const, torch.Tensor) and slope.const.is_quantized:
         slope = g.constant(slope.const.dequantize())
     return quantize(g, aten(g, "aten::prelu", x, slope), _output_qparams(g, scale, zero_point))
@@ -414,7 +458,9 @@ def prelu(g, x: Value, slope: Value, scale: Value, zero_point: Value) -> Value:
 @pack.symbolic("quantized::layer_norm", since=10)
 def layer_norm(g, x: Value, normalized_shape: Value, weight_: Value, bias: Value, eps: Value,
                scale: Value, zero_point: Value) -> Value:
-    """aten::layer_norm with the float affine, requantized."""
+    """layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps, float output_scale, int output_zero_point) -> Tensor
+
+    aten::layer_norm with the float affine, requantized."""
     y = aten(g, "aten::layer_norm", x, normalized_shape, weight_, bias, eps, False)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
@@ -422,7 +468,9 @@ def layer_norm(g, x: Value, normalized_shape: Value, weight_: Value, bias: Value
 @pack.symbolic("quantized::group_norm", since=10)
 def group_norm(g, x: Value, num_groups: Value, weight_: Value, bias: Value, eps: Value,
                scale: Value, zero_point: Value) -> Value:
-    """aten::group_norm with the float affine, requantized."""
+    """group_norm(Tensor input, int num_groups, Tensor? weight, Tensor? bias, float eps, float output_scale, int output_zero_point) -> Tensor
+
+    aten::group_norm with the float affine, requantized."""
     y = aten(g, "aten::group_norm", x, num_groups, weight_, bias, eps, False)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
@@ -430,26 +478,33 @@ def group_norm(g, x: Value, num_groups: Value, weight_: Value, bias: Value, eps:
 @pack.symbolic("quantized::instance_norm", since=10)
 def instance_norm(g, x: Value, weight_: Value, bias: Value, eps: Value, scale: Value,
                   zero_point: Value) -> Value:
-    """aten::instance_norm (input statistics) with the float affine, requantized."""
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, float eps, float output_scale, int output_zero_point) -> Tensor
+
+    aten::instance_norm (input statistics) with the float affine, requantized."""
     y = aten(g, "aten::instance_norm", x, weight_, bias, None, None, True, 0.0, eps, False)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
-def _batch_norm(relu: bool):
+def _batch_norm(name: str):
+    relu = name.endswith("_relu")
+
     def symbolic(g, x: Value, weight_: Value, bias: Value, mean: Value, var: Value,
                  eps: Value, scale: Value, zero_point: Value) -> Value:
         y = aten(g, "aten::batch_norm", x, weight_, bias, mean, var, False, 0.0, eps, False)
         if relu:
             y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
-    symbolic.__doc__ = (f"aten::batch_norm with the running statistics"
+    symbolic.__doc__ = (f"{name}(Tensor qx, Tensor? weight, Tensor? bias, Tensor mean, "
+                        "Tensor var, float eps, float output_scale, int output_zero_point) "
+                        "-> Tensor\n\n"
+                        f"aten::batch_norm with the running statistics"
                         f"{', Relu' if relu else ''}, requantized.")
     return symbolic
 
 
 for _name in ("batch_norm", "batch_norm1d", "batch_norm2d", "batch_norm3d"):
-    pack.symbolic(f"quantized::{_name}", since=10)(_batch_norm(False))
-    pack.symbolic(f"quantized::{_name}_relu", since=10)(_batch_norm(True))
+    pack.symbolic(f"quantized::{_name}", since=10)(_batch_norm(_name))
+    pack.symbolic(f"quantized::{_name}_relu", since=10)(_batch_norm(f"{_name}_relu"))
 
 
 # -- dynamic quantization ---------------------------------------------------------------
@@ -484,7 +539,11 @@ def _linear_dynamic(relu: bool, fp16: bool):
             y = linear_float(g, _dynamic_input(g, x, reduce), w, bias, op)
         return g.op("Relu", y) if relu else y
     kind = "fp16 weights" if fp16 else "the input quantized at run time"
-    symbolic.__doc__ = f"MatMul with {kind}{', Relu' if relu else ''}; float output."
+    name = f"linear{'_relu' if relu else ''}_dynamic{'_fp16' if fp16 else ''}"
+    symbolic.__doc__ = (f"{name}(Tensor X, "
+                        "__torch__.torch.classes.quantized.LinearPackedParamsBase W_prepack"
+                        f"{'' if fp16 else ', bool reduce_range=False'}) -> Tensor Y\n\n"
+                        f"MatMul with {kind}{', Relu' if relu else ''}; float output.")
     return symbolic
 
 
@@ -531,7 +590,16 @@ def _quantized_rnn(float_op: str):
         weights = [w for cell in sh._unpack_list(params) for w in _cell_weights(g, cell)]
         return aten(g, float_op, input, hx, _float_list(g, weights), has_biases, num_layers,
                     dropout, train, bidirectional, batch_first)
-    symbolic.__doc__ = (f"{float_op} with the dequantized weights (float activations: within "
+    name = f"quantized_{float_op.split('::')[1]}"
+    hx, options, out = (
+        ("Tensor[] hx", ", *, ScalarType? dtype=None, bool use_dynamic=False",
+         "(Tensor, Tensor, Tensor)") if name == "quantized_lstm"
+        else ("Tensor hx", "", "(Tensor, Tensor)"))
+    symbolic.__doc__ = (f"{name}.input(Tensor input, {hx}, "
+                        "__torch__.torch.classes.rnn.CellParamsBase[] params, bool has_biases, "
+                        "int num_layers, float dropout, bool train, bool bidirectional, "
+                        f"bool batch_first{options}) -> {out}\n\n"
+                        f"{float_op} with the dequantized weights (float activations: within "
                         "PyTorch's activation quantization error).")
     return symbolic
 

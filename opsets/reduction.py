@@ -110,7 +110,10 @@ def _cast_opt(g, x: Value, dtype: torch.dtype | None) -> Value:
 @pack.symbolic("aten::sum", since=7)
 @scalar_as_vector
 def aten_sum(g, self: Value, *args: Value) -> Value:
-    """``sum(self, dtype)`` / ``sum(self, dim, keepdim, dtype)``: ReduceSum, integers in int64."""
+    """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor
+    sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    ``sum(self, dtype)`` / ``sum(self, dim, keepdim, dtype)``: ReduceSum, integers in int64."""
     if not sh._is_tensor(self):
         sh._unimplemented("aten::sum", "a sum over a Python list")
     dim, keepdim, dtype = _dim_keepdim_dtype(args)
@@ -122,7 +125,10 @@ def aten_sum(g, self: Value, *args: Value) -> Value:
 @pack.symbolic("aten::mean", since=7)
 @scalar_as_vector
 def mean(g, self: Value, *args: Value) -> Value:
-    """``mean(self, dtype)`` / ``mean(self, dim, keepdim, dtype)``: ReduceMean."""
+    """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor
+    mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    ``mean(self, dtype)`` / ``mean(self, dim, keepdim, dtype)``: ReduceMean."""
     dim, keepdim, dtype = _dim_keepdim_dtype(args)
     x = _cast_opt(g, self, _dtype(dtype))
     return _reduce(g, "ReduceMean", x, _axes(dim, "aten::mean"),
@@ -132,7 +138,10 @@ def mean(g, self: Value, *args: Value) -> Value:
 @pack.symbolic("aten::prod", since=7)
 @scalar_as_vector
 def prod(g, self: Value, *args: Value) -> Value:
-    """``prod(self, dtype)`` / ``prod(self, dim, keepdim, dtype)`` (one dim): ReduceProd."""
+    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
+    prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    ``prod(self, dtype)`` / ``prod(self, dim, keepdim, dtype)`` (one dim): ReduceProd."""
     dim, keepdim, dtype = _dim_keepdim_dtype(args)
     x = _cast_opt(g, self, _accumulate_dtype(self, _dtype(dtype)))
     return _reduce(g, "ReduceProd", x, _axes(dim, "aten::prod"),
@@ -150,7 +159,8 @@ def _amax_amin(op_type: str, name: str):
         keep = False if keepdim is None else _static(keepdim, "b", f"aten::{name}", "keepdim")
         return _extreme(g, op_type, self, _axes(dim, f"aten::{name}"), keep)
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}(self, dim, keepdim)`` as {op_type} (all dims for [])."
+    symbolic.__doc__ = (f"{name}(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor\n\n"
+                        f"{op_type} (all dims for []).")
     return symbolic
 
 
@@ -161,7 +171,9 @@ pack.symbolic("aten::amin", since=7)(scalar_as_vector(_amax_amin("ReduceMin", "a
 @pack.symbolic("aten::aminmax", since=7)
 def aminmax(g, self: Value, dim: Value | None = None,
             keepdim: Value | None = None) -> tuple[Value, Value]:
-    """``(amin, amax)`` over one dim, or over all of them."""
+    """aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)
+
+    ``(amin, amax)`` over one dim, or over all of them."""
     axes = _axes(dim, "aten::aminmax")
     keep = False if keepdim is None else _static(keepdim, "b", "aten::aminmax", "keepdim")
     return (_extreme(g, "ReduceMin", self, axes, keep),
@@ -181,8 +193,11 @@ def _max_min(reduce_op: str, arg_op: str, name: str):
         safe, _ = _narrow_safe(g, self)
         return values, g.op(arg_op, safe, axis_i=dim, keepdims_i=int(keepdim))
     symbolic.__name__ = name
-    symbolic.__doc__ = (f"``aten::{name}`` over all elements ({reduce_op}), or along a dim "
-                        f"returning (values, indices); ``{name}.other`` is elementwise.")
+    symbolic.__doc__ = (f"{name}(Tensor self) -> Tensor\n"
+                        f"{name}.dim(Tensor self, int dim, bool keepdim=False) "
+                        "-> (Tensor values, Tensor indices)\n\n"
+                        f"{reduce_op} over all elements, or along a dim returning (values, "
+                        f"indices); ``{name}.other`` is elementwise, served elsewhere.")
     return symbolic
 
 
@@ -205,7 +220,8 @@ def _arg_extreme(op_type: str, name: str):
         axis = _static(dim, "i", f"aten::{name}", "dim")
         return g.op(op_type, x, axis_i=axis, keepdims_i=int(keepdim))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}(self, dim, keepdim)`` as {op_type} (first occurrence)."
+    symbolic.__doc__ = (f"{name}(Tensor self, int? dim=None, bool keepdim=False) -> Tensor\n\n"
+                        f"{op_type} (first occurrence).")
     return symbolic
 
 
@@ -245,7 +261,11 @@ def _variance(g, x: Value, axes: list[int] | None, correction: float, keepdim: b
 @pack.symbolic("aten::var", since=7)
 @scalar_as_vector
 def var(g, self: Value, *args: Value) -> Value:
-    """Variance with Bessel's (or any) correction over some or all dims."""
+    """var(Tensor self, bool unbiased=True) -> Tensor
+    var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
+    var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+
+    Variance with Bessel's (or any) correction over some or all dims."""
     axes, correction, keepdim = _variance_args(args, "aten::var")
     return _variance(g, self, axes, correction, keepdim)
 
@@ -253,7 +273,11 @@ def var(g, self: Value, *args: Value) -> Value:
 @pack.symbolic("aten::std", since=7)
 @scalar_as_vector
 def std(g, self: Value, *args: Value) -> Value:
-    """Standard deviation: Sqrt of :func:`var`."""
+    """std(Tensor self, bool unbiased=True) -> Tensor
+    std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
+    std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+
+    Standard deviation: Sqrt of :func:`var`."""
     axes, correction, keepdim = _variance_args(args, "aten::std")
     return g.op("Sqrt", _variance(g, self, axes, correction, keepdim))
 
@@ -261,6 +285,10 @@ def std(g, self: Value, *args: Value) -> Value:
 @pack.symbolic("aten::var_mean", since=7)
 @scalar_as_vector
 def var_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
+    """var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)
+    var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)
+    var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+    """
     axes, correction, keepdim = _variance_args(args, "aten::var_mean")
     return (_variance(g, self, axes, correction, keepdim),
             _reduce(g, "ReduceMean", self, axes, keepdim))
@@ -269,6 +297,10 @@ def var_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
 @pack.symbolic("aten::std_mean", since=7)
 @scalar_as_vector
 def std_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
+    """std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)
+    std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)
+    std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+    """
     axes, correction, keepdim = _variance_args(args, "aten::std_mean")
     return (g.op("Sqrt", _variance(g, self, axes, correction, keepdim)),
             _reduce(g, "ReduceMean", self, axes, keepdim))
@@ -278,7 +310,9 @@ def std_mean(g, self: Value, *args: Value) -> tuple[Value, Value]:
 @scalar_as_vector
 @sh.parse_args("v", "is", "b")
 def logsumexp(g, self: Value, dim: list[int], keepdim: bool) -> Value:
-    """ReduceLogSumExp; integer inputs are computed in the float result dtype."""
+    """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
+
+    ReduceLogSumExp; integer inputs are computed in the float result dtype."""
     x = self if not _is_integral(self) else sh._cast_to(g, self, _out_dtype(g) or torch.float32)
     return _reduce(g, "ReduceLogSumExp", x, dim or None, keepdim)
 
@@ -293,7 +327,10 @@ def _all_any(op_type: str, name: str):
                    to_i=JitScalarType.BOOL.onnx_type()).setType(Type.tensor(torch.bool))
         return sh._cast_to(g, out, torch.uint8) if _out_dtype(g) == torch.uint8 else out
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` as {op_type} over the tensor cast to bool."
+    symbolic.__doc__ = (f"{name}(Tensor self) -> Tensor\n"
+                        f"{name}.dim(Tensor self, int dim, bool keepdim=False) -> Tensor\n"
+                        f"{name}.dims(Tensor self, int[]? dim=None, bool keepdim=False) "
+                        f"-> Tensor\n\n{op_type} over the tensor cast to bool.")
     return symbolic
 
 
@@ -303,7 +340,10 @@ pack.symbolic("aten::any", since=7)(scalar_as_vector(_all_any("ReduceMax", "any"
 
 @pack.symbolic("aten::count_nonzero", since=7)
 def count_nonzero(g, self: Value, dim: Value | None = None) -> Value:
-    """ReduceSum of the tensor cast to bool, then int64."""
+    """count_nonzero(Tensor self, int? dim=None) -> Tensor
+    count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor
+
+    ReduceSum of the tensor cast to bool, then int64."""
     ones = sh._cast_to(g, sh._cast_to(g, self, torch.bool), torch.int64)
     return _reduce(g, "ReduceSum", ones, _axes(dim, "aten::count_nonzero"), False)
 
@@ -321,6 +361,7 @@ def _cumulative_dtype(g, self: Value, dtype: Value | None) -> tuple[Value, torch
 @scalar_as_vector
 @sh.parse_args("v", "i", "v")
 def cumsum(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
     x, restore = _cumulative_dtype(g, self, dtype)
     out = g.op("CumSum", x, g.constant(torch.tensor(dim, dtype=torch.int64)))
     return _restore(g, out, restore)
@@ -330,7 +371,9 @@ def cumsum(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
 @scalar_as_vector
 @sh.parse_args("v", "i", "v")
 def cumprod(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
-    """No ONNX op: ReduceProd over a lower-triangular Where of the input (O(n^2) along dim)."""
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    No ONNX op: ReduceProd over a lower-triangular Where of the input (O(n^2) along dim)."""
     x, restore = _cumulative_dtype(g, self, dtype)
     rank = self.type().dim()
     if rank is None or rank == 0:
@@ -352,7 +395,9 @@ def cumprod(g, self: Value, dim: int, dtype: Value | None = None) -> Value:
 @pack.symbolic("aten::diff", since=7)
 @sh.parse_args("v", "i", "i", "v", "v")
 def diff(g, self: Value, n: int, dim: int, prepend: Value, append: Value) -> Value:
-    """Concat the prepend/append, then ``n`` times Sub (Xor for bool) of shifted slices."""
+    """diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor
+
+    Concat the prepend/append, then ``n`` times Sub (Xor for bool) of shifted slices."""
     rank = sh._get_tensor_rank(self)
     if rank is None:
         sh._unimplemented("aten::diff", "an input of unknown rank")
@@ -418,7 +463,9 @@ def _dim_size(g, x: Value, axis: int) -> int | Value:
 
 @sh.parse_args("v", "v", "i", "b", "b")
 def topk(g, self: Value, k: Value, dim: int, largest: bool, sorted: bool) -> tuple[Value, Value]:
-    """TopK; registered at 7, 10 and 11 where ONNX changed how k and largest are given."""
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+
+    TopK; registered at 7, 10 and 11 where ONNX changed how k and largest are given."""
     return _topk(g, self, sh._maybe_get_const(k, "i"), dim, largest, sorted)
 
 
@@ -430,13 +477,19 @@ def _sort_args(args: Sequence[Value]) -> tuple[int, bool]:
 
 
 def sort(g, self: Value, *args: Value) -> tuple[Value, Value]:
-    """TopK over the whole dim (k = its size)."""
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+    sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    TopK over the whole dim (k = its size)."""
     dim, descending = _sort_args(args)
     return _topk(g, self, _dim_size(g, self, dim), dim, descending)
 
 
 def argsort(g, self: Value, *args: Value) -> Value:
-    """The indices of :func:`sort`."""
+    """argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor
+    argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor
+
+    The indices of :func:`sort`."""
     dim, descending = _sort_args(args)
     return _topk(g, self, _dim_size(g, self, dim), dim, descending)[1]
 
@@ -456,7 +509,9 @@ def _take(g, x: Value, index: Value, axis: int, keepdim: bool) -> Value:
 @pack.symbolic("aten::kthvalue", since=11)
 @sh.parse_args("v", "v", "i", "b")
 def kthvalue(g, self: Value, k: Value, dim: int, keepdim: bool) -> tuple[Value, Value]:
-    """The k-th smallest: the last of the k smallest (TopK largest=0)."""
+    """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    The k-th smallest: the last of the k smallest (TopK largest=0)."""
     axis = _positive([dim], self.type().dim(), "aten::kthvalue")[0]
     k_value = _k_input(g, sh._maybe_get_const(k, "i"))
     values, indices = _topk(g, self, k_value, axis, largest=False)
@@ -466,7 +521,10 @@ def kthvalue(g, self: Value, k: Value, dim: int, keepdim: bool) -> tuple[Value, 
 
 @pack.symbolic("aten::median", since=11)
 def median(g, self: Value, *args: Value) -> Value | tuple[Value, Value]:
-    """The lower median: element (n + 1) // 2 of the smallest, over all elements or one dim."""
+    """median(Tensor self) -> Tensor
+    median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    The lower median: element (n + 1) // 2 of the smallest, over all elements or one dim."""
     if args:
         dim = _static(args[0], "i", "aten::median", "dim")
         keepdim = _static(args[1], "b", "aten::median", "keepdim")
@@ -503,7 +561,9 @@ def _empty_long(g) -> Value:
 @sh.parse_args("v", "b", "b", "b")
 def _unique2(g, self: Value, sorted: bool, return_inverse: bool,
              return_counts: bool) -> tuple[Value, Value, Value]:
-    """Unique over the flattened tensor (sorted, as PyTorch's CPU kernel returns it)."""
+    """_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+
+    Unique over the flattened tensor (sorted, as PyTorch's CPU kernel returns it)."""
     x, restore = _unique_safe(g, self)
     values, _, inverse, counts = g.op("Unique", x, sorted_i=1, outputs=4)
     inverse = (sh._reshape_helper(g, inverse, g.op("Shape", self)) if return_inverse
@@ -514,7 +574,9 @@ def _unique2(g, self: Value, sorted: bool, return_inverse: bool,
 @pack.symbolic("aten::_unique", since=11)
 @sh.parse_args("v", "b", "b")
 def _unique(g, self: Value, sorted: bool, return_inverse: bool) -> tuple[Value, Value]:
-    """``_unique2`` without counts."""
+    """_unique(Tensor self, bool sorted=True, bool return_inverse=False) -> (Tensor, Tensor)
+
+    ``_unique2`` without counts."""
     values, inverse, _ = _unique2(g, self, sorted, return_inverse, False)
     return values, inverse
 
@@ -523,7 +585,9 @@ def _unique(g, self: Value, sorted: bool, return_inverse: bool) -> tuple[Value, 
 @sh.parse_args("v", "i", "b", "b", "b")
 def unique_dim(g, self: Value, dim: int, sorted: bool, return_inverse: bool,
                return_counts: bool) -> tuple[Value, Value, Value]:
-    """Unique slices along ``dim``, sorted."""
+    """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+
+    Unique slices along ``dim``, sorted."""
     x, restore = _unique_safe(g, self)
     values, _, inverse, counts = g.op("Unique", x, axis_i=dim, sorted_i=1, outputs=4)
     return _restore(g, values, restore), inverse, counts
@@ -533,7 +597,9 @@ def unique_dim(g, self: Value, dim: int, sorted: bool, return_inverse: bool,
 @pack.symbolic("aten::histc", since=11)
 @sh.parse_args("v", "i", "v", "v")
 def histc(g, self: Value, bins: int, min_value: Value, max_value: Value) -> Value:
-    """Counts in ``bins`` equal bins over [min, max] (the data's range when min == max), the
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+
+    Counts in ``bins`` equal bins over [min, max] (the data's range when min == max), the
     maximum in the last bin: each element's bin ``floor((x - min) / (max - min) * bins)``
     compared with every bin index, summed over the elements (memory: elements x bins)."""
     op = "aten::histc"

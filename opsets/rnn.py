@@ -221,8 +221,16 @@ def _rnn_symbolic(kind: _Kind, name: str):
             return packed(g, *args)
         return padded(g, *args)
     symbolic.__name__ = name
-    symbolic.__doc__ = (f"``aten::{name}`` as one ONNX {kind.op} per layer; over a packed "
-                        f"sequence, with the lengths as ``sequence_lens``.")
+    hx, out = (("Tensor[] hx", "(Tensor, Tensor, Tensor)") if name == "lstm"
+               else ("Tensor hx", "(Tensor, Tensor)"))
+    symbolic.__doc__ = (f"{name}.input(Tensor input, {hx}, Tensor[] params, bool has_biases, "
+                        "int num_layers, float dropout, bool train, bool bidirectional, "
+                        f"bool batch_first) -> {out}\n"
+                        f"{name}.data(Tensor data, Tensor batch_sizes, {hx}, Tensor[] params, "
+                        "bool has_biases, int num_layers, float dropout, bool train, "
+                        f"bool bidirectional) -> {out}\n\n"
+                        f"One ONNX {kind.op} per layer; over a packed sequence (``.data``), "
+                        "with the lengths as ``sequence_lens``.")
     return symbolic
 
 
@@ -247,7 +255,9 @@ def _check_packed_by_us(g, op: str, position: int) -> None:
 @sh.parse_args("v", "v", "b")
 def _pack_padded_sequence(g, input: Value, lengths: Value, batch_first: bool
                           ) -> tuple[Value, Value]:
-    """The padded batch, time-major, for the packed data; the lengths as int32 for the
+    """_pack_padded_sequence(Tensor input, Tensor lengths, bool batch_first) -> (Tensor, Tensor)
+
+    The padded batch, time-major, for the packed data; the lengths as int32 for the
     batch sizes (read only by the recurrent layers and ``_pad_packed_sequence``)."""
     rank = input.type().dim()
     if rank is None or rank < 2:
@@ -265,7 +275,9 @@ def _pack_padded_sequence(g, input: Value, lengths: Value, batch_first: bool
 @sh.parse_args("v", "v", "b", "f", "v")
 def _pad_packed_sequence(g, data: Value, batch_sizes: Value, batch_first: bool,
                          padding_value: float, total_length: Value) -> tuple[Value, Value]:
-    """The padded output and the int64 lengths. ONNX's recurrent nodes leave zeros after
+    """_pad_packed_sequence(Tensor data, Tensor batch_sizes, bool batch_first, Scalar padding_value, int total_length) -> (Tensor, Tensor)
+
+    The padded output and the int64 lengths. ONNX's recurrent nodes leave zeros after
     each sequence; another ``padding_value`` fills them by a mask. The time axis keeps the
     padded input's length below opset 10 (as torch.onnx does), from 10 it is cut to the
     longest sequence, or to a constant ``total_length``."""
@@ -326,7 +338,9 @@ def _cell(g, kind: _Kind, input: Value, states: list[Value], w_ih: Value, w_hh: 
 @pack.symbolic("aten::lstm_cell", since=7)
 def lstm_cell(g, input: Value, hx: Value, w_ih: Value, w_hh: Value, b_ih: Value | None = None,
               b_hh: Value | None = None) -> tuple[Value, Value]:
-    """``(h, c)`` after one LSTM step."""
+    """lstm_cell(Tensor input, Tensor[] hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, Tensor? b_hh=None) -> (Tensor, Tensor)
+
+    ``(h, c)`` after one LSTM step."""
     return _cell(g, _LSTM, input, sh._unpack_list(hx), w_ih, w_hh, b_ih, b_hh)
 
 
@@ -336,7 +350,9 @@ def _single_state_cell(kind: _Kind, name: str):
         (h,) = _cell(g, kind, input, [hx], w_ih, w_hh, b_ih, b_hh)
         return h
     symbolic.__name__ = name
-    symbolic.__doc__ = f"The hidden state after one ``{name}`` step (ONNX {kind.op})."
+    symbolic.__doc__ = (f"{name}(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, "
+                        "Tensor? b_ih=None, Tensor? b_hh=None) -> Tensor\n\n"
+                        f"The hidden state after one step (ONNX {kind.op}).")
     return symbolic
 
 

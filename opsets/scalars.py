@@ -65,7 +65,8 @@ def _comparison(name: str, op_type: str, py: Callable[[Any, Any], bool]):
             return _typed(g.op("Not", g.op("Equal", x, y)), torch.bool)
         return _typed(g.op(op_type, x, y), torch.bool)
     symbolic.__name__ = f"{name}_number"
-    symbolic.__doc__ = f"``aten::{name}`` on TorchScript numbers (folded when constant)."
+    symbolic.__doc__ = (f"{name}.int(int a, int b) -> bool\n\n"
+                        f"ONNX {op_type} of TorchScript numbers (folded when constant).")
     return symbolic
 
 
@@ -85,7 +86,9 @@ def _constant_comparison(name: str, overload: str, py: Callable[[Any, Any], bool
                               f"comparing {overload}s known only at run time")
         return g.python_constant(bool(py(a.const, b.const)))
     symbolic.__name__ = f"{name}_{overload}"
-    symbolic.__doc__ = f"``aten::{name}`` on constant {overload}s (``{example}``), folded."
+    kind = {"str": "str", "device": "Device"}[overload]
+    symbolic.__doc__ = (f"{name}.{overload}({kind} a, {kind} b) -> bool\n\n"
+                        f"On constant {overload}s (``{example}``), folded.")
     return symbolic
 
 
@@ -105,7 +108,8 @@ def _arithmetic(name: str, op_type: str, py: Callable[[Any, Any], Any]):
         dtype = _result_dtype(a, b)
         return _typed(g.op(op_type, _number(g, a, dtype), _number(g, b, dtype)), dtype)
     symbolic.__name__ = f"{name}_number"
-    symbolic.__doc__ = f"``aten::{name}`` on TorchScript numbers (folded when constant)."
+    symbolic.__doc__ = (f"{name}.int(int a, int b) -> int\n\n"
+                        f"ONNX {op_type} of TorchScript numbers (folded when constant).")
     return symbolic
 
 
@@ -117,7 +121,9 @@ for _name, (_op, _py) in {"add": ("Add", operator.add), "sub": ("Sub", operator.
 
 @pack.symbolic("aten::div.int", since=7)
 def div_number(g, a: Value, b: Value) -> Value:
-    """``a / b`` on numbers: always a float."""
+    """div.int(int a, int b) -> float
+
+    ``a / b`` on numbers: always a float."""
     ca, cb = _const(a), _const(b)
     if ca is not None and cb is not None and cb != 0:
         return g.python_constant(ca / cb)
@@ -127,7 +133,9 @@ def div_number(g, a: Value, b: Value) -> Value:
 
 @pack.symbolic("aten::floordiv.int", since=7)
 def floordiv_number(g, a: Value, b: Value) -> Value:
-    """``a // b`` on numbers, rounding toward minus infinity as Python does."""
+    """floordiv.int(int a, int b) -> int
+
+    ``a // b`` on numbers, rounding toward minus infinity as Python does."""
     ca, cb = _const(a), _const(b)
     if ca is not None and cb is not None and cb != 0:
         return g.python_constant(ca // cb)
@@ -138,7 +146,9 @@ def floordiv_number(g, a: Value, b: Value) -> Value:
 
 @pack.symbolic("aten::remainder.int", since=10)
 def remainder_number(g, a: Value, b: Value) -> Value:
-    """``a % b`` on numbers (the sign of ``b``, as Python)."""
+    """remainder.int(int a, int b) -> int
+
+    ``a % b`` on numbers (the sign of ``b``, as Python)."""
     ca, cb = _const(a), _const(b)
     if ca is not None and cb is not None and cb != 0:
         return g.python_constant(ca % cb)
@@ -152,6 +162,7 @@ def remainder_number(g, a: Value, b: Value) -> Value:
 
 @pack.symbolic("aten::neg.int", since=7)
 def neg_number(g, a: Value) -> Value:
+    """neg.int(int a) -> int"""
     const = _const(a)
     if const is not None:
         return g.python_constant(-const)
@@ -166,7 +177,8 @@ def _rounding(name: str, op_type: str, py: Callable[[float], int]):
         rounded = g.op(op_type, _number(g, a, torch.float32))
         return _typed(sh._cast_to(g, rounded, torch.int64), torch.int64)
     symbolic.__name__ = f"{name}_number"
-    symbolic.__doc__ = f"``math.{name}`` of a float: an int (folded when constant)."
+    symbolic.__doc__ = (f"{name}.float(float a) -> int\n\n"
+                        f"``math.{name}`` of a float: an int (folded when constant).")
     return symbolic
 
 
@@ -176,7 +188,9 @@ pack.symbolic("aten::floor.float", since=7)(_rounding("floor", "Floor", math.flo
 
 @pack.symbolic("aten::__range_length", since=7)
 def range_length(g, low: Value, high: Value, step: Value) -> Value:
-    """How many values ``range(low, high, step)`` yields (the step must be a constant)."""
+    """__range_length(int lo, int hi, int step) -> int
+
+    How many values ``range(low, high, step)`` yields (the step must be a constant)."""
     lo, hi, st = _const(low), _const(high), _const(step)
     if st is None or st == 0:
         sh._unimplemented("aten::__range_length", "a range step computed at run time")
@@ -195,7 +209,9 @@ def range_length(g, low: Value, high: Value, step: Value) -> Value:
 
 @pack.symbolic("aten::__derive_index", since=7)
 def derive_index(g, index: Value, start: Value, step: Value) -> Value:
-    """The ``index``-th value of ``range(start, ..., step)``: ``start + index * step``."""
+    """__derive_index(int index, int start, int step) -> int
+
+    The ``index``-th value of ``range(start, ..., step)``: ``start + index * step``."""
     i, a, st = _const(index), _const(start), _const(step)
     if i is not None and a is not None and st is not None:
         return g.python_constant(a + i * st)
@@ -206,7 +222,9 @@ def derive_index(g, index: Value, start: Value, step: Value) -> Value:
 
 @pack.symbolic("aten::__contains__.int_list", since=7)
 def contains(g, values: Value, item: Value) -> Value:
-    """``item in [a, b, ...]`` (folded when everything is constant)."""
+    """__contains__.int_list(int[] l, int item) -> bool
+
+    ``item in [a, b, ...]`` (folded when everything is constant)."""
     const_item = _const(item)
     const_values = sh._maybe_get_const(values, "is")
     if const_item is not None and not isinstance(const_values, Value):
@@ -221,7 +239,9 @@ def contains(g, values: Value, item: Value) -> Value:
 
 @pack.symbolic("prim::Uninitialized", since=7)
 def uninitialized(g) -> tuple[Value, ...]:
-    """The placeholder a raising branch gives its outputs: unusable if anything reads it."""
+    """Uninitialized() -> Any
+
+    The placeholder a raising branch gives its outputs: unusable if anything reads it."""
     def materialize(graph: Any) -> Value:
         raise OnnxExporterError(
             f"A value that is only set on a path that raises an exception is used (at "
@@ -248,7 +268,12 @@ def _min_max(op_type: str, py: Callable[..., Any]):
         out = g.op(op_type, *(_number(g, a, compute) for a in args))  # ints from opset 12
         return _typed(sh._cast_to(g, out, dtype), dtype)
     symbolic.__name__ = f"prim_{op_type.lower()}"
-    symbolic.__doc__ = f"``{op_type.lower()}(a, b)`` or ``{op_type.lower()}(list)`` on numbers."
+    name = op_type.lower()
+    symbolic.__doc__ = (f"{name}(Scalar a, Scalar b) -> Scalar\n"
+                        f"{name}.int(int a, int b) -> int\n"
+                        f"{name}.self_int(int[] self) -> int\n"
+                        "and the other int/float/bool and list overloads\n\n"
+                        f"``{name}(a, b)`` or ``{name}(list)`` on numbers.")
     return symbolic
 
 
@@ -259,7 +284,9 @@ pack.symbolic("prim::max", since=7)(_min_max("Max", max))
 # -- bools -------------------------------------------------------------------------------
 @pack.symbolic("aten::Bool", since=7)
 def to_bool(g, value: Value) -> Value:
-    """``bool(x)`` for a one-element tensor or a number: a 0-d bool."""
+    """Bool.Tensor(Tensor a) -> bool
+
+    ``bool(x)`` for a one-element tensor or a number: a 0-d bool."""
     const = _const(value)
     if const is not None:
         return g.python_constant(bool(const))
@@ -271,6 +298,7 @@ def to_bool(g, value: Value) -> Value:
 
 @pack.symbolic("aten::__not__", since=7)
 def not_(g, value: Value) -> Value:
+    """__not__(bool self) -> bool"""
     const = _const(value)
     if const is not None:
         return g.python_constant(not const)
@@ -285,7 +313,8 @@ def _logical(op_type: str, py: Callable[[bool, bool], bool]):
         return _typed(g.op(op_type, sh._cast_to(g, a, torch.bool),
                            sh._cast_to(g, b, torch.bool)), torch.bool)
     symbolic.__name__ = f"{op_type.lower()}_bool"
-    symbolic.__doc__ = f"``a {op_type.lower()} b`` on bools."
+    symbolic.__doc__ = (f"__{op_type.lower()}__.bool(bool a, bool b) -> bool\n\n"
+                        f"``a {op_type.lower()} b`` on bools.")
     return symbolic
 
 
@@ -296,7 +325,10 @@ pack.symbolic("aten::__or__.bool", since=7)(_logical("Or", operator.or_))
 # -- conversions and type queries --------------------------------------------------------
 @pack.symbolic("aten::ScalarImplicit", since=7)
 def scalar_implicit(g, value: Value) -> Value:
-    """A one-element tensor used where a number is expected (``IntImplicit``: an int)."""
+    """IntImplicit(Tensor a) -> int
+    ScalarImplicit(Tensor a) -> Scalar
+
+    A one-element tensor used where a number is expected (``IntImplicit``: an int)."""
     return value
 
 
@@ -305,7 +337,9 @@ pack.alias(scalar_implicit, "aten::IntImplicit", since=7)
 
 @pack.symbolic("aten::item", since=7)
 def item(g, value: Value) -> Value:
-    """``x.item()`` in scripted code: the one element as a 0-d tensor."""
+    """item(Tensor self) -> Scalar
+
+    ``x.item()`` in scripted code: the one element as a 0-d tensor."""
     if value.type().dim() == 0:
         return value
     return sh._reshape_helper(g, value, []).setType(Type.tensor(value.type().dtype(), ()))
@@ -313,7 +347,9 @@ def item(g, value: Value) -> Value:
 
 @pack.symbolic("prim::unchecked_cast", since=7)
 def unchecked_cast(g, value: Value) -> Value:
-    """A refinement of an Optional type: the value itself, or the tensor an ONNX Optional
+    """unchecked_cast(t x) -> t
+
+    A refinement of an Optional type: the value itself, or the tensor an ONNX Optional
     holds (OptionalGetElement)."""
     if cf.is_runtime_optional(value):
         return g.op("OptionalGetElement", value).setType(Type.tensor(cf._dtype_of(value.type())))
@@ -322,7 +358,9 @@ def unchecked_cast(g, value: Value) -> Value:
 
 @pack.symbolic("prim::dtype", since=7)
 def dtype_of(g, value: Value) -> Value:
-    """``x.dtype`` as the ScalarType number TorchScript uses (known at export)."""
+    """dtype(Tensor a) -> int
+
+    ``x.dtype`` as the ScalarType number TorchScript uses (known at export)."""
     dtype = value.type().dtype()
     if dtype is None:
         sh._unimplemented("prim::dtype", "a tensor whose dtype is unknown at export")
@@ -331,13 +369,17 @@ def dtype_of(g, value: Value) -> Value:
 
 @pack.symbolic("prim::device", since=7)
 def device_of(g, value: Value) -> Value:
-    """``x.device``: an ONNX model has no device; the export runs on the CPU."""
+    """device(Tensor a) -> Device
+
+    ``x.device``: an ONNX model has no device; the export runs on the CPU."""
     return g.python_constant(torch.device("cpu"))
 
 
 @pack.symbolic("aten::dim", since=7)
 def dim(g, value: Value) -> Value:
-    """``x.dim()``: a constant when the rank is known, else the length of the shape."""
+    """dim(Tensor self) -> int
+
+    ``x.dim()``: a constant when the rank is known, else the length of the shape."""
     rank = value.type().dim()
     if rank is not None:
         return g.python_constant(rank)
@@ -375,7 +417,9 @@ def _has_element(g, a: Value, b: Value) -> Value | None:
 
 @pack.symbolic("aten::__is__", since=7)
 def is_(g, a: Value, b: Value) -> Value:
-    """``a is b``: ``x is None`` checks and ``query is key`` identity checks fold; on a
+    """__is__(t1 self, t2 obj) -> bool
+
+    ``a is b``: ``x is None`` checks and ``query is key`` identity checks fold; on a
     variable None on some paths only, ``not OptionalHasElement``."""
     has = _has_element(g, a, b)
     if has is not None:
@@ -385,7 +429,9 @@ def is_(g, a: Value, b: Value) -> Value:
 
 @pack.symbolic("aten::__isnot__", since=7)
 def is_not(g, a: Value, b: Value) -> Value:
-    """``a is not b``: ``x is not None`` checks and identity checks fold; on a variable
+    """__isnot__(t1 self, t2 obj) -> bool
+
+    ``a is not b``: ``x is not None`` checks and identity checks fold; on a variable
     None on some paths only, ``OptionalHasElement``."""
     has = _has_element(g, a, b)
     if has is not None:
@@ -397,7 +443,9 @@ def _known_false(name: str, what: str):
     def symbolic(g, *args: Value) -> Value:
         return g.python_constant(False)
     symbolic.__name__ = name.split("::")[1]
-    symbolic.__doc__ = f"``{what}``: False in an exported graph."
+    argument = "" if name.startswith("aten::") else "Tensor a"
+    symbolic.__doc__ = (f"{name.split('::')[1]}({argument}) -> bool\n\n"
+                        f"``{what}``: False in an exported graph.")
     return symbolic
 
 
@@ -411,14 +459,18 @@ for _name, _what in {"aten::is_grad_enabled": "torch.is_grad_enabled() (ONNX has
 
 @pack.symbolic("prim::type", since=7)
 def device_type(g, device: Value) -> Value:
-    """``x.device.type``: ``"cpu"`` (the device an export runs on)."""
+    """type(Device self) -> str
+
+    ``x.device.type``: ``"cpu"`` (the device an export runs on)."""
     const = device.const if device.is_const else None
     return g.python_constant(const.type if isinstance(const, torch.device) else "cpu")
 
 
 @pack.symbolic("aten::format", since=7)
 def format_(g, template: Value, *args: Value) -> Value:
-    """``"...{}".format(...)`` on constants (messages in checks that fold away)."""
+    """format(str self, ...) -> str
+
+    ``"...{}".format(...)`` on constants (messages in checks that fold away)."""
     if not template.is_const or not all(a.is_const for a in args):
         sh._unimplemented("aten::format", "formatting a string with values known only at run "
                           "time")
@@ -427,6 +479,7 @@ def format_(g, template: Value, *args: Value) -> Value:
 
 @pack.symbolic("aten::add.str", since=7)
 def add_str(g, a: Value, b: Value) -> Value:
+    """add.str(str a, str b) -> str"""
     if not (a.is_const and b.is_const):
         sh._unimplemented("aten::add.str", "joining strings known only at run time")
     return g.python_constant(a.const + b.const)
@@ -434,7 +487,9 @@ def add_str(g, a: Value, b: Value) -> Value:
 
 @pack.symbolic("aten::__contains__.str_list", since=7)
 def contains_str(g, values: Value, item: Value) -> Value:
-    """``s in ["a", "b"]`` on constant strings."""
+    """__contains__.str_list(str[] l, str item) -> bool
+
+    ``s in ["a", "b"]`` on constant strings."""
     items = sh._unpack_list(values) if sh._is_packed_list(values) else None
     if not item.is_const or (items is None and not values.is_const) or (
             items is not None and not all(i.is_const for i in items)):
@@ -455,7 +510,8 @@ def _all_any(name: str, op_type: str, py: Callable[[list[bool]], bool]):
                                     keepdims_i=0)
         return _typed(sh._cast_to(g, reduced, torch.bool), torch.bool)
     symbolic.__name__ = f"{name}_bool"
-    symbolic.__doc__ = f"``{name}([...])`` over bools or ints."
+    symbolic.__doc__ = (f"{name}.bool(bool[] self) -> bool\n{name}.int(int[] self) -> bool\n\n"
+                        f"``{name}([...])`` over bools or ints.")
     return symbolic
 
 
@@ -467,5 +523,7 @@ pack.alias(_any, "aten::any.int", since=7)
 
 @pack.symbolic("aten::warn", since=7)
 def warn(g, *args: Value, **attrs: Any) -> None:
-    """``warnings.warn(...)`` in scripted code: no effect on the exported model."""
+    """warn(str message, int stacklevel=2) -> ()
+
+    ``warnings.warn(...)`` in scripted code: no effect on the exported model."""
     return None

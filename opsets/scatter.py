@@ -70,7 +70,11 @@ def _one_element(value: Value) -> bool:
 # -- copy_ ---------------------------------------------------------------------------
 @pack.symbolic("aten::copy_", since=8)
 def copy_(g, self: Value, src: Value, non_blocking: Value | None = None) -> Value:
-    """``self.copy_(src)``: ``src`` cast and broadcast to ``self``."""
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
+    copy.Dict_Tensor(Dict(Tensor, t)(a) self) -> Dict(Tensor, t)
+    copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
+
+    ``self.copy_(src)``: ``src`` cast and broadcast to ``self``."""
     return g.op("Expand", _like(g, src, self), shape_of(g, self)).setType(self.type())
 
 
@@ -82,7 +86,9 @@ pack.alias(copy_, "aten::copy", since=8)  # torch.export's functional form of co
 def slice_scatter(g, self: Value, src: Value, dim: Value | None = None,
                   start: Value | None = None, end: Value | None = None,
                   step: Value | None = None) -> Value:
-    """``self`` with ``self[start:end:step]`` along ``dim`` replaced by ``src``."""
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
+
+    ``self`` with ``self[start:end:step]`` along ``dim`` replaced by ``src``."""
     axis = (sh._maybe_get_const(dim, "i") if dim is not None else 0) % max(
         rank_of("aten::slice_scatter", self), 1)
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
@@ -93,7 +99,9 @@ def slice_scatter(g, self: Value, src: Value, dim: Value | None = None,
 
 @pack.symbolic("aten::select_scatter", since=9)
 def select_scatter(g, self: Value, src: Value, dim: Value, index: Value) -> Value:
-    """``self`` with ``self.select(dim, index)`` replaced by ``src``."""
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor
+
+    ``self`` with ``self.select(dim, index)`` replaced by ``src``."""
     axis = sh._get_const(dim, "i", "dim") % rank_of("aten::select_scatter", self)
     position = normalize_index(g, scalar_int(g, sh._maybe_get_const(index, "i")), self, axis)
     new = sh._unsqueeze_helper(g, _like(g, src, self), [axis])
@@ -104,7 +112,11 @@ def select_scatter(g, self: Value, src: Value, dim: Value, index: Value) -> Valu
 @pack.symbolic("aten::index_put", since=9)
 def index_put(g, self: Value, indices: Value, values: Value,
               accumulate: Value | None = None) -> Value:
-    """``x[indices] = values`` (``+=`` with accumulate): Where for a mask and one value,
+    """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
+    index_put.hacked_twin(Tensor self, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor
+    index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)
+
+    ``x[indices] = values`` (``+=`` with accumulate): Where for a mask and one value,
     else ScatterND (opset 11) on ``x`` with its indexed dims flattened; accumulate adds
     with ScatterND's reduction from opset 16, by one-hot rows before (exact with repeated
     indices either way)."""
@@ -176,7 +188,10 @@ def _axis(op: str, self: Value, dim: Value) -> int:
 
 @pack.symbolic("aten::index_copy", since=9)
 def index_copy(g, self: Value, dim: Value, index: Value, source: Value) -> Value:
-    """Rows ``index`` of ``self`` along ``dim`` become ``source``'s: ScatterElements."""
+    """index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor
+    index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)
+
+    Rows ``index`` of ``self`` along ``dim`` become ``source``'s: ScatterElements."""
     axis = _axis("aten::index_copy", self, dim)
     if source.type().dim() is not None and source.type().dim() < rank_of("aten::index_copy", self):
         source = sh._unsqueeze_helper(g, source, [axis])
@@ -188,7 +203,11 @@ pack.alias(index_copy, "aten::index_copy_", since=9)
 
 @pack.symbolic("aten::index_fill", since=9)
 def index_fill(g, self: Value, dim: Value, index: Value, value: Value) -> Value:
-    """Rows ``index`` along ``dim`` set to ``value``: ScatterElements of a broadcast value."""
+    """index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor
+    index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+    index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)
+
+    Rows ``index`` along ``dim`` set to ``value``: ScatterElements of a broadcast value."""
     axis = _axis("aten::index_fill", self, dim)
     positions = sh._reshape_helper(g, index, [-1])
     fill = g.op("Expand", _like(g, value, self),
@@ -215,7 +234,10 @@ def _index_add_source(g, self: Value, axis: int, source: Value,
 @scalar_as_vector
 def index_add(g, self: Value, dim: Value, index: Value, source: Value,
               alpha: Value | None = None) -> Value:
-    """``source`` (times ``alpha``) added into rows ``index`` along ``dim``, by one-hot rows
+    """index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor
+    index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)
+
+    ``source`` (times ``alpha``) added into rows ``index`` along ``dim``, by one-hot rows
     (exact with repeated indices; ScatterElements adds from opset 16)."""
     axis = _axis("aten::index_add", self, dim)
     source = _index_add_source(g, self, axis, source, alpha)
@@ -228,7 +250,10 @@ def index_add(g, self: Value, dim: Value, index: Value, source: Value,
 @scalar_as_vector
 def index_add_16(g, self: Value, dim: Value, index: Value, source: Value,
                  alpha: Value | None = None) -> Value:
-    """ScatterElements with reduction='add'."""
+    """index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor
+    index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)
+
+    ScatterElements with reduction='add'."""
     axis = _axis("aten::index_add", self, dim)
     source = _index_add_source(g, self, axis, source, alpha)
     return scatter_along(g, self, axis, sh._reshape_helper(g, index, [-1]), source, "add")
@@ -310,7 +335,13 @@ _ONEHOT_REDUCTIONS = {"sum": ("ReduceSum", "Add"), "amax": ("ReduceMax", "Max"),
 @pack.symbolic("aten::scatter", since=9)
 def scatter(g, self: Value, dim: Value, index: Value, src: Value,
             reduce: Value | None = None) -> Value:
-    """``scatter`` with a tensor or a number (ONNX Scatter)."""
+    """scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+    scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+    scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+    scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor
+    scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+
+    ``scatter`` with a tensor or a number (ONNX Scatter)."""
     if reduce is not None:
         sh._onnx_opset_unsupported_detailed("aten::scatter", g.opset, 16, "reduce=")
     return _scatter(g, "aten::scatter", "Scatter", self, dim, index, src)
@@ -319,6 +350,12 @@ def scatter(g, self: Value, dim: Value, index: Value, src: Value,
 @pack.symbolic("aten::scatter", since=11)
 def scatter_11(g, self: Value, dim: Value, index: Value, src: Value,
                reduce: Value | None = None) -> Value:
+    """scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+    scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+    scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+    scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor
+    scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+    """
     if reduce is not None:
         sh._onnx_opset_unsupported_detailed("aten::scatter", g.opset, 16, "reduce=")
     return _scatter(g, "aten::scatter", "ScatterElements", self, dim, index, src)
@@ -327,7 +364,13 @@ def scatter_11(g, self: Value, dim: Value, index: Value, src: Value,
 @pack.symbolic("aten::scatter", since=16)
 def scatter_16(g, self: Value, dim: Value, index: Value, src: Value,
                reduce: Value | None = None) -> Value:
-    """With ``reduce='add'|'multiply'`` as ScatterElements' reduction."""
+    """scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+    scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+    scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+    scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor
+    scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+
+    With ``reduce='add'|'multiply'`` as ScatterElements' reduction."""
     mode = sh._get_const(reduce, "s", "reduce") if reduce is not None else None
     return _scatter(g, "aten::scatter", "ScatterElements", self, dim, index, src,
                     _REDUCTIONS[mode] if mode else None)
@@ -340,7 +383,10 @@ pack.alias(scatter_16, "aten::scatter_", since=16)
 
 @pack.symbolic("aten::scatter_add", since=9)
 def scatter_add(g, self: Value, dim: Value, index: Value, src: Value) -> Value:
-    """By one-hot rows (exact with repeated indices; ScatterElements adds from opset 16)."""
+    """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+    scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+
+    By one-hot rows (exact with repeated indices; ScatterElements adds from opset 16)."""
     op = "aten::scatter_add"
     axis = _axis(op, self, dim)
     return _reduce_by_onehot(g, self, axis, index, _cut_to(g, op, _like(g, src, self), index),
@@ -349,7 +395,10 @@ def scatter_add(g, self: Value, dim: Value, index: Value, src: Value) -> Value:
 
 @pack.symbolic("aten::scatter_add", since=16)
 def scatter_add_16(g, self: Value, dim: Value, index: Value, src: Value) -> Value:
-    """ScatterElements with reduction='add'."""
+    """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+    scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+
+    ScatterElements with reduction='add'."""
     return _scatter(g, "aten::scatter_add", "ScatterElements", self, dim, index, src, "add")
 
 
@@ -360,7 +409,10 @@ pack.alias(scatter_add_16, "aten::scatter_add_", since=16)
 @pack.symbolic("aten::scatter_reduce", since=16)
 def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce: Value,
                    include_self: Value | None = None) -> Value:
-    """ScatterElements with sum/prod/amax/amin reductions (amax/amin by one-hot rows
+    """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor
+    scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)
+
+    ScatterElements with sum/prod/amax/amin reductions (amax/amin by one-hot rows
     before 18); ``mean`` divides the sums by the counts (floored for integers). With
     include_self=False the positions that ``index`` reaches first take the reduction's
     identity, so only ``src`` counts there. 0-d operands scatter as 1-element vectors."""
@@ -418,7 +470,11 @@ pack.alias(scatter_reduce, "aten::scatter_reduce_", since=16)
 # -- masked_fill, masked_scatter ---------------------------------------------------------------
 @pack.symbolic("aten::masked_fill", since=9)
 def masked_fill(g, self: Value, mask: Value, value: Value) -> Value:
-    """``Where(mask, value, self)`` with the value in ``self``'s dtype."""
+    """masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor
+    masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor
+    masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)
+
+    ``Where(mask, value, self)`` with the value in ``self``'s dtype."""
     return where(g, sh._cast_to(g, mask, torch.bool), sh._reshape_helper(
         g, _like(g, value, self), []).setType(Type.tensor(self.type().dtype(), [])), self)
 
@@ -428,7 +484,10 @@ pack.alias(masked_fill, "aten::masked_fill_", since=9)
 
 @pack.symbolic("aten::masked_scatter", since=11)
 def masked_scatter(g, self: Value, mask: Value, source: Value) -> Value:
-    """The masked positions, in order, take ``source``'s leading elements: ScatterND."""
+    """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor
+    masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)
+
+    The masked positions, in order, take ``source``'s leading elements: ScatterND."""
     full = g.op("Expand", sh._cast_to(g, mask, torch.bool), shape_of(g, self))
     positions = g.op("Transpose", g.op("NonZero", full), perm_i=[1, 0])
     count = shape_slice(g, positions, 0, 1)

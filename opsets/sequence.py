@@ -43,7 +43,9 @@ def _index(g: Any, index: Value) -> Value:
 # -- symbolics ---------------------------------------------------------------------------
 @pack.symbolic("aten::append.t", since=7)
 def append(g, self: Value, el: Value) -> Value:
-    """``l.append(x)``: a longer packed list, SequenceInsert, or Concat for numbers."""
+    """append.t(t[](a!) self, t(c -> *) el) -> t[](a!)
+
+    ``l.append(x)``: a longer packed list, SequenceInsert, or Concat for numbers."""
     ts_list = g.original_node.inputsAt(0)
     kind = elem_kind(ts_list)
     if self.meta and self.meta.get("scan_accumulator"):
@@ -65,7 +67,9 @@ def append(g, self: Value, el: Value) -> Value:
 
 @pack.symbolic("aten::__getitem__.t", since=7)
 def getitem(g, self: Value, index: Value) -> Value:
-    """``l[i]``: the item of a packed list, SequenceAt, or Gather for numbers."""
+    """__getitem__.t(t[](a) list, int idx) -> t(*)
+
+    ``l[i]``: the item of a packed list, SequenceAt, or Gather for numbers."""
     ts_list = g.original_node.inputsAt(0)
     position = _const_index(index)
     if sh._is_packed_list(self) and position is not None:
@@ -86,7 +90,11 @@ def getitem(g, self: Value, index: Value) -> Value:
 
 @pack.symbolic("aten::len.t", since=7)
 def length(g, self: Value) -> Value:
-    """``len(l)`` (a constant for a packed list), ``len(tensor)``, or ``len(constant str)``."""
+    """len.Tensor(Tensor t) -> int
+    len.str(str s) -> int
+    len.t(t[] a) -> int
+
+    ``len(l)`` (a constant for a packed list), ``len(tensor)``, or ``len(constant str)``."""
     ts_value = g.original_node.inputsAt(0)
     if sh._is_packed_list(self):
         return g.python_constant(len(sh._unpack_list(self)))
@@ -106,7 +114,9 @@ pack.alias(length, "aten::len.Tensor", "aten::len.str", since=7)
 
 @pack.symbolic("aten::_set_item.t", since=7)
 def set_item(g, self: Value, index: Value, el: Value) -> Value:
-    """``l[i] = x`` on a list."""
+    """_set_item.t(t[](a!) l, int idx, t(b -> *) el) -> t[](a!)
+
+    ``l[i] = x`` on a list."""
     ts_list = g.original_node.inputsAt(0)
     kind = elem_kind(ts_list)
     position = _const_index(index)
@@ -144,7 +154,9 @@ def _normalized(g: Any, index: Value, size: Value) -> Value:
 
 @pack.symbolic("aten::insert.t", since=7)
 def insert(g, self: Value, index: Value, el: Value) -> None:
-    """``l.insert(i, x)``."""
+    """insert.t(t[](a!) self, int idx, t(b -> *) el) -> ()
+
+    ``l.insert(i, x)``."""
     ts_list = g.original_node.inputsAt(0)
     kind = elem_kind(ts_list)
     position = _const_index(index)
@@ -169,7 +181,9 @@ def insert(g, self: Value, index: Value, el: Value) -> None:
 
 @pack.symbolic("aten::pop.t", since=7)
 def pop(g, self: Value, index: Value | None = None) -> Value:
-    """``l.pop(i)``: the item, and the list without it."""
+    """pop.t(t[](a!) self, int idx=-1) -> t(*)
+
+    ``l.pop(i)``: the item, and the list without it."""
     ts_list = g.original_node.inputsAt(0)
     kind = elem_kind(ts_list)
     index = index if index is not None else g.python_constant(-1)
@@ -198,13 +212,17 @@ def pop(g, self: Value, index: Value | None = None) -> Value:
 
 @pack.symbolic("aten::Delete.t", since=7)
 def delete(g, self: Value, index: Value) -> None:
-    """``del l[i]``: later uses read the list without its item."""
+    """Delete.t(t[](a!) self, int idx) -> ()
+
+    ``del l[i]``: later uses read the list without its item."""
     pop(g, self, index)
 
 
 @pack.symbolic("aten::add.t", since=7)
 def list_concat(g, self: Value, other: Value) -> Value:
-    """``a + b`` for lists."""
+    """add.t(t[] a, t[] b) -> t[]
+
+    ``a + b`` for lists."""
     list_type = Type.of(g.original_node.output().type())
     kind = elem_kind(g.original_node.output())
     if sh._is_packed_list(self) and sh._is_packed_list(other):
@@ -218,7 +236,9 @@ def list_concat(g, self: Value, other: Value) -> Value:
 @pack.symbolic("aten::slice.t", since=7)
 def list_slice(g, self: Value, start: Value | None = None, end: Value | None = None,
                step: Value | None = None) -> Value:
-    """``l[a:b:c]`` for lists."""
+    """slice.t(t[] l, int? start=None, int? end=None, int step=1) -> t[]
+
+    ``l[a:b:c]`` for lists."""
     list_type = Type.of(g.original_node.output().type())
     kind = elem_kind(g.original_node.output())
     bounds = [None if v is None or sh._is_none(v) else sh._maybe_get_const(v, "i")
@@ -292,5 +312,7 @@ def _int64(g: Any, value: int | Value) -> Value:
 
 @pack.symbolic("aten::list.t", since=7)
 def list_copy(g, self: Value) -> Value:
-    """``list(l)``: a copy, which is the same value in a functional graph."""
+    """list.t(t[] l) -> t[]
+
+    ``list(l)``: a copy, which is the same value in a functional graph."""
     return self

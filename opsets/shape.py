@@ -125,7 +125,10 @@ def _transpose(g, x: Value, perm: list[int]) -> Value:
 @pack.symbolic("aten::size", since=7)
 @sh.accepts_complex
 def size(g, self: Value, dim: Value | None = None) -> Value:
-    """``x.size()`` as a Shape; ``x.size(d)`` as a 0-d int64 (a constant when static); a
+    """size(Tensor self) -> int[]
+    size.int(Tensor self, int dim) -> int
+
+    ``x.size()`` as a Shape; ``x.size(d)`` as a 0-d int64 (a constant when static); a
     complex tensor's shape leaves out its real pairs' axis."""
     shape = shape_slice(g, self, 0, -1) if is_complex(g, 0, "aten::size") else None
     if dim is None:
@@ -140,12 +143,18 @@ def size(g, self: Value, dim: Value | None = None) -> Value:
 
 @pack.symbolic("aten::numel", since=7)
 def numel(g, self: Value) -> Value:
-    """``x.numel()`` as a 0-d int64 (what F.embedding_bag asks of 2-D input)."""
+    """numel(Tensor self) -> int
+
+    ``x.numel()`` as a 0-d int64 (what F.embedding_bag asks of 2-D input)."""
     return g.op("Size", self).setType(Type.tensor(torch.int64, []))
 
 
 @pack.symbolic("aten::view", since=7)
 def view(g, self: Value, size: Value) -> Value:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)
+    view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)
+    reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
+    """
     return g.op("Reshape", self, _shape_input(g, size))
 
 
@@ -154,7 +163,10 @@ pack.alias(view, "aten::reshape", since=7)
 
 @pack.symbolic("aten::view_as", since=7)
 def view_as(g, self: Value, other: Value) -> Value:
-    """``x.view_as(y)``: Reshape to ``y``'s run-time shape."""
+    """view_as(Tensor(a) self, Tensor other) -> Tensor(a)
+    reshape_as(Tensor(a) self, Tensor other) -> Tensor(a)
+
+    ``x.view_as(y)``: Reshape to ``y``'s run-time shape."""
     return g.op("Reshape", self, shape_of(g, other))
 
 
@@ -164,7 +176,9 @@ pack.alias(view_as, "aten::reshape_as", since=7)
 @pack.symbolic("aten::flatten", since=7)
 @sh.parse_args("v", "i", "i")
 def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
-    """Flatten when the dims run to the end; Reshape over Shape slices otherwise."""
+    """flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)
+
+    Flatten when the dims run to the end; Reshape over Shape slices otherwise."""
     rank = rank_of("aten::flatten", input)
     start, end = start_dim % max(rank, 1), end_dim % max(rank, 1)
     if rank == 0:
@@ -186,7 +200,9 @@ def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
 
 @pack.symbolic("aten::unflatten", since=7)
 def unflatten(g, self: Value, dim: Value, sizes: Value) -> Value:
-    """Split one dimension into ``sizes`` (one of them may be -1)."""
+    """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)
+
+    Split one dimension into ``sizes`` (one of them may be -1)."""
     rank = rank_of("aten::unflatten", self)
     axis = sh._get_const(dim, "i", "dim") % rank
     items = int_list(sizes)
@@ -199,7 +215,11 @@ def _identity(name: str):
     def symbolic(g, self: Value, *_: Value) -> Value:
         return self
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` changes nothing an ONNX graph can see."
+    signature = {"alias": "(Tensor(a) self) -> Tensor(a)",
+                 "clone": "(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+                 "contiguous": "(Tensor(a) self, *, MemoryFormat memory_format=0) -> Tensor(a)",
+                 "lift": "(Tensor self) -> Tensor"}[name]
+    symbolic.__doc__ = f"{name}{signature}\n\nChanges nothing an ONNX graph can see."
     return symbolic
 
 
@@ -210,7 +230,9 @@ for _name in ("contiguous", "clone"):
 @pack.symbolic("aten::detach", since=7)
 @sh.accepts_complex
 def detach(g, self: Value) -> Value:
-    """The same tensor, sharing its storage: in-place writes to it reach ``self`` (F.embedding
+    """detach(Tensor(a) self) -> Tensor(a)
+
+    The same tensor, sharing its storage: in-place writes to it reach ``self`` (F.embedding
     with ``max_norm`` renormalizes ``weight.detach()`` in place)."""
     node = g.original_node
     g.conversion.views[node.output().unique()] = (node.inputsAt(0), lambda g, base, new: new)
@@ -221,13 +243,16 @@ def detach(g, self: Value) -> Value:
 @pack.symbolic("aten::permute", since=7)
 @sh.parse_args("v", "is")
 def permute(g, self: Value, dims: list[int]) -> Value:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
     rank = len(dims)
     return _transpose(g, self, [d % rank for d in dims])
 
 
 @pack.symbolic("aten::transpose", since=7)
 def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
-    """Swap two dimensions (the tracer records swapaxes/swapdims as transpose)."""
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)
+
+    Swap two dimensions (the tracer records swapaxes/swapdims as transpose)."""
     rank = rank_of("aten::transpose", self)
     if rank == 0:
         return self
@@ -239,21 +264,31 @@ def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
 
 @pack.symbolic("aten::t", since=7)
 def t(g, self: Value) -> Value:
-    """Transpose a 2-D tensor; 0-D and 1-D tensors are returned as is."""
+    """t(Tensor(a) self) -> Tensor(a)
+
+    Transpose a 2-D tensor; 0-D and 1-D tensors are returned as is."""
     rank = rank_of("aten::t", self)
     return self if rank < 2 else g.op("Transpose", self, perm_i=[1, 0])
 
 
 @pack.symbolic("aten::numpy_T", since=7)
 def numpy_T(g, self: Value) -> Value:  # noqa: N802 - the aten name
-    """``x.T``: reverse every dimension."""
+    """numpy_T(Tensor(a) self) -> Tensor(a)
+    numpy_T.a(Tensor(a) self) -> Tensor(a)
+
+    ``x.T``: reverse every dimension."""
     rank = rank_of("aten::numpy_T", self)
     return _transpose(g, self, list(range(rank))[::-1])
 
 
 @pack.symbolic("aten::mT", since=7)
 def mT(g, self: Value) -> Value:  # noqa: N802 - the aten name
-    """``x.mT`` (and ``x.mH`` of a real tensor): swap the last two dimensions."""
+    """mT(Tensor(a) self) -> Tensor(a)
+    mT.a(Tensor(a) self) -> Tensor(a)
+    mH(Tensor(a) self) -> Tensor(a)
+    mH.a(Tensor(a) self) -> Tensor(a)
+
+    ``x.mT`` (and ``x.mH`` of a real tensor): swap the last two dimensions."""
     rank = rank_of("aten::mT", self)
     if rank < 2:
         sh._unimplemented("aten::mT", "a tensor of rank < 2")
@@ -267,7 +302,10 @@ pack.alias(mT, "aten::mH", since=7)
 @scalar_as_vector
 @sh.parse_args("v", "is", "is")
 def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
-    """Move ``source`` dims to ``destination``; the rest keep their order (the tracer records moveaxis as movedim)."""
+    """movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)
+    movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)
+
+    Move ``source`` dims to ``destination``; the rest keep their order (the tracer records moveaxis as movedim)."""
     rank = rank_of("aten::movedim", self)
     perm = [-1] * rank
     sources = [s % rank for s in source]
@@ -280,7 +318,11 @@ def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
 # -- squeeze, unsqueeze ---------------------------------------------------------
 @pack.symbolic("aten::squeeze", since=7)
 def squeeze(g, self: Value, dim: Value | None = None) -> Value:
-    """Squeeze the given dims that have size 1 (all such dims without ``dim``).
+    """squeeze(Tensor(a) self) -> Tensor(a)
+    squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)
+    squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)
+
+    Squeeze the given dims that have size 1 (all such dims without ``dim``).
 
     ``squeeze()`` is a Squeeze without axes: every dim of size 1 at run time goes, as in
     eager at any size (typed with the traced rank). For given dims, which are 1 comes from
@@ -320,7 +362,9 @@ def _traced_rank(g) -> int | None:
 @pack.symbolic("aten::unsqueeze", since=7)
 @sh.accepts_complex
 def unsqueeze(g, self: Value, dim: Value) -> Value:
-    """Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis)."""
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)
+
+    Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis)."""
     rank = rank_of("aten::unsqueeze", self) - is_complex(g, 0, "aten::unsqueeze")
     axis = sh._get_const(dim, "i", "dim")
     return sh._unsqueeze_helper(g, self, [axis if axis >= 0 else axis + rank + 1])
@@ -329,7 +373,9 @@ def unsqueeze(g, self: Value, dim: Value) -> Value:
 # -- expand, repeat ---------------------------------------------------------------
 @pack.symbolic("aten::expand", since=8)
 def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
-    """Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts)."""
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
+
+    Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts)."""
     items = int_list(size)
     if items is None:
         return g.op("Expand", self, sh._cast_to(g, size, torch.int64))
@@ -339,12 +385,15 @@ def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
 
 @pack.symbolic("aten::expand_as", since=8)
 def expand_as(g, self: Value, other: Value) -> Value:
+    """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
     return g.op("Expand", self, shape_of(g, other))
 
 
 @pack.symbolic("aten::broadcast_tensors", since=7)
 def broadcast_tensors(g, tensors: Value) -> Value:
-    """Each tensor Expanded to the common shape: known when every shape is static, else the
+    """broadcast_tensors(Tensor[] tensors) -> Tensor[]
+
+    Each tensor Expanded to the common shape: known when every shape is static, else the
     shape of one tensor Expanded by all the others' (Expand broadcasts both ways). Tensors
     of one static shape (a loss's input and target) need no Expand, so no opset 8."""
     if not sh._is_packed_list(tensors):
@@ -379,7 +428,9 @@ def _tile(g, self: Value, repeats: list[int | Value]) -> Value:
 
 @pack.symbolic("aten::repeat", since=7)
 def repeat(g, self: Value, repeats: Value) -> Value:
-    """Tile; extra leading repeats add leading dims."""
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor
+
+    Tile; extra leading repeats add leading dims."""
     items = int_list(repeats)
     if items is None:
         sh._unimplemented("aten::repeat", "repeats whose length is unknown")
@@ -388,7 +439,9 @@ def repeat(g, self: Value, repeats: Value) -> Value:
 
 @pack.symbolic("aten::tile", since=7)
 def tile(g, self: Value, dims: Value) -> Value:
-    """``torch.tile``: like repeat, but fewer dims than the rank repeat the trailing ones."""
+    """tile(Tensor self, SymInt[] dims) -> Tensor
+
+    ``torch.tile``: like repeat, but fewer dims than the rank repeat the trailing ones."""
     items = int_list(dims)
     if items is None:
         sh._unimplemented("aten::tile", "dims whose length is unknown")
@@ -399,7 +452,11 @@ def tile(g, self: Value, dims: Value) -> Value:
 @pack.symbolic("aten::repeat_interleave", since=8)
 def repeat_interleave(g, self: Value, repeats: Value | None = None, dim: Value | None = None,
                       output_size: Value | None = None) -> Value:
-    """Repeat each element: Unsqueeze/Expand/Reshape for one repeat count; for a tensor of
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+    repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor
+    repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor
+
+    Repeat each element: Unsqueeze/Expand/Reshape for one repeat count; for a tensor of
     counts (opset 11), gather the source index of every output position."""
     if g.original_node.inputsSize() == 2:  # repeat_interleave(repeats): indices 0..n-1
         return _source_indices(g, self)
@@ -439,7 +496,9 @@ def _source_indices(g, repeats: Value) -> Value:
 @scalar_as_vector
 @sh.parse_args("v", "is")
 def flip(g, self: Value, dims: list[int]) -> Value:
-    """Slice every flipped dim with step -1."""
+    """flip(Tensor self, int[] dims) -> Tensor
+
+    Slice every flipped dim with step -1."""
     rank = rank_of("aten::flip", self)
     axes = [d % rank for d in dims]
     if not axes:
@@ -452,7 +511,9 @@ def flip(g, self: Value, dims: list[int]) -> Value:
 @pack.symbolic("aten::roll", since=7)
 @sh.parse_args("v", "is", "is")
 def roll(g, self: Value, shifts: list[int], dims: list[int]) -> Value:
-    """Each roll is the Concat of two slices at ``shift % size``, the size read at run time
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor
+
+    Each roll is the Concat of two slices at ``shift % size``, the size read at run time
     (a dynamic axis may be shorter than the shift; an empty one stays empty); no dims rolls
     the flattened tensor."""
     if not dims:
@@ -505,7 +566,12 @@ def _target_dtype(g, args: Sequence[Value], dtype_arg: int | None) -> torch.dtyp
 @pack.symbolic("aten::to", since=7)
 @sh.accepts_complex
 def to(g, self: Value, *args: Value) -> Value:
-    """A Cast for every overload that names a dtype (or another tensor); device moves are
+    """to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
+    to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
+    to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
+    and the overloads to.prim_Device, to.prim_dtype, to.prim_other
+
+    A Cast for every overload that names a dtype (or another tensor); device moves are
     identities."""
     overload = g.original_node.schema().partition("(")[0].partition(".")[2]
     if overload == "other":  # scripted code: only a complex tensor's source type has a dtype
@@ -521,6 +587,7 @@ def to(g, self: Value, *args: Value) -> Value:
 
 @pack.symbolic("aten::_to_copy", since=7)
 def _to_copy(g, self: Value, *args: Value) -> Value:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
     dtype = _target_dtype(g, args, 0)
     if dtype is None or dtype == self.type().dtype():
         return self
@@ -529,6 +596,7 @@ def _to_copy(g, self: Value, *args: Value) -> Value:
 
 @pack.symbolic("aten::type_as", since=7)
 def type_as(g, self: Value, other: Value) -> Value:
+    """type_as(Tensor self, Tensor other) -> Tensor"""
     dtype = other.type().dtype()
     if dtype is None:
         sh._unimplemented("aten::type_as", "the other tensor's dtype is unknown")
@@ -553,22 +621,26 @@ def _trilu_mask(g, self: Value, diagonal: Value, upper: bool) -> Value:
 
 @pack.symbolic("aten::triu", since=11)
 def triu(g, self: Value, diagonal: Value | None = None) -> Value:
+    """triu(Tensor self, SymInt diagonal=0) -> Tensor"""
     return _trilu_mask(g, self, diagonal if diagonal is not None else g.python_constant(0), True)
 
 
 @pack.symbolic("aten::tril", since=11)
 def tril(g, self: Value, diagonal: Value | None = None) -> Value:
+    """tril(Tensor self, SymInt diagonal=0) -> Tensor"""
     return _trilu_mask(g, self, diagonal if diagonal is not None else g.python_constant(0), False)
 
 
 @pack.symbolic("aten::triu", since=14)
 def triu_14(g, self: Value, diagonal: Value | None = None) -> Value:
+    """triu(Tensor self, SymInt diagonal=0) -> Tensor"""
     k = scalar_int(g, diagonal if diagonal is not None else g.python_constant(0))
     return g.op("Trilu", self, k, upper_i=1)
 
 
 @pack.symbolic("aten::tril", since=14)
 def tril_14(g, self: Value, diagonal: Value | None = None) -> Value:
+    """tril(Tensor self, SymInt diagonal=0) -> Tensor"""
     k = scalar_int(g, diagonal if diagonal is not None else g.python_constant(0))
     return g.op("Trilu", self, k, upper_i=0)
 
@@ -580,7 +652,9 @@ def _minimum(g, a: Value, b: Value) -> Value:
 @pack.symbolic("aten::diagonal", since=11)
 @sh.parse_args("v", "i", "i", "i")
 def diagonal(g, self: Value, offset: int, dim1: int, dim2: int) -> Value:
-    """Move dim1/dim2 last, flatten them, and gather ``(i + a) * W + (i + b)``."""
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)
+
+    Move dim1/dim2 last, flatten them, and gather ``(i + a) * W + (i + b)``."""
     rank = rank_of("aten::diagonal", self)
     d1, d2 = dim1 % rank, dim2 % rank
     x = _transpose(g, self, [d for d in range(rank) if d not in (d1, d2)] + [d1, d2])
@@ -616,7 +690,9 @@ def _concat(g, items: list[Value], axis: int) -> Value:
 
 @pack.symbolic("aten::cat", since=7)
 def cat(g, tensors: Value, dim: Value) -> Value:
-    """Concat (dtypes promoted, legacy empty 1-D tensors dropped); ConcatFromSequence for a
+    """cat(Tensor[] tensors, int dim=0) -> Tensor
+
+    Concat (dtypes promoted, legacy empty 1-D tensors dropped); ConcatFromSequence for a
     run-time list."""
     axis = sh._get_const(dim, "i", "dim")
     items = _tensor_items("aten::cat", g, tensors)
@@ -633,7 +709,9 @@ def cat(g, tensors: Value, dim: Value) -> Value:
 
 @pack.symbolic("aten::stack", since=7)
 def stack(g, tensors: Value, dim: Value) -> Value:
-    """Unsqueeze each tensor and Concat; ConcatFromSequence(new_axis=1) for a run-time list."""
+    """stack(Tensor[] tensors, int dim=0) -> Tensor
+
+    Unsqueeze each tensor and Concat; ConcatFromSequence(new_axis=1) for a run-time list."""
     axis = sh._get_const(dim, "i", "dim")
     items = _tensor_items("aten::stack", g, tensors)
     if items is None:
@@ -653,7 +731,9 @@ def _at_least(g, op: str, x: Value, rank: int) -> Value:
 
 @pack.symbolic("aten::hstack", since=7)
 def hstack(g, tensors: Value) -> Value:
-    """Concat along dim 1 (dim 0 for 1-D tensors); 0-D tensors count as 1-D."""
+    """hstack(Tensor[] tensors) -> Tensor
+
+    Concat along dim 1 (dim 0 for 1-D tensors); 0-D tensors count as 1-D."""
     items = [_at_least(g, "aten::hstack", t, 1) for t in sh._unpack_list(tensors)]
     return _concat(g, items, 0 if rank_of("aten::hstack", sh._unpack_list(tensors)[0]) <= 1
                    else 1)
@@ -661,7 +741,9 @@ def hstack(g, tensors: Value) -> Value:
 
 @pack.symbolic("aten::vstack", since=7)
 def vstack(g, tensors: Value) -> Value:
-    """Concat along dim 0 after making every tensor at least 2-D."""
+    """vstack(Tensor[] tensors) -> Tensor
+
+    Concat along dim 0 after making every tensor at least 2-D."""
     return _concat(g, [_at_least(g, "aten::vstack", t, 2) for t in sh._unpack_list(tensors)], 0)
 
 
@@ -751,7 +833,12 @@ def _pieces(g, size: int | Value, step: int | Value, count: int) -> list[int | V
 
 @pack.symbolic("aten::split", since=7)
 def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
-    """``split(n)`` (pieces of n, the last what remains) or ``split([sizes])``."""
+    """split(Tensor(a -> *) self, int[] split_sizes, int dim=0) -> Tensor(a)[]
+    split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
+    split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]
+    unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]
+
+    ``split(n)`` (pieces of n, the last what remains) or ``split([sizes])``."""
     axis, size = _split_dim(g, "aten::split", self,
                             dim if dim is not None else g.python_constant(0))
     items = int_list(split_size)
@@ -772,7 +859,10 @@ pack.alias(split, "aten::unsafe_split", since=7)
 
 @pack.symbolic("aten::split_with_sizes", since=7)
 def split_with_sizes(g, self: Value, split_sizes: Value, dim: Value | None = None) -> Value:
-    """Split; sizes computed at run time (``w.split([E, 2 * E])`` in nn.MultiheadAttention)
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]
+    unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]
+
+    Split; sizes computed at run time (``w.split([E, 2 * E])`` in nn.MultiheadAttention)
     need Split's sizes input (13) or Slices (10)."""
     axis = (0 if dim is None else sh._get_const(dim, "i", "dim")) % rank_of(
         "aten::split_with_sizes", self)  # the sizes say where to cut: any axis size will do
@@ -787,7 +877,10 @@ pack.alias(split_with_sizes, "aten::unsafe_split_with_sizes", since=7)
 
 @pack.symbolic("aten::chunk", since=7)
 def chunk(g, self: Value, chunks: Value, dim: Value | None = None) -> Value:
-    """``chunks`` pieces of ``min(step, max(size - i * step, 0))`` with ``step = ceil(size /
+    """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]
+    unsafe_chunk(Tensor self, int chunks, int dim=0) -> Tensor[]
+
+    ``chunks`` pieces of ``min(step, max(size - i * step, 0))`` with ``step = ceil(size /
     chunks)``, the size read at run time (from opset 10): each is eager's piece ``i`` at any
     size, empty where eager has fewer pieces; the traced number of them are used. Along an
     axis whose size neither the graph nor a trace knows (a scripted model's dynamic axis),
@@ -850,7 +943,11 @@ pack.alias(chunk, "aten::unsafe_chunk", since=7)
 
 @pack.symbolic("aten::tensor_split", since=7)
 def tensor_split(g, self: Value, sections: Value, dim: Value | None = None) -> Value:
-    """``tensor_split(n)`` (the first size % n pieces one larger, sizes read at run time) or
+    """tensor_split.sections(Tensor(a -> *) self, SymInt sections, int dim=0) -> Tensor(a)[]
+    tensor_split.indices(Tensor(a -> *) self, SymInt[] indices, int dim=0) -> Tensor(a)[]
+    tensor_split.tensor_indices_or_sections(Tensor(a -> *) self, Tensor tensor_indices_or_sections, int dim=0) -> Tensor(a)[]
+
+    ``tensor_split(n)`` (the first size % n pieces one larger, sizes read at run time) or
     at given indices. A count computed at run time gives as many pieces as the model
     unpacks, else (a scripted model's list) a Sequence of them."""
     dim = dim if dim is not None else g.python_constant(0)
@@ -922,7 +1019,9 @@ def _tensor_split_sequence(g, x: Value, count: Value, axis: int) -> Value:
 
 @pack.symbolic("aten::unbind", since=7)
 def unbind(g, self: Value, dim: Value | None = None) -> Value:
-    """Split into size-1 pieces and squeeze each."""
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]
+
+    Split into size-1 pieces and squeeze each."""
     axis, size = _split_dim(g, "aten::unbind", self,
                             dim if dim is not None else g.python_constant(0), traced=False)
     g.uses_traced_size(self, axis, f"aten::unbind's number of pieces ({size})")
@@ -941,7 +1040,9 @@ def _real_identity(name: str):
             sh._unimplemented(f"aten::{name}", "a complex input: ONNX has no complex tensors")
         return self
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``aten::{name}`` is the tensor itself for real dtypes."
+    signature = ("(Tensor self) -> Tensor" if name == "conj_physical"
+                 else "(Tensor(a) self) -> Tensor(a)")
+    symbolic.__doc__ = f"{name}{signature}\n\nThe tensor itself for real dtypes."
     return symbolic
 
 
@@ -951,16 +1052,19 @@ for _name in ("conj_physical", "resolve_conj", "resolve_neg"):
 
 @pack.symbolic("aten::_shape_as_tensor", since=7)
 def _shape_as_tensor(g, self: Value) -> Value:
+    """_shape_as_tensor(Tensor self) -> Tensor"""
     return shape_of(g, self)
 
 
 @pack.symbolic("aten::_reshape_from_tensor", since=7)
 def _reshape_from_tensor(g, self: Value, shape: Value) -> Value:
+    """_reshape_from_tensor(Tensor self, Tensor shape) -> Tensor"""
     return g.op("Reshape", self, _shape_input(g, shape))
 
 
 @pack.symbolic("aten::broadcast_to", since=8)
 def broadcast_to(g, self: Value, size: Value) -> Value:
+    """broadcast_to(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
     return expand(g, self, size)
 
 
@@ -976,7 +1080,9 @@ def _atleast(rank: int):
                 (2, 3): [2]}[have, rank]
         return sh._unsqueeze_helper(g, self, axes)
     symbolic.__name__ = f"atleast_{rank}d"
-    symbolic.__doc__ = f"Unsqueeze to at least {rank} dims where torch adds them (a list: each)."
+    symbolic.__doc__ = (f"atleast_{rank}d(Tensor self) -> Tensor\n"
+                        f"atleast_{rank}d.Sequence(Tensor[] tensors) -> Tensor[]\n\n"
+                        f"Unsqueeze to at least {rank} dims where torch adds them (a list: each).")
     return symbolic
 
 
@@ -986,7 +1092,10 @@ for _rank in (1, 2, 3):
 
 @pack.symbolic("aten::meshgrid", since=8)
 def meshgrid(g, tensors: Value, indexing: Value | None = None) -> Value:
-    """Each 1-D tensor reshaped onto its own axis and Expanded to the grid (``'xy'``: the
+    """meshgrid(Tensor[] tensors) -> Tensor[]
+    meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]
+
+    Each 1-D tensor reshaped onto its own axis and Expanded to the grid (``'xy'``: the
     first two axes swapped)."""
     mode = "ij" if indexing is None or sh._is_none(indexing) else \
         sh._get_const(indexing, "s", "indexing")
@@ -1007,7 +1116,9 @@ def meshgrid(g, tensors: Value, indexing: Value | None = None) -> Value:
 @pack.symbolic("aten::as_strided", since=7)
 def as_strided(g, self: Value, size: Value, stride: Value,
                storage_offset: Value | None = None) -> Value:
-    """Static sizes and strides over the contiguous input: a Gather of the flattened input at
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
+
+    Static sizes and strides over the contiguous input: a Gather of the flattened input at
     the element offsets, computed at export time."""
     sizes, strides = int_list(size), int_list(stride)
     offset = 0 if storage_offset is None or sh._is_none(storage_offset) else \

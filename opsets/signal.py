@@ -91,14 +91,18 @@ def complex_abs(g, pairs: Value) -> Value:
 @pack.symbolic("aten::view_as_real", since=7)
 @sh.accepts_complex
 def view_as_real(g, self: Value) -> Value:
-    """The pairs themselves, typed real."""
+    """view_as_real(Tensor(a) self) -> Tensor(a)
+
+    The pairs themselves, typed real."""
     return g.op("Identity", self)
 
 
 @pack.symbolic("aten::view_as_complex", since=7)
 @sh.accepts_complex
 def view_as_complex(g, self: Value) -> Value:
-    """A real tensor whose last axis is 2 already is the pairs."""
+    """view_as_complex(Tensor(a) self) -> Tensor(a)
+
+    A real tensor whose last axis is 2 already is the pairs."""
     return as_pairs(g, g.op("Identity", self))
 
 
@@ -111,7 +115,8 @@ def _complex_part(index: int, name: str):
             sh._unimplemented(f"aten::{name}", "the imaginary part of a real tensor")
         return _part(g, self, index)
     symbolic.__name__ = name
-    symbolic.__doc__ = f"The {'real' if index == 0 else 'imaginary'} part of complex pairs."
+    symbolic.__doc__ = (f"{name}(Tensor(a) self) -> Tensor(a)\n\n"
+                        f"The {'real' if index == 0 else 'imaginary'} part of complex pairs.")
     return symbolic
 
 
@@ -121,14 +126,18 @@ pack.symbolic("aten::imag", since=7)(_complex_part(1, "imag"))
 
 @pack.symbolic("aten::complex", since=8)
 def complex(g, real: Value, imag: Value) -> Value:  # noqa: A001 - the aten name
-    """Pairs of the two parts, broadcast together."""
+    """complex(Tensor real, Tensor imag) -> Tensor
+
+    Pairs of the two parts, broadcast together."""
     shape = g.op("Shape", g.op("Add", real, imag))
     return as_pairs(g, _pair(g, g.op("Expand", real, shape), g.op("Expand", imag, shape)))
 
 
 @pack.symbolic("aten::polar", since=7)
 def polar(g, abs: Value, angle: Value) -> Value:  # noqa: A002 - the aten names
-    """``abs * (cos(angle), sin(angle))``."""
+    """polar(Tensor abs, Tensor angle) -> Tensor
+
+    ``abs * (cos(angle), sin(angle))``."""
     return as_pairs(g, _pair(g, g.op("Mul", abs, g.op("Cos", angle)),
                              g.op("Mul", abs, g.op("Sin", angle))))
 
@@ -175,7 +184,11 @@ def _window(name: str, build, parameters: Sequence[str] = ()):
         return _window_at_run_time(g, build(*values), length, periodic, dtype)
 
     symbolic.__name__ = f"{name}_window"
-    symbolic.__doc__ = f"The {name} window (a constant for a constant length)."
+    symbolic.__doc__ = (f"{name}_window(int window_length, *, ScalarType? dtype=None, "
+                        "Layout? layout=None, Device? device=None, bool? pin_memory=None) "
+                        f"-> Tensor\n{name}_window.periodic(int window_length, bool periodic, "
+                        "*, ...) -> Tensor\nand the overloads taking the window's parameters"
+                        f"\n\nThe {name} window (a constant for a constant length).")
     return symbolic
 
 
@@ -286,7 +299,9 @@ def _complex_rank(g, x: Value, op: str) -> int:
 @sh.accepts_complex
 def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
              norm: Value | None = None) -> Value:
-    """One DFT per axis of a real or complex input; complex pairs out."""
+    """fft_fftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor
+
+    One DFT per axis of a real or complex input; complex pairs out."""
     op = "aten::fft_fftn"
     rank = _complex_rank(g, self, op)
     _no_signal_size(s, op)
@@ -310,7 +325,9 @@ def _one_dim_fft(name: str, inverse: bool, onesided: bool):
         return as_pairs(g, _fourier(g, self, complex_input, [axis], _norm_mode(norm, op),
                                     inverse=inverse, onesided=onesided))
     symbolic.__name__ = name
-    symbolic.__doc__ = (f"ONNX DFT ({'inverse, ' if inverse else ''}"
+    symbolic.__doc__ = (f"{name}(Tensor self, SymInt? n=None, int dim=-1, str? norm=None) "
+                        "-> Tensor\n\n"
+                        f"ONNX DFT ({'inverse, ' if inverse else ''}"
                         f"{'one-sided, ' if onesided else ''}one axis); complex pairs out.")
     return symbolic
 
@@ -324,7 +341,9 @@ for _name, _inverse, _onesided in (("fft_fft", False, False), ("fft_ifft", True,
 @sh.accepts_complex
 def fft_irfft(g, self: Value, n: Value | None = None, dim: Value | None = None,
               norm: Value | None = None) -> Value:
-    """The real signal of a one-sided spectrum: the missing bins are the conjugates of the
+    """fft_irfft(Tensor self, SymInt? n=None, int dim=-1, str? norm=None) -> Tensor
+
+    The real signal of a one-sided spectrum: the missing bins are the conjugates of the
     mirrored ones (a Gather of static indices), then an inverse DFT, then its real part."""
     op = "aten::fft_irfft"
     if not is_complex(g, 0):
@@ -350,7 +369,10 @@ def fft_irfft(g, self: Value, n: Value | None = None, dim: Value | None = None,
 def stft(g, self: Value, n_fft: Value, hop_length: Value, win_length: Value, window: Value,
          normalized: Value, onesided: Value, return_complex: Value,
          align_to_window: Value | None = None) -> Value:
-    """ONNX STFT over [batch,] signal: frames of ``n_fft`` every ``hop_length`` under the
+    """stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
+    stft.center(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool center=True, str pad_mode="reflect", bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
+
+    ONNX STFT over [batch,] signal: frames of ``n_fft`` every ``hop_length`` under the
     window (zero-padded to ``n_fft`` about its centre), transposed to PyTorch's
     [batch,] frequency, frame, 2 (complex pairs, or the real form for return_complex=False).
     ``torch.stft``'s centring pads the signal before this node."""

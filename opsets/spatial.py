@@ -157,6 +157,12 @@ def constant_pad(g, input: Value, pad: list[int], value: float, op: str) -> Valu
 def _register_pad(name: str, mode: str | None, ladder=((7, _pad_attr), (11, _pad_input))):
     """``aten::name`` (a fixed ``mode``, or aten::pad's own) at each opset of ``ladder``."""
     op = f"aten::{name}"
+    if mode is None:
+        signature = f'{name}(Tensor self, SymInt[] pad, str mode="constant", float? value=None)'
+    elif mode == "constant":
+        signature = f"{name}(Tensor self, SymInt[] pad, Scalar value=0)"
+    else:
+        signature = f"{name}(Tensor self, SymInt[{2 * int(name[-2])}] padding)"
 
     def build(pad_fn):
         def symbolic(g, input, pad, *args):
@@ -170,7 +176,7 @@ def _register_pad(name: str, mode: str | None, ladder=((7, _pad_attr), (11, _pad
                 sh._unimplemented(op, f"padding mode {pad_mode!r}")
             return pad_fn(g, input, _int_items(g, pad, op), pad_mode, value, op)
         symbolic.__name__ = name
-        symbolic.__doc__ = f"``{op}`` as ONNX Pad."
+        symbolic.__doc__ = f"{signature} -> Tensor\n\nAs ONNX Pad."
         return symbolic
 
     for since, pad_fn in ladder:
@@ -201,7 +207,9 @@ def _base_grid(size: list[int], align_corners: bool) -> torch.Tensor:
 @pack.symbolic("aten::affine_grid_generator", since=9)
 @sh.parse_args("v", "is", "b")
 def affine_grid_generator(g, theta, size, align_corners):
-    """A constant grid of output coordinates (``size`` is static) times ``theta``
+    """affine_grid_generator(Tensor theta, SymInt[] size, bool align_corners) -> Tensor
+
+    A constant grid of output coordinates (``size`` is static) times ``theta``
     transposed: MatMul [N, positions, spatial]."""
     dtype = theta.type().dtype() or torch.float32
     base = g.constant(_base_grid(size, align_corners).to(dtype))
@@ -212,7 +220,9 @@ def affine_grid_generator(g, theta, size, align_corners):
 
 @pack.symbolic("aten::affine_grid_generator", since=20)
 def affine_grid_generator_20(g, theta: Value, size: Value, align_corners: Value) -> Value:
-    """``F.affine_grid`` as ONNX AffineGrid (opset 20) for a size computed at run time; a
+    """affine_grid_generator(Tensor theta, SymInt[] size, bool align_corners) -> Tensor
+
+    ``F.affine_grid`` as ONNX AffineGrid (opset 20) for a size computed at run time; a
     static size keeps the constant grid (ONNX Runtime's AffineGrid puts a spatial size of 1
     at -1 with align_corners, PyTorch at 0)."""
     if sh._is_constant(size):
@@ -402,8 +412,18 @@ def _register_nearest(name: str, spatial: int) -> None:
         def symbolic(g, input, output_size, *scales, _build=build):
             return _build(g, _Resample(g, op, input, spatial, output_size, scales))
         symbolic.__name__ = name
-        symbolic.__doc__ = f"``{op}``: nearest (floor) resampling."
+        symbolic.__doc__ = f"{_resample_schema(name, spatial)}\n\nNearest (floor) resampling."
         pack.symbolic(op, since=since)(symbolic)
+
+
+def _resample_schema(name: str, spatial: int, align_corners: bool = False) -> str:
+    """The schemas of ``aten::name`` and its ``.vec`` overload, for a docstring."""
+    scales = ["scales"] if spatial == 1 else ["scales_d", "scales_h", "scales_w"][-spatial:]
+    corners = "bool align_corners, " if align_corners else ""
+    return (f"{name}(Tensor self, SymInt[{spatial}] output_size, {corners}"
+            + ", ".join(f"float? {s}=None" for s in scales) + ") -> Tensor\n"
+            f"{name}.vec(Tensor input, SymInt[]? output_size, {corners}"
+            "float[]? scale_factors) -> Tensor")
 
 
 def _register_linear_by_matmul(name: str, spatial: int) -> None:
@@ -413,7 +433,8 @@ def _register_linear_by_matmul(name: str, spatial: int) -> None:
         return _linear_by_matmul(g, _Resample(g, op, input, spatial, output_size, scales),
                                  bool(sh._get_const(align_corners, "b", "align_corners")))
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``{op}`` as a MatMul per spatial axis (static sizes)."
+    symbolic.__doc__ = (f"{_resample_schema(name, spatial, align_corners=True)}\n\n"
+                        "A MatMul per spatial axis (static sizes).")
     pack.symbolic(op, since=7)(symbolic)
 
 
@@ -428,7 +449,8 @@ def _register_resize(name: str, spatial: int, mode: str, since: int = 11,
         return _resize_11(g, _Resample(g, op, input, spatial, output_size, scales), mode,
                           align_corners, antialias)
     symbolic.__name__ = name
-    symbolic.__doc__ = f"``{op}`` as Resize (mode {mode!r})."
+    symbolic.__doc__ = (f"{_resample_schema(name, spatial, align_corners=has_align)}\n\n"
+                        f"Resize (mode {mode!r}).")
     pack.symbolic(op, since=since)(symbolic)
 
 
@@ -442,7 +464,12 @@ _INTERPOLATE_MODES = {"linear": "linear", "bilinear": "linear", "trilinear": "li
 def __interpolate(g, input: Value, size: Value, scale_factor: Value, mode: Value,
                   align_corners: Value, recompute_scale_factor: Value,
                   antialias: Value | None = None) -> Value:
-    """``F.interpolate`` as TorchScript's builtin (which has no antialiasing): what the
+    """__interpolate(Tensor input, int? size=None, float? scale_factor=None, str mode="nearest", bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor
+    __interpolate.scale_list(Tensor input, int? size=None, float[]? scale_factor=None, str mode="nearest", bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor
+    __interpolate.size_list_scale_list(Tensor input, int[]? size=None, float[]? scale_factor=None, str mode="nearest", bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor
+    __interpolate.size_list(Tensor input, int[]? size=None, float? scale_factor=None, str mode="nearest", bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor
+
+    ``F.interpolate`` as TorchScript's builtin (which has no antialiasing): what the
     matching ``upsample_*`` exports (nearest and linear from opset 7, the others from 11)."""
     op = "aten::__interpolate"
     spatial = _rank(input, op) - 2
@@ -515,14 +542,18 @@ def _rearrange(g, input: Value, factor: int, op: str, shuffle: bool) -> Value:
 @pack.symbolic("aten::pixel_shuffle", since=7)
 @sh.parse_args("v", "i")
 def pixel_shuffle(g, self, upscale_factor):
-    """Reshape-Transpose-Reshape (DepthToSpace has PyTorch's channel order only from 11)."""
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
+
+    Reshape-Transpose-Reshape (DepthToSpace has PyTorch's channel order only from 11)."""
     return _rearrange(g, self, upscale_factor, "aten::pixel_shuffle", shuffle=True)
 
 
 @pack.symbolic("aten::pixel_shuffle", since=11)
 @sh.parse_args("v", "i")
 def pixel_shuffle_11(g, self, upscale_factor):
-    """DepthToSpace in CRD mode for 4-D inputs."""
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
+
+    DepthToSpace in CRD mode for 4-D inputs."""
     if sh._get_tensor_rank(self) == 4:
         return g.op("DepthToSpace", self, blocksize_i=upscale_factor, mode_s="CRD")
     return _rearrange(g, self, upscale_factor, "aten::pixel_shuffle", shuffle=True)
@@ -531,14 +562,19 @@ def pixel_shuffle_11(g, self, upscale_factor):
 @pack.symbolic("aten::pixel_unshuffle", since=7)
 @sh.parse_args("v", "i")
 def pixel_unshuffle(g, self, downscale_factor):
-    """Reshape-Transpose-Reshape (SpaceToDepth orders channels differently)."""
+    """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
+
+    Reshape-Transpose-Reshape (SpaceToDepth orders channels differently)."""
     return _rearrange(g, self, downscale_factor, "aten::pixel_unshuffle", shuffle=False)
 
 
 @pack.symbolic("aten::channel_shuffle", since=7)
 @sh.parse_args("v", "i")
 def channel_shuffle(g, self, groups):
-    """(N, g, C/g, rest) -> (N, C/g, g, rest) -> back to the input's shape."""
+    """channel_shuffle(Tensor self, SymInt groups) -> Tensor
+    native_channel_shuffle(Tensor self, SymInt groups) -> Tensor
+
+    (N, g, C/g, rest) -> (N, C/g, g, rest) -> back to the input's shape."""
     channels = sh._get_tensor_dim_size(self, 1)
     if channels is None:
         sh._unimplemented("aten::channel_shuffle", "a channel dimension that is not static")
@@ -554,7 +590,9 @@ pack.alias(channel_shuffle, "aten::native_channel_shuffle", since=7)
 @pack.symbolic("aten::im2col", since=7)
 @sh.parse_args("v", "is", "is", "is", "is")
 def im2col(g, self, kernel_size, dilation, padding, stride):
-    """A grouped Conv with one-hot kernels picks each patch element, in PyTorch's order."""
+    """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+
+    A grouped Conv with one-hot kernels picks each patch element, in PyTorch's order."""
     rank = _rank(self, "aten::im2col")
     channels = sh._get_tensor_dim_size(self, -3)
     if channels is None:
@@ -573,7 +611,9 @@ def im2col(g, self, kernel_size, dilation, padding, stride):
 @pack.symbolic("aten::col2im", since=7)
 @sh.parse_args("v", "v", "is", "is", "is", "is")
 def col2im_7(g, self, output_size, kernel_size, dilation, padding, stride):
-    """The adjoint of im2col's one-hot Conv: a grouped ConvTranspose with the same kernels
+    """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+
+    The adjoint of im2col's one-hot Conv: a grouped ConvTranspose with the same kernels
     adds each patch element back at its place (static sizes; Col2Im from 18)."""
     rank = _rank(self, "aten::col2im")
     size, rows = _int_items(g, output_size, "aten::col2im"), sh._get_tensor_dim_size(self, -2)
@@ -599,7 +639,9 @@ def col2im_7(g, self, output_size, kernel_size, dilation, padding, stride):
 @pack.symbolic("aten::col2im", since=18)
 @sh.parse_args("v", "v", "is", "is", "is", "is")
 def col2im(g, self, output_size, kernel_size, dilation, padding, stride):
-    """Col2Im (opset 18); unbatched input gets a batch axis for it."""
+    """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+
+    Col2Im (opset 18); unbatched input gets a batch axis for it."""
     unbatched = _rank(self, "aten::col2im") == 2
     out = g.op("Col2Im", sh._unsqueeze_helper(g, self, [0]) if unbatched else self,
                _int64_vector(g, _int_items(g, output_size, "aten::col2im")),
@@ -621,7 +663,9 @@ def _unfold(g, input: Value, dimension: int, index: Value) -> Value:
 @pack.symbolic("aten::unfold", since=7)
 @sh.parse_args("v", "i", "i", "i")
 def unfold(g, input, dimension, size, step):
-    """Sliding windows with constant indices (needs a static size along ``dimension``)."""
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+
+    Sliding windows with constant indices (needs a static size along ``dimension``)."""
     length = sh._get_tensor_dim_size(input, dimension)
     if length is None:
         sh._onnx_opset_unsupported_detailed("aten::unfold", g.opset, 11,
@@ -634,7 +678,9 @@ def unfold(g, input, dimension, size, step):
 @pack.symbolic("aten::unfold", since=11)
 @sh.parse_args("v", "i", "i", "i")
 def unfold_11(g, input, dimension, size, step):
-    """Sliding windows with indices computed from the run-time length (Range)."""
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+
+    Sliding windows with indices computed from the run-time length (Range)."""
     zero = g.constant(torch.tensor(0))
     length = g.op("Gather", g.op("Shape", input), g.constant(torch.tensor(dimension)), axis_i=0)
     last_start = g.op("Sub", length, g.constant(torch.tensor(size - 1)))
@@ -658,7 +704,9 @@ def _grid_sample(g, input: Value, grid: Value, mode: int, padding_mode: int,
 @pack.symbolic("aten::grid_sampler", since=16)
 @sh.parse_args("v", "v", "i", "i", "b")
 def grid_sampler(g, input, grid, interpolation_mode, padding_mode, align_corners):
-    """GridSample over a 4-D input (volumetric 5-D inputs from opset 20)."""
+    """grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    GridSample over a 4-D input (volumetric 5-D inputs from opset 20)."""
     if _rank(input, "aten::grid_sampler") != 4:
         sh._onnx_opset_unsupported_detailed("aten::grid_sampler", g.opset, 20,
                                             "GridSample over a 5-D (volumetric) input")
@@ -669,6 +717,8 @@ def grid_sampler(g, input, grid, interpolation_mode, padding_mode, align_corners
 @pack.symbolic("aten::grid_sampler", since=20)
 @sh.parse_args("v", "v", "i", "i", "b")
 def grid_sampler_20(g, input, grid, interpolation_mode, padding_mode, align_corners):
-    """GridSample over 4-D and 5-D inputs (opset 20 renamed the modes linear and cubic)."""
+    """grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    GridSample over 4-D and 5-D inputs (opset 20 renamed the modes linear and cubic)."""
     return _grid_sample(g, input, grid, interpolation_mode, padding_mode, align_corners,
                         ("linear", "nearest", "cubic"))

@@ -29,7 +29,9 @@ _OP = "prim::PythonOp"
 
 @pack.symbolic(_OP, since=7)
 def python_op(g: GraphContext, *args: Any, name: str = "", **_attrs: Any) -> Any:
-    """An autograd Function: its static ``symbolic`` method, else its inlined forward."""
+    """PythonOp(...) -> ...
+
+    An autograd Function: its static ``symbolic`` method, else its inlined forward."""
     node = g.original_node
     function = getattr(node.pyobj(), "__self__", None)
     symbolic = getattr(function, "symbolic", None)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import io
-
 import onnx
 import onnxruntime as ort
 import pytest
@@ -15,6 +13,7 @@ from oxport import symbolic_helper as sh
 from oxport.errors import FallbackWarning, UnsupportedOperatorError
 from oxport.testing import compare
 from oxport.types import OperatorExportTypes
+from tests.helpers import export_proto
 
 
 class MyRelu(torch.autograd.Function):
@@ -67,12 +66,6 @@ class Apply(torch.nn.Module):
         return self.function.apply(x, *self.extra)
 
 
-def export(model, args, **kwargs) -> onnx.ModelProto:
-    buffer = io.BytesIO()
-    oxport.export(model, args, buffer, **kwargs)
-    return onnx.load_from_string(buffer.getvalue())
-
-
 def run_ort(model: onnx.ModelProto, *inputs: torch.Tensor) -> list:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
@@ -85,7 +78,7 @@ def ops(model: onnx.ModelProto) -> list[str]:
 
 def test_static_symbolic_method():
     x = torch.randn(3, 4)
-    model = export(Apply(MyRelu), (x,), opset_version=11)
+    model = export_proto(Apply(MyRelu), (x,), opset_version=11)
     assert ops(model) == ["Clip"]
     compare(torch.relu(x), run_ort(model, x), rtol=0, atol=0)
 
@@ -103,7 +96,7 @@ class ScaledClip(torch.autograd.Function):
 
 def test_static_symbolic_gets_non_tensor_arguments_in_place():
     x = torch.randn(5)
-    model = export(Apply(ScaledClip, 0.25, 3.0), (x,), opset_version=13)
+    model = export_proto(Apply(ScaledClip, 0.25, 3.0), (x,), opset_version=13)
     assert ops(model) == ["Clip", "Mul"]
     compare(ScaledClip.apply(x, 0.25, 3.0), run_ort(model, x), rtol=1e-6, atol=1e-6)
 
@@ -146,7 +139,7 @@ def test_registered_python_op_symbolic(python_op_symbolic):
 
     python_op_symbolic(symbolic_python_op)
     model, x = ClipAndRelu(), torch.randn(3, 4)
-    onnx_model = export(model, (x,), opset_version=13, do_constant_folding=False)
+    onnx_model = export_proto(model, (x,), opset_version=13, do_constant_folding=False)
     assert sorted(ops(onnx_model)) == ["Add", "Clip", "Clip", "Relu"]
     assert [name for name, _, _ in seen] == ["MyClip", "MyPlainRelu", "MyClip"]
     # The plain input does not require grad; the parameter does; 0.5 arrives as a float.
@@ -165,15 +158,15 @@ def test_python_op_symbolic_without_context_gets_name(python_op_symbolic):
 
     python_op_symbolic(symbolic_python_op)
     x = torch.randn(4)
-    assert ops(export(Apply(MyPlainRelu), (x,))) == ["Relu"]
+    assert ops(export_proto(Apply(MyPlainRelu), (x,))) == ["Relu"]
     # A Function it declines is inlined by the built-in plugin.
-    assert ops(export(Apply(MyLogExp), (x,))) == ["Exp", "Log", "Log"]
+    assert ops(export_proto(Apply(MyLogExp), (x,))) == ["Exp", "Log", "Log"]
 
 
 # -- inlining ----------------------------------------------------------------------------
 def test_inlining_the_seeds_mylogexp():
     x = torch.rand(1) + 0.5
-    model = export(Apply(MyLogExp), (x,))
+    model = export_proto(Apply(MyLogExp), (x,))
     assert [(n.domain, n.op_type) for n in model.graph.node] == [
         ("", "Exp"), ("", "Log"), ("", "Log")]
     compare(MyLogExp.apply(x), run_ort(model, x), rtol=1e-5, atol=1e-6)
@@ -191,7 +184,7 @@ class Outer(torch.autograd.Function):
 
 def test_inlining_multiple_outputs_and_nested_functions():
     x = torch.rand(2, 3)
-    model = export(Apply(Outer, 3.0), (x,))
+    model = export_proto(Apply(Outer, 3.0), (x,))
     assert "Exp" in ops(model) and len(model.graph.output) == 2
     compare(Outer.apply(x, 3.0), run_ort(model, x), rtol=1e-5, atol=1e-6)
 
@@ -202,7 +195,7 @@ def test_inlining_multiple_outputs_and_nested_functions():
 @pytest.mark.parametrize("inlining", [False, True])
 def test_fallback_modes_keep_the_function_as_one_node(mode, inlining):
     with pytest.warns(FallbackWarning, match="prim::PythonOp"):
-        model = export(Apply(MyLogExp), (torch.rand(3),), operator_export_type=mode,
+        model = export_proto(Apply(MyLogExp), (torch.rand(3),), operator_export_type=mode,
                        autograd_inlining=inlining)
     (node,) = model.graph.node
     assert (node.domain, node.op_type) == ("prim", "PythonOp")
@@ -212,7 +205,7 @@ def test_fallback_modes_keep_the_function_as_one_node(mode, inlining):
 
 
 def test_static_symbolic_wins_in_fallback_modes():
-    model = export(Apply(MyRelu), (torch.rand(3),), opset_version=11,
+    model = export_proto(Apply(MyRelu), (torch.rand(3),), opset_version=11,
                    operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH)
     assert ops(model) == ["Clip"]
 

@@ -3,7 +3,6 @@ custom_opsets and packs' default domain versions, setType, and unconvertible_ops
 
 from __future__ import annotations
 
-import io
 import sys
 import types
 
@@ -16,6 +15,7 @@ from oxport import plugin_manager
 from oxport import symbolic_helper as sh
 from oxport.ir import Type
 from oxport.walk import Unconvertible
+from tests.helpers import export_proto
 from tests.torch_ops import define_op
 
 define_op("custom_ops", "foo_forward",
@@ -51,12 +51,6 @@ def foo_symbolic():
     oxport.unregister_custom_op_symbolic("custom_ops::foo_forward", 9)
 
 
-def export(model, args, **kwargs) -> onnx.ModelProto:
-    buffer = io.BytesIO()
-    oxport.export(model, args, buffer, **kwargs)
-    return onnx.load_from_string(buffer.getvalue())
-
-
 def imports(model: onnx.ModelProto) -> dict[str, int]:
     return {o.domain: o.version for o in model.opset_import}
 
@@ -66,7 +60,7 @@ ARGS = (torch.randn(2, 3), torch.randn(2, 3))
 
 def test_the_seeds_cpp_operator_example(foo_symbolic):
     foo_symbolic(symbolic_foo_forward)
-    model = export(FooModel(1.5, 3), ARGS, custom_opsets={"custom_domain": 2})
+    model = export_proto(FooModel(1.5, 3), ARGS, custom_opsets={"custom_domain": 2})
     (node,) = model.graph.node
     assert (node.domain, node.op_type) == ("custom_domain", "Foo")
     assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute} == {
@@ -80,7 +74,7 @@ def test_the_seeds_cpp_operator_example(foo_symbolic):
 
 def test_custom_domain_version_defaults_to_1(foo_symbolic):
     foo_symbolic(symbolic_foo_forward)
-    assert imports(export(FooModel(1.0, 1), ARGS, opset_version=9))["custom_domain"] == 1
+    assert imports(export_proto(FooModel(1.0, 1), ARGS, opset_version=9))["custom_domain"] == 1
 
 
 def test_below_the_registered_opset_the_error_names_it(foo_symbolic):
@@ -95,7 +89,7 @@ def test_set_type_on_outputs_is_honoured(foo_symbolic):
         return out.setType(Type.tensor(torch.float16))  # the trace says float32
 
     foo_symbolic(foo_half)
-    model = export(FooModel(1.0, 1), ARGS)
+    model = export_proto(FooModel(1.0, 1), ARGS)
     output = model.graph.output[0].type.tensor_type
     assert output.elem_type == onnx.TensorProto.FLOAT16
     assert [d.dim_value for d in output.shape.dim] == [2, 3]  # the shape the trace knows
@@ -114,8 +108,8 @@ def test_a_pack_declares_its_domains_default_version(monkeypatch, oxport_plugin_
         "test-domain-pack", "fake_test_domain_pack:pack", plugin_manager.ENTRY_POINT_GROUP))
     monkeypatch.setattr(plugin_manager, "installed_entry_points",
                         lambda: ([*real, fake], declared))
-    assert imports(export(FooModel(1.0, 1), ARGS))["com.example.test"] == 3
-    custom = export(FooModel(1.0, 1), ARGS, custom_opsets={"com.example.test": 5})
+    assert imports(export_proto(FooModel(1.0, 1), ARGS))["com.example.test"] == 3
+    custom = export_proto(FooModel(1.0, 1), ARGS, custom_opsets={"com.example.test": 5})
     assert imports(custom)["com.example.test"] == 5
 
 

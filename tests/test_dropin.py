@@ -16,15 +16,12 @@ import oxport
 from oxport.errors import InvalidExportArgumentError
 from oxport.registry import Provenance, Registrar, SymbolicRegistry
 from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode
+from tests.helpers import load
 
 
 class AddOptional(torch.nn.Module):
     def forward(self, x, y=None):
         return x.relu() if y is None else x + y
-
-
-def _proto(buffer: io.BytesIO) -> onnx.ModelProto:
-    return onnx.load_from_string(buffer.getvalue())
 
 
 def test_torch_enums_are_accepted_and_compare_equal():
@@ -44,7 +41,7 @@ def test_seed_positional_call_with_torch_enums():
     oxport.export(AddOptional(), (torch.randn(2, 3),), buffer, True, False,
                   torch.onnx.TrainingMode.EVAL, ["x"], ["out"],
                   torch.onnx.OperatorExportTypes.ONNX, 17, True, {"x": {0: "batch"}})
-    proto = _proto(buffer)
+    proto = load(buffer)
     assert [i.name for i in proto.graph.input] == ["x"]
     assert [o.name for o in proto.graph.output] == ["out"]
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
@@ -60,7 +57,7 @@ def test_torch_2_keywords_with_dynamo_false():
                   custom_translation_table=None, verbose=None, opset_version=17,
                   training=torch.onnx.TrainingMode.EVAL,
                   operator_export_type=torch.onnx.OperatorExportTypes.ONNX)
-    assert [i.name for i in _proto(buffer).graph.input] == ["x", "y"]
+    assert [i.name for i in load(buffer).graph.input] == ["x", "y"]
 
 
 def test_f_none_converts_without_writing():
@@ -132,7 +129,7 @@ def _torch_onnx(model, args, **options) -> onnx.ModelProto:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, buffer, dynamo=False, **options)
-    return _proto(buffer)
+    return load(buffer)
 
 
 @pytest.mark.parametrize("model, args, inputs", [

@@ -15,15 +15,11 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import OperatorExportTypes, TrainingMode, api
-from oxport import plugin_manager
+from oxport import OperatorExportTypes, TrainingMode, api, plugin_manager
+from tests.helpers import load
 
 torch.manual_seed(0)
 TOL = {"rtol": 1e-4, "atol": 1e-6}
-
-
-def _load(f: str | io.BytesIO) -> onnx.ModelProto:
-    return onnx.load_from_string(f.getvalue()) if isinstance(f, io.BytesIO) else onnx.load(f)
 
 
 def _run(f: str | io.BytesIO, *arrays: torch.Tensor, feeds: dict | None = None) -> list:
@@ -86,7 +82,7 @@ def test_args_single_tensor_is_a_one_tuple(tmp_path):
     x = torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(Pair(), x, f)
-    assert [i.name for i in _load(f).graph.input] == ["x"]
+    assert [i.name for i in load(f).graph.input] == ["x"]
     np.testing.assert_allclose(_run(f, x)[0], Pair()(x).numpy(), **TOL)
 
 
@@ -94,7 +90,7 @@ def test_args_tuple_gives_inputs_in_order(tmp_path):
     x, y = torch.randn(2, 3), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(Pair(), (x, y), f)
-    assert [i.name for i in _load(f).graph.input] == ["x", "y"]
+    assert [i.name for i in load(f).graph.input] == ["x", "y"]
     np.testing.assert_allclose(_run(f, x, y)[0], Pair()(x, y).numpy(), **TOL)
 
 
@@ -102,7 +98,7 @@ def test_args_trailing_dict_holds_named_arguments(tmp_path):
     x, y = torch.randn(2, 3), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(Pair(), (x, {"y": y, "repeat": 2}), f)
-    assert [i.name for i in _load(f).graph.input] == ["x", "y"]
+    assert [i.name for i in load(f).graph.input] == ["x", "y"]
     expected = Pair()(x, y=y, repeat=2)
     np.testing.assert_allclose(_run(f, x, y)[0], expected.numpy(), **TOL)
 
@@ -116,7 +112,7 @@ def test_args_empty_dict_escape_passes_a_dict_positionally(tmp_path):
     x, bias = torch.randn(2, 3), torch.randn(3)
     f = str(tmp_path / "m.onnx")
     oxport.export(TakesDict(), (x, {"bias": bias}, {}), f)
-    model = _load(f)
+    model = load(f)
     assert [i.name for i in model.graph.input] == ["x", "extra.bias"]
     np.testing.assert_allclose(_run(f, x, bias)[0], TakesDict()(x, {"bias": bias}).numpy(),
                                **TOL)
@@ -127,7 +123,7 @@ def test_args_nested_tuples_are_flattened(tmp_path):
     f = str(tmp_path / "m.onnx")
     oxport.export(Recurrent(), (x, (h, c)), f, input_names=["x", "h0", "c0"],
                   output_names=["y", "h1", "c1"])
-    model = _load(f)
+    model = load(f)
     assert [i.name for i in model.graph.input] == ["x", "h0", "c0"]
     assert [o.name for o in model.graph.output] == ["y", "h1", "c1"]
     y, (h1, c1) = Recurrent()(x, (h, c))
@@ -142,7 +138,7 @@ def test_primitive_args_are_0d_inputs_unless_their_value_is_baked_in(tmp_path):
     x = torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(Pair(), (x, None, 2.5, 3), f)
-    model = _load(f)
+    model = load(f)
     assert [i.name for i in model.graph.input] == ["x", "scale"]
     assert model.graph.input[1].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
     np.testing.assert_allclose(_run(f, x, torch.tensor(2.5, dtype=torch.float64))[0], Pair()(x, None, 2.5, 3).numpy(), **TOL)
@@ -184,7 +180,7 @@ def test_export_params_false_makes_parameters_inputs_in_state_dict_order(tmp_pat
     model, x = WithBuffer().eval(), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(model, x, f, export_params=False, do_constant_folding=False)
-    proto = _load(f)
+    proto = load(f)
     assert [i.name for i in proto.graph.input] == ["x", *model.state_dict()]
     # Constants the conversion made stay initializers; parameters carry no data.
     assert {t.name for t in proto.graph.initializer}.isdisjoint(model.state_dict())
@@ -200,7 +196,7 @@ def test_export_params_true_stores_parameters_as_initializers_only(tmp_path):
     model, x = WithBuffer().eval(), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(model, x, f)
-    proto = _load(f)
+    proto = load(f)
     assert [i.name for i in proto.graph.input] == ["x"]
     assert set(model.state_dict()) <= {t.name for t in proto.graph.initializer}
 
@@ -209,7 +205,7 @@ def test_partial_input_and_output_names_name_inputs_then_parameters(tmp_path):
     model, x = Net().eval(), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(model, x, f, input_names=["data", "learned_0"], output_names=["scores"])
-    proto = _load(f)
+    proto = load(f)
     assert [i.name for i in proto.graph.input] == ["data"]
     names = [t.name for t in proto.graph.initializer]
     assert names[0] == "learned_0" and names[1:] == ["fc.bias", "out.weight", "out.bias"]
@@ -222,8 +218,8 @@ def test_keep_initializers_as_inputs(tmp_path):
     default, kept = str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")
     oxport.export(model, x, default)  # None -> False for OperatorExportTypes.ONNX
     oxport.export(model, x, kept, keep_initializers_as_inputs=True)
-    assert [i.name for i in _load(default).graph.input] == ["x"]
-    assert [i.name for i in _load(kept).graph.input] == ["x", *model.state_dict()]
+    assert [i.name for i in load(default).graph.input] == ["x"]
+    assert [i.name for i in load(kept).graph.input] == ["x", *model.state_dict()]
     # Kept initializers can be overridden at run time.
     zeros = {k: np.zeros_like(v.numpy()) for k, v in model.state_dict().items()}
     got = _run(kept, feeds={"x": x.numpy(), **zeros})[0]
@@ -234,7 +230,7 @@ def test_keep_initializers_as_inputs_is_forced_below_opset_9(tmp_path):
     model, x = Net().eval(), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(model, x, f, opset_version=8, keep_initializers_as_inputs=False)
-    proto = _load(f)
+    proto = load(f)
     assert [i.name for i in proto.graph.input] == ["x", *model.state_dict()]
     assert proto.ir_version == 3
     np.testing.assert_allclose(_run(f, feeds={"x": x.numpy()})[0],
@@ -252,12 +248,12 @@ def test_verbose_prints_the_graph_and_records_source_locations(tmp_path, capsys,
     assert "%fc.weight : Float(5, 3)" in out
     assert "onnx::Gemm[transB=1](%x, %fc.weight, %fc.bias), scope: Net/Linear[fc]" in out
     assert "scope: Net/Linear[out]" in out
-    gemm = [n for n in _load(f).graph.node if n.op_type == "Gemm"]
+    gemm = [n for n in load(f).graph.node if n.op_type == "Gemm"]
     assert gemm[0].doc_string.startswith("scope: Net/Linear[fc] # ")
-    relu = [n for n in _load(f).graph.node if n.op_type == "Relu"][0]
+    relu = [n for n in load(f).graph.node if n.op_type == "Relu"][0]
     this_file = os.path.basename(__file__)
     assert this_file in relu.doc_string and ": forward" in relu.doc_string
-    assert _load(f).doc_string.startswith("Net from ")
+    assert load(f).doc_string.startswith("Net from ")
     # The log is on for the export only.
     assert restore_logging.handlers == [] or not any(
         getattr(h, "_oxport", False) for h in restore_logging.handlers)
@@ -267,7 +263,7 @@ def test_quiet_export_prints_nothing_and_sets_no_doc_strings(tmp_path, capsys):
     f = str(tmp_path / "m.onnx")
     oxport.export(Net().eval(), torch.randn(2, 3), f)
     assert capsys.readouterr().out == ""
-    assert all(not n.doc_string for n in _load(f).graph.node)
+    assert all(not n.doc_string for n in load(f).graph.node)
 
 
 # -- training --------------------------------------------------------------------------------
@@ -287,10 +283,10 @@ def test_training_modes_and_the_model_mode_is_restored(mode, was_training, dropo
     oxport.export(model, torch.randn(2, 3), buffer, training=mode)
     assert seen == [dropout]
     assert model.training is was_training and model.fc.training is was_training
-    ops = [n.op_type for n in _load(buffer).graph.node]
+    ops = [n.op_type for n in load(buffer).graph.node]
     assert ("Dropout" in ops) is dropout
     if dropout:
-        node = [n for n in _load(buffer).graph.node if n.op_type == "Dropout"][0]
+        node = [n for n in load(buffer).graph.node if n.op_type == "Dropout"][0]
         assert len(node.input) == 3  # ratio and training_mode given
 
 
@@ -332,7 +328,7 @@ def test_opset_versions(opset, tmp_path):
     model, x = Net().eval(), torch.randn(2, 3)
     f = str(tmp_path / "m.onnx")
     oxport.export(model, x, f, opset_version=opset)
-    proto = _load(f)
+    proto = load(f)
     assert [(o.domain, o.version) for o in proto.opset_import] == [("", opset)]
     onnx.checker.check_model(proto, full_check=True)
     np.testing.assert_allclose(_run(f, feeds={"x": x.numpy()})[0], model(x).detach().numpy(),
@@ -366,7 +362,7 @@ def test_do_constant_folding(fold, tmp_path):
     x = torch.randn(3, 4)
     f = str(tmp_path / "m.onnx")
     oxport.export(Folded(), x, f, do_constant_folding=fold)
-    ops = [n.op_type for n in _load(f).graph.node]
+    ops = [n.op_type for n in load(f).graph.node]
     assert (ops == ["Mul"]) is fold
     if not fold:
         assert ops.count("Reshape") == 3 and "Add" in ops
@@ -384,12 +380,12 @@ def test_dynamic_axes_seed_example(tmp_path):
     static, dynamic = str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")
     oxport.export(SumModule(), (torch.ones(2, 2),), static, input_names=["x"],
                   output_names=["sum"])
-    assert _dims(_load(static).graph.input[0]) == [2, 2]
-    assert _dims(_load(static).graph.output[0]) == [2]
+    assert _dims(load(static).graph.input[0]) == [2, 2]
+    assert _dims(load(static).graph.output[0]) == [2]
     oxport.export(SumModule(), (torch.ones(2, 2),), dynamic, input_names=["x"],
                   output_names=["sum"],
                   dynamic_axes={"x": {0: "my_custom_axis_name"}, "sum": [0]})
-    proto = _load(dynamic)
+    proto = load(dynamic)
     assert _dims(proto.graph.input[0]) == ["my_custom_axis_name", 2]
     assert _dims(proto.graph.output[0]) == ["sum_dynamic_axes_1"]
     x = torch.randn(5, 2)
@@ -400,7 +396,7 @@ def test_dynamic_axes_list_names_count_from_one_and_negative_axes(tmp_path):
     f = str(tmp_path / "m.onnx")
     oxport.export(Pair(), torch.randn(2, 3, 4), f, input_names=["x"],
                   dynamic_axes={"x": [0, -1]})
-    assert _dims(_load(f).graph.input[0]) == ["x_dynamic_axes_1", 3, "x_dynamic_axes_2"]
+    assert _dims(load(f).graph.input[0]) == ["x_dynamic_axes_1", 3, "x_dynamic_axes_2"]
 
 
 # -- custom_opsets, export_modules_as_functions, autograd_inlining ---------------------------

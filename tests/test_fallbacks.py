@@ -3,7 +3,6 @@ seeds' example graphs, warnings with source lines, and when a fallback may fire.
 
 from __future__ import annotations
 
-import io
 import warnings
 
 import onnx
@@ -20,6 +19,7 @@ from oxport.errors import (
     UnsupportedOperatorError,
 )
 from oxport.types import OperatorExportTypes
+from tests.helpers import export_with_result
 from tests.torch_ops import define_op
 
 ATEN = "org.pytorch.aten"
@@ -27,12 +27,6 @@ ATEN = "org.pytorch.aten"
 
 define_op("foo_namespace", "bar", "(Tensor a, Tensor b) -> Tensor", lambda a, b: a * b + a)
 define_op("oxfallback", "scale", "(Tensor a, float s) -> Tensor", lambda a, s: a * s)
-
-
-def export(model, args, **kwargs) -> tuple[onnx.ModelProto, oxport.ExportResult]:
-    buffer = io.BytesIO()
-    result = oxport.export(model, args, buffer, **kwargs)
-    return onnx.load_from_string(buffer.getvalue()), result
 
 
 def ops(model: onnx.ModelProto) -> list[tuple[str, str]]:
@@ -62,7 +56,7 @@ class ExpDiv(torch.nn.Module):
 # -- ONNX_ATEN --------------------------------------------------------------------------
 def test_onnx_aten_exports_every_aten_op_as_aten():
     with pytest.warns(FallbackWarning) as caught:
-        model, result = export(ExpDiv(), (torch.randn(2, 3, 4),),
+        model, result = export_with_result(ExpDiv(), (torch.randn(2, 3, 4),),
                                operator_export_type=OperatorExportTypes.ONNX_ATEN)
     nodes = [n for n in model.graph.node]
     assert [(n.domain, n.op_type) for n in nodes] == [(ATEN, "ATen"), (ATEN, "ATen")]
@@ -80,9 +74,9 @@ def test_onnx_aten_exports_every_aten_op_as_aten():
 
 def test_onnx_aten_is_the_aten_fallback_plugin_by_name():
     with pytest.warns(FallbackWarning):
-        by_mode, _ = export(ExpDiv(), (torch.randn(3),),
+        by_mode, _ = export_with_result(ExpDiv(), (torch.randn(3),),
                             operator_export_type=OperatorExportTypes.ONNX_ATEN)
-        by_name, _ = export(ExpDiv(), (torch.randn(3),), fallbacks=["aten"])
+        by_name, _ = export_with_result(ExpDiv(), (torch.randn(3),), fallbacks=["aten"])
     assert ops(by_mode) == ops(by_name) == [(ATEN, "ATen")] * 2
 
 
@@ -97,7 +91,7 @@ class Affine(torch.nn.Module):
 
 def test_onnx_aten_arguments_weights_constants_and_strings():
     with pytest.warns(FallbackWarning):
-        model, _ = export(Affine(), (torch.randn(2, 4),),
+        model, _ = export_with_result(Affine(), (torch.randn(2, 4),),
                           operator_export_type=OperatorExportTypes.ONNX_ATEN)
     graph = model.graph
     # Non-ONNX modes keep initializers as inputs by default (torch.onnx's behaviour).
@@ -130,7 +124,7 @@ def _opset_without_triu() -> int:
 def test_aten_fallback_only_for_ops_without_symbolic():
     opset = _opset_without_triu()
     with pytest.warns(FallbackWarning, match=r"aten::triu .*'aten-fallback'.*test_fallbacks\.py"):
-        model, result = export(TriuMul(), (torch.randn(3, 3),), opset_version=opset,
+        model, result = export_with_result(TriuMul(), (torch.randn(3, 3),), opset_version=opset,
                                operator_export_type=OperatorExportTypes.ONNX_ATEN_FALLBACK)
     assert ops(model) == [(ATEN, "ATen"), ("", "Mul")]
     triu = next(n for n in model.graph.node if n.op_type == "ATen")
@@ -144,7 +138,7 @@ def test_aten_fallback_only_for_ops_without_symbolic():
 def test_aten_fallback_leaves_converted_models_alone():
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
-        model, result = export(_Mul(), (torch.randn(2, 3),),
+        model, result = export_with_result(_Mul(), (torch.randn(2, 3),),
                                operator_export_type=OperatorExportTypes.ONNX_ATEN_FALLBACK)
     assert ops(model) == [("", "Mul")] and not result.fallback_uses
 
@@ -162,7 +156,7 @@ def test_fallthrough_keeps_a_custom_op_in_its_namespace():
     with pytest.raises(UnsupportedOperatorError, match="foo_namespace::bar"):
         oxport.convert(BarDiv(), args)
     with pytest.warns(FallbackWarning, match="foo_namespace::bar"):
-        model, result = export(BarDiv(), args,
+        model, result = export_with_result(BarDiv(), args,
                                operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH)
     assert ops(model) == [("foo_namespace", "bar"), ("", "Div")]
     bar, div = model.graph.node
@@ -172,7 +166,7 @@ def test_fallthrough_keeps_a_custom_op_in_its_namespace():
     assert [(u.kind, u.fallback) for u in result.fallback_uses] == [
         ("foo_namespace::bar", "fallthrough")]
     with pytest.warns(FallbackWarning):
-        model, _ = export(BarDiv(), args, custom_opsets={"foo_namespace": 4},
+        model, _ = export_with_result(BarDiv(), args, custom_opsets={"foo_namespace": 4},
                           operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH)
     assert imports(model)["foo_namespace"] == 4
 
@@ -180,7 +174,7 @@ def test_fallthrough_keeps_a_custom_op_in_its_namespace():
 def test_fallthrough_aten_op_without_symbolic():
     # Only the prim pack and the fallthrough plugin: aten::mul has no symbolic.
     with pytest.warns(FallbackWarning, match="aten::mul"):
-        model, _ = export(_Mul(), (torch.randn(2),),
+        model, _ = export_with_result(_Mul(), (torch.randn(2),),
                           plugins=["oxport.prim", "oxport.fallback.fallthrough"],
                           fallbacks=["fallthrough"])
     (node,) = [n for n in model.graph.node if n.op_type != "Constant"]
@@ -189,7 +183,7 @@ def test_fallthrough_aten_op_without_symbolic():
 
 def test_fallbacks_in_order_and_unknown_names():
     with pytest.warns(FallbackWarning):
-        model, result = export(BarDiv(), (torch.randn(2), torch.randn(2)),
+        model, result = export_with_result(BarDiv(), (torch.randn(2), torch.randn(2)),
                                fallbacks=["aten-fallback", "fallthrough"])
     assert ops(model)[0] == ("foo_namespace", "bar")  # aten-fallback claims only aten ops
     with pytest.raises(InvalidExportArgumentError, match="no-such-mode"):
@@ -222,7 +216,7 @@ def test_a_declining_symbolic_lets_the_fallback_take_over(scale_symbolic):
     with pytest.raises(UnsupportedOperatorError, match="declined: only s == 1"):
         oxport.convert(Scale(), (torch.randn(3),))
     with pytest.warns(FallbackWarning):
-        model, _ = export(Scale(), (torch.randn(3),),
+        model, _ = export_with_result(Scale(), (torch.randn(3),),
                           operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH)
     assert ops(model) == [("oxfallback", "scale"), ("", "Add")]
 

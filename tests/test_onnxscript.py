@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 
 import onnx
@@ -15,6 +14,7 @@ from onnx import helper
 import oxport
 from oxport.errors import OnnxExporterError
 from oxport.testing import compare
+from tests.helpers import export_proto
 
 onnxscript = pytest.importorskip("onnxscript")
 from onnxscript.onnx_opset import opset15 as op  # noqa: E402
@@ -48,12 +48,6 @@ def selu_symbolic():
     oxport.unregister_custom_op_symbolic("aten::selu", opset_version)
 
 
-def export(model, args, **kwargs) -> onnx.ModelProto:
-    buffer = io.BytesIO()
-    oxport.export(model, args, buffer, **kwargs)
-    return onnx.load_from_string(buffer.getvalue())
-
-
 def run_ort(model: onnx.ModelProto, x: torch.Tensor) -> list:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {session.get_inputs()[0].name: x.numpy()})
@@ -63,7 +57,7 @@ def test_the_seeds_selu_runs_in_onnxruntime(selu_symbolic):
     selu_symbolic(custom_selu)
     x = torch.randn(1, 2, 3, 4, requires_grad=True)
     model = torch.nn.SELU()
-    onnx_model = export(model, x, opset_version=opset_version,
+    onnx_model = export_proto(model, x, opset_version=opset_version,
                         custom_opsets={"onnx-script": 2})
     (node,) = onnx_model.graph.node
     assert (node.domain, node.op_type) == ("onnx-script", "Selu")
@@ -77,14 +71,14 @@ def test_the_seeds_selu_runs_in_onnxruntime(selu_symbolic):
 
 def test_the_domain_version_defaults_to_1(selu_symbolic):
     selu_symbolic(custom_selu)
-    onnx_model = export(torch.nn.SELU(), torch.randn(3), opset_version=opset_version)
+    onnx_model = export_proto(torch.nn.SELU(), torch.randn(3), opset_version=opset_version)
     assert {o.domain: o.version for o in onnx_model.opset_import}["onnx-script"] == 1
 
 
 def test_two_uses_add_the_function_once(selu_symbolic):
     selu_symbolic(custom_selu)
     model = torch.nn.Sequential(torch.nn.SELU(), torch.nn.SELU())
-    onnx_model = export(model, torch.randn(3), opset_version=opset_version)
+    onnx_model = export_proto(model, torch.randn(3), opset_version=opset_version)
     assert [n.op_type for n in onnx_model.graph.node] == ["Selu", "Selu"]
     assert len(onnx_model.functions) == 1
 
@@ -100,7 +94,7 @@ def test_a_function_proto_needs_no_onnxscript(selu_symbolic, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if it were not installed
     selu_symbolic(lambda g, x: g.onnxscript_op(_double_function(), x))
     x = torch.randn(2, 3)
-    onnx_model = export(torch.nn.SELU(), x, opset_version=opset_version)
+    onnx_model = export_proto(torch.nn.SELU(), x, opset_version=opset_version)
     assert [f.name for f in onnx_model.functions] == ["Double"]
     compare(x + x, run_ort(onnx_model, x), rtol=0, atol=0)
 

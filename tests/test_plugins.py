@@ -22,6 +22,7 @@ import oxport
 from oxport import plugin_manager, plugins, testing
 from oxport.errors import PluginError, RegistryError, UnsupportedOperatorError
 from oxport.registry import Layer, OpPack, ShadowingWarning
+from tests.helpers import export_proto
 from tests.venvs import layered_venv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,10 +51,8 @@ class FooModel(torch.nn.Module):
 
 def export_foo(opset: int = 13, **kwargs) -> onnx.ModelProto:
     define_foo_forward()
-    buffer = io.BytesIO()
-    oxport.export(FooModel(), (torch.randn(2, 3), torch.randn(2, 3)), buffer,
-                  opset_version=opset, custom_opsets={"custom_domain": 2}, **kwargs)
-    return onnx.load_from_string(buffer.getvalue())
+    return export_proto(FooModel(), (torch.randn(2, 3), torch.randn(2, 3)),
+                        opset_version=opset, custom_opsets={"custom_domain": 2}, **kwargs)
 
 
 def assert_foo_node(model: onnx.ModelProto) -> None:
@@ -404,9 +403,8 @@ def test_the_raw_hook_form(install):
     assert info_of(manager, "my-hooks").registered == {"symbolics": 1, "domains": 1}
     assert manager.registry.domain_versions["custom_domain"] == 2
     define_foo_forward()
-    buffer = io.BytesIO()
-    oxport.export(FooModel(), (torch.randn(2, 3), torch.randn(2, 3)), buffer, opset_version=9)
-    assert_foo_node(onnx.load_from_string(buffer.getvalue()))  # version 2 from the plugin
+    model = export_proto(FooModel(), (torch.randn(2, 3), torch.randn(2, 3)), opset_version=9)
+    assert_foo_node(model)  # version 2 from the plugin
 
 
 def test_reset_looks_for_installed_plugins_again(install, monkeypatch):

@@ -133,8 +133,8 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     try:
         with warnings.catch_warnings(), contextlib.ExitStack() as stack:
             if _example_size_below_two(tensors, per_tensor):
-                # That axis stays dynamic only with size-oblivious guards, which make the
-                # capture of a transformer ~15% slower: only when needed.
+                # That axis stays dynamic only with size-oblivious guards, which slow the
+                # capture of a transformer down: only when needed.
                 stack.enter_context(fx_config.patch(backed_size_oblivious=True))
             for patch in kept_whole:
                 stack.enter_context(patch)
@@ -268,7 +268,7 @@ def capture_state_released() -> Iterator[None]:
     * The nodes of the last non-strict capture, which torch.export maps by fake tensor in a
       module global (for its fake-tensor leak check, made during the capture) until the
       next capture: they keep the captured graph and its fake tensors alive after the
-      program is dropped (0.6 MB on ResNet-50)."""
+      program is dropped."""
     before = set(linecache.cache)
     try:
         yield

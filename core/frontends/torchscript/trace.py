@@ -201,7 +201,8 @@ def release_free_memory() -> None:
 
 class _Releaser:
     """Calls :func:`release_free_memory` when ``RELEASE_INTERVAL_S`` has passed since the
-    last call (about 1 ms each: a few percent of a trace at most)."""
+    last call, so that the calls stay a small part of a trace however many submodules it
+    runs."""
 
     def __init__(self) -> None:
         self._last = time.perf_counter()
