@@ -15,8 +15,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import OperatorExportTypes, TrainingMode, api
-from oxport import plugin_manager
+from oxport import OperatorExportTypes, TrainingMode, plugin_manager, walk
 
 torch.manual_seed(0)
 TOL = {"rtol": 1e-4, "atol": 1e-6}
@@ -427,13 +426,13 @@ def test_custom_opsets(custom_relu, custom_opsets, version):
 
 def test_autograd_inlining_reaches_the_conversion(monkeypatch):
     seen = []
-    original = api.Conversion.run
+    original = walk.Conversion.run
 
     def spy(self, front):
         seen.append(self.autograd_inlining)
         return original(self, front)
 
-    monkeypatch.setattr(api.Conversion, "run", spy)
+    monkeypatch.setattr(walk.Conversion, "run", spy)
     oxport.convert(Net().eval(), torch.randn(2, 3), autograd_inlining=False)
     oxport.convert(Net().eval(), torch.randn(2, 3))
     assert seen == [False, True]
