@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import oxport  # noqa: E402
 from benchmarks.models import BY_NAME  # noqa: E402
-from oxport import api  # noqa: E402
+from oxport import pipeline  # noqa: E402
 from oxport.frontends.torchscript import baked_sizes  # noqa: E402
 
 DEFAULT = ["bert-base", "gpt2-small", "lstm-lm", "t5-small", "llama-style"]
@@ -37,7 +37,7 @@ class _Meter:
         self.seconds = 0.0
         self.records = 0
         record, warn = baked_sizes.Recorder.record, baked_sizes.warn
-        warn_step = api._warn_traced_sizes_of_dynamic_axes
+        warn_step = pipeline._warn_traced_sizes_of_dynamic_axes
         warned: list[float] = []
 
         def timed_record(recorder, *args):
@@ -60,7 +60,7 @@ class _Meter:
 
         baked_sizes.Recorder.record = timed_record
         baked_sizes.warn = timed_warn
-        api._warn_traced_sizes_of_dynamic_axes = timed_warn_step
+        pipeline._warn_traced_sizes_of_dynamic_axes = timed_warn_step
 
 
 def main(argv: list[str] | None = None) -> int:

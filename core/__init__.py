@@ -16,10 +16,12 @@ _SOURCES = {
     "errors": "oxport.errors", "plugins": "oxport.plugins",
     "symbolic_helper": "oxport.symbolic_helper", "verification": "oxport.verification",
     **dict.fromkeys([
-        "ExportResult", "ExportWarning", "convert", "disable_log", "enable_log", "export",
-        "export_to_pretty_string", "is_in_onnx_export", "register_custom_op_symbolic",
-        "select_model_mode_for_export", "unconvertible_op_details", "unconvertible_ops",
-        "unregister_custom_op_symbolic"], "oxport.api"),
+        "convert", "export", "export_to_pretty_string", "register_custom_op_symbolic",
+        "unconvertible_op_details", "unconvertible_ops", "unregister_custom_op_symbolic"],
+        "oxport.api"),
+    **dict.fromkeys(["disable_log", "enable_log", "is_in_onnx_export",
+                     "select_model_mode_for_export"], "oxport.exporting"),
+    **dict.fromkeys(["ExportResult", "ExportWarning"], "oxport.result"),
     "GraphContext": "oxport.context", "SymbolicContext": "oxport.context",
     **dict.fromkeys(["CheckerError", "OnnxExporterError", "SymbolicValueError",
                      "UnsupportedOperatorError"], "oxport.errors"),
@@ -48,16 +50,10 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from oxport import errors, plugins, symbolic_helper, verification
     from oxport.api import (
-        ExportResult,
-        ExportWarning,
         convert,
-        disable_log,
-        enable_log,
         export,
         export_to_pretty_string,
-        is_in_onnx_export,
         register_custom_op_symbolic,
-        select_model_mode_for_export,
         unconvertible_op_details,
         unconvertible_ops,
         unregister_custom_op_symbolic,
@@ -69,6 +65,13 @@ if TYPE_CHECKING:
         SymbolicValueError,
         UnsupportedOperatorError,
     )
+    from oxport.exporting import (
+        disable_log,
+        enable_log,
+        is_in_onnx_export,
+        select_model_mode_for_export,
+    )
     from oxport.hookspecs import hookimpl
     from oxport.registry import OpPack
+    from oxport.result import ExportResult, ExportWarning
     from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     import torch
 
     from oxport import ExportResult
+    from oxport.frontends.base import FrontEnd
+    from oxport.ir import Graph
     from oxport.registry import Registrar
 
 PROJECT = "oxport"
@@ -105,6 +107,32 @@ def oxport_register_passes(registry: Registrar) -> None:
         @oxport.hookimpl
         def oxport_register_passes(registry):
             registry.register_pass("fuse-gelu", fuse_gelu)
+    """
+
+
+@hookspec
+def oxport_graph_boundary(graph: Graph, front: FrontEnd, input_names: list[str],
+                          opset: int) -> None:
+    """Rewrite the converted graph's inputs and outputs for values the front end hands
+    over in a form ONNX has no type for (the quantized pack splits a quantized tensor
+    into its integer value, scale and zero point).
+
+    Runs once per conversion, after the walk, the registered graph passes and constant
+    folding, before dead code is removed and the graph is serialized; only the plugins
+    loaded by then take part (a pack that loads on demand, when the export met one of its
+    ops, may implement it). Raising an exception fails the export with it.
+
+    :param graph: The converted graph; its ``inputs`` are the user inputs, in order.
+    :param front: The front end's hand-over: the source graph and its example inputs.
+    :param input_names: The ``input_names`` the user gave (maybe fewer than the inputs):
+        edit the list in place when an input becomes several.
+    :param opset: The ``ai.onnx`` opset of the export.
+
+    Example::
+
+        @oxport.hookimpl
+        def oxport_graph_boundary(graph, front, input_names, opset):
+            split_my_inputs(graph, front.example_inputs, input_names)
     """
 
 

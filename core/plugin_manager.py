@@ -66,7 +66,7 @@ SYNC_COMMAND = "oxport plugins --sync-pyproject"
 #: What a plugin that loads on demand may register, and the hooks it may implement.
 _ON_DEMAND_KINDS = ("symbolics", "domains", "passes")
 _ON_DEMAND_HOOKS = ("oxport_register_symbolics", "oxport_register_domains",
-                    "oxport_register_passes")
+                    "oxport_register_passes", "oxport_graph_boundary")
 _REGISTRATION_HOOKS = (
     "oxport_register_domains",
     "oxport_register_symbolics",

@@ -118,7 +118,9 @@ class Conversion:
                  fallbacks: Sequence[tuple[str, Fallback]] = (),
                  custom_opsets: dict[str, int] | None = None,
                  training: bool = False, collect_only: bool = False,
-                 unloaded: Callable[[str], list[str]] | None = None) -> None:
+                 unloaded: Callable[[str], list[str]] | None = None,
+                 autograd_inlining: bool = True, params_are_inputs: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.registry = registry
         self.opset = opset
         self.fallbacks = list(fallbacks)
@@ -136,12 +138,12 @@ class Conversion:
         #: TorchScript nodes to visit (blocks included); set when the walk starts.
         self.nodes_total = 0
         #: Called as ``progress(nodes_done, nodes_total)`` after each node starts converting.
-        self.progress: Callable[[int, int], None] | None = None
+        self.progress = progress
         #: Whether autograd Functions without a symbolic are inlined (export's autograd_inlining).
-        self.autograd_inlining = True
+        self.autograd_inlining = autograd_inlining
         #: Whether parameters stay run-time inputs (export_params=False or
         #: keep_initializers_as_inputs): symbolics must not bake their values into new constants.
-        self.params_are_inputs = False
+        self.params_are_inputs = params_are_inputs
         #: TorchScript view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
         self.views: dict[int, tuple[torch._C.Value, Any]] = {}

@@ -34,18 +34,28 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.context import GraphContext
 from oxport.errors import SymbolicValueError
+from oxport.frontends.base import FrontEnd
+from oxport.frontends.quantized_io import quantized_outputs
 from oxport.hookspecs import hookimpl
 from oxport.ir import Graph, Node, Type, Value
+from oxport.opsets import quantized_io
 from oxport.types import JitScalarType
 from oxport.walk import call_symbolic
 
 
 class _QuantizedPack(OpPack):
-    """The quantized op pack, which also registers the ``requantize`` graph pass."""
+    """The quantized op pack, which also registers the ``requantize`` graph pass and splits
+    quantized inputs and outputs at the graph's edges (:mod:`oxport.opsets.quantized_io`)."""
 
     @hookimpl
     def oxport_register_passes(self, registry: Any) -> None:
         registry.register_pass("quantized.requantize", requantize)
+
+    @hookimpl
+    def oxport_graph_boundary(self, graph: Graph, front: FrontEnd, input_names: list[str],
+                              opset: int) -> None:
+        quantized_io.split_inputs(graph, front.example_inputs, input_names, opset)
+        quantized_io.split_outputs(graph, quantized_outputs(front.graph))
 
 
 pack = _QuantizedPack("oxport.quantized", cases="oxport.opsets.cases.quantized")

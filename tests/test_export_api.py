@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import OperatorExportTypes, TrainingMode, api, plugin_manager
+from oxport import OperatorExportTypes, TrainingMode, plugin_manager, walk
 from tests.helpers import load
 
 torch.manual_seed(0)
@@ -423,13 +423,13 @@ def test_custom_opsets(custom_relu, custom_opsets, version):
 
 def test_autograd_inlining_reaches_the_conversion(monkeypatch):
     seen = []
-    original = api.Conversion.run
+    original = walk.Conversion.run
 
     def spy(self, front):
         seen.append(self.autograd_inlining)
         return original(self, front)
 
-    monkeypatch.setattr(api.Conversion, "run", spy)
+    monkeypatch.setattr(walk.Conversion, "run", spy)
     oxport.convert(Net().eval(), torch.randn(2, 3), autograd_inlining=False)
     oxport.convert(Net().eval(), torch.randn(2, 3))
     assert seen == [False, True]

@@ -165,3 +165,16 @@ def test_qint32_activations_are_declined():
                                                               torch.qint32))
     with pytest.raises(UnsupportedOperatorError, match="int8 and uint8"):
         oxport.convert(model, (torch.randn(2, 3),), opset_version=21)
+
+
+def test_a_quantized_argument_loads_the_pack_that_splits_it():
+    """A quantized argument that meets no quantized op is still three inputs: it stands for
+    ``aten::dequantize``, so the quantized pack loads (on demand, in a manager of its own
+    here) and its ``oxport_graph_boundary`` hook splits it."""
+    x = torch.quantize_per_tensor(torch.randn(2, 3), 0.1, 2, torch.quint8)
+    proto = oxport.convert(nn.ReLU(), (x,), opset_version=17,
+                           disable_plugins=["oxport.signal"]).model_proto()
+    assert [i.name for i in proto.graph.input] == ["input_value", "input_scale",
+                                                  "input_zero_point"]
+    assert [n.op_type for n in proto.graph.node] == ["Cast", "Cast", "DequantizeLinear", "Relu"]
+

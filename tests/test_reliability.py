@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import api
+from oxport import exporting
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 
@@ -84,8 +84,8 @@ def test_two_threads_export_while_a_third_runs_eager_forwards(tmp_path):
 
 def test_export_state_nests_and_is_restored():
     assert not oxport.is_in_onnx_export()
-    with api._exporting():
-        with api._exporting():
+    with exporting.exporting():
+        with exporting.exporting():
             assert oxport.is_in_onnx_export()
         assert oxport.is_in_onnx_export()  # the inner export does not end the outer one
         seen: list[bool] = []

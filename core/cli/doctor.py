@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from oxport import api, plugins
+from oxport import api, pipeline, plugins
 from oxport.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -34,6 +34,7 @@ from oxport.cli.common import (
 from oxport.cli.export import random_input
 from oxport.diagnose import report
 from oxport.errors import OnnxExporterError, advising_cli, how_to_set
+from oxport.options import check_opset
 from oxport.registry import RegistryView
 from oxport.types import DEFAULT_OPSET, TrainingMode
 
@@ -137,12 +138,12 @@ def diagnose(model: Any, args: Any, opset_version: int | None = None, *,
     the walker's collect-only mode) and tracing pitfalls; when every op converts, a full
     in-memory conversion catches any other failure. ``dynamo=True`` checks the
     torch.export front end (as ``export(..., dynamo=True)`` reads the model)."""
-    opset = api._check_opset(opset_version)
+    opset = check_opset(opset_version)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            graph, details = api._collect_unconvertible(model, args, TrainingMode.EVAL, opset,
-                                                        dynamo)
+            graph, details = pipeline.collect_unconvertible(model, args, TrainingMode.EVAL,
+                                                            opset, dynamo)
         except OnnxExporterError as exc:
             return Diagnosis(opset, [], report.source_pitfalls(model), str(exc))
     traced = list(caught)
@@ -168,7 +169,7 @@ def _finding(info: Any, graph: Any, registry: RegistryView) -> OpFinding:
         upper = f"..{entry.until}" if entry.until is not None else "+"
         providers.append(f"{entry.provenance} serves opsets {entry.since}{upper}")
     nodes = _nodes_of_kind(graph, info.kind)
-    modes = {name: export_type for export_type, names in api.EXPORT_TYPE_FALLBACKS.items()
+    modes = {name: export_type for export_type, names in pipeline.EXPORT_TYPE_FALLBACKS.items()
              for name in names}
     fallbacks = []
     for name, fallback in sorted(registry.fallbacks.items()):

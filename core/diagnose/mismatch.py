@@ -21,13 +21,14 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from oxport import api, serialize
+from oxport import api, pipeline, serialize
 from oxport.diagnose.verification import (
     VerificationOptions,
     compare,
     ort_session,
     run_ort,
 )
+from oxport.exporting import exporting, select_model_mode_for_export
 from oxport.frontends import arguments
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
@@ -38,6 +39,9 @@ from oxport.frontends.view import (
     constant,
 )
 from oxport.ir import Type
+from oxport.options import check_model, check_opset, check_training
+from oxport.pretty import pretty
+from oxport.result import ExportResult
 from oxport.types import TrainingMode
 from oxport.walk import source_of
 
@@ -262,7 +266,7 @@ class GraphInfo:
         self._front = front
         self.pt_outs = [search.values[u] for u in self.output_values]
         self.onnx_outs: list[np.ndarray] | None = None
-        self.export_result: api.ExportResult | None = None
+        self.export_result: ExportResult | None = None
         self.mismatch_error: str | None = None
         self.upper_graph_info: GraphInfo | None = None
         self.lower_graph_info: GraphInfo | None = None
@@ -406,7 +410,7 @@ class GraphInfo:
                     if isinstance(self.graph, torch._C.Graph) else
                     [_banner("torch.export graph"), _source_text(self.graph)])
             if self.export_result is not None:
-                out += [_banner("ONNX graph"), api.pretty(self.export_result.serialized)]
+                out += [_banner("ONNX graph"), pretty(self.export_result.serialized)]
         if not self.has_mismatch():
             out += ["No mismatch found.", _banner("Tree:"), self.tree_text()]
             return "\n".join(out)
@@ -481,17 +485,17 @@ def find_mismatch(model: Any, input_args: Any, do_constant_folding: bool = True,
     :func:`oxport.export`.
     """
     options = options or VerificationOptions()
-    opset = api._check_opset(opset_version)
-    api._check_model(model)
-    mode = api._check_training(training)
-    registry = api._loaded_registry()
+    opset = check_opset(opset_version)
+    check_model(model)
+    mode = check_training(training)
+    registry = pipeline.loaded_registry()
     # Traced in the caller's grad mode, as export traces (layers pick their path by it).
-    grad = api._tracing_grad(dynamo or isinstance(model, torch.export.ExportedProgram))
-    with api._exporting(), api.select_model_mode_for_export(model, mode), \
+    grad = pipeline.tracing_grad(dynamo or isinstance(model, torch.export.ExportedProgram))
+    with exporting(), select_model_mode_for_export(model, mode), \
             torch.set_grad_enabled(grad):
-        front = api._source_front_end(model, input_args, registry, opset, dynamo,
-                                      dynamic_shapes)
-    graph_training = api._is_training(model, mode)
+        front = pipeline.source_front_end(model, input_args, registry, opset, dynamo,
+                                          dynamic_shapes)
+    graph_training = pipeline.is_training(model, mode)
     # The torch.export front end's examples are fake tensors: the run needs the real ones.
     user_inputs = (list(front.example_inputs) if front.evaluate is None else
                    [leaf for leaf in pytree.tree_leaves(arguments.normalize_args(input_args))

@@ -28,8 +28,10 @@ from torch.utils import _pytree as pytree
 from oxport import api, serialize
 from oxport.diagnose import report
 from oxport.errors import OnnxExporterError
+from oxport.exporting import exporting, select_model_mode_for_export
 from oxport.frontends import arguments
 from oxport.frontends.torchscript import trace
+from oxport.result import ExportResult
 from oxport.types import TrainingMode
 from oxport.walk import source_of
 
@@ -222,7 +224,7 @@ class AxisProblem:
 class VerificationResult:
     """What :func:`verify` found."""
 
-    export: api.ExportResult
+    export: ExportResult
     runs: list[ShapeRun] = dataclasses.field(default_factory=list)
     axis_problems: list[AxisProblem] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -278,7 +280,7 @@ def verify(model: Any, args: Any, *, opset_version: int | None = None,
                          options=options)
 
 
-def verify_result(model: Any, args: Any, result: api.ExportResult, *,
+def verify_result(model: Any, args: Any, result: ExportResult, *,
                   dynamic_axes: Mapping[str, Any] | None = None,
                   training: TrainingMode = TrainingMode.EVAL,
                   options: VerificationOptions | None = None) -> VerificationResult:
@@ -294,7 +296,7 @@ def verify_result(model: Any, args: Any, result: api.ExportResult, *,
 class _Checker:
     """The state of one :func:`verify` call."""
 
-    def __init__(self, model: Any, args: Any, result: api.ExportResult,
+    def __init__(self, model: Any, args: Any, result: ExportResult,
                  options: VerificationOptions, training: TrainingMode) -> None:
         self.model, self.args, self.options, self.training = model, args, options, training
         #: What runs eagerly: an ExportedProgram's graph module, else the model.
@@ -358,7 +360,7 @@ class _Checker:
 
     def eager(self, leaves: list[Any]) -> list[torch.Tensor]:
         positional, kwargs = pytree.tree_unflatten(leaves, self.spec)
-        with api.select_model_mode_for_export(self.model, self.training), torch.no_grad():
+        with select_model_mode_for_export(self.model, self.training), torch.no_grad():
             out = self.runner(*positional, **kwargs)
         if not self.options.ignore_none and any(
                 leaf is None for leaf in pytree.tree_leaves(out, is_leaf=lambda x: x is None)):
@@ -517,8 +519,8 @@ class _Checker:
         positional, kwargs = pytree.tree_unflatten(leaves, self.spec)
         args = (*positional, kwargs) if kwargs or (positional and isinstance(
             positional[-1], dict)) else tuple(positional)
-        with warnings.catch_warnings(), api._exporting(), \
-                api.select_model_mode_for_export(self.model, self.training), torch.no_grad():
+        with warnings.catch_warnings(), exporting(), \
+                select_model_mode_for_export(self.model, self.training), torch.no_grad():
             warnings.simplefilter("ignore")
             try:
                 return trace.trace_module(self.model, args).graph
