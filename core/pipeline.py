@@ -23,6 +23,7 @@ from oxport.exporting import (
     verbose_log,
 )
 from oxport.frontends import arguments, quantized_io
+from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, trace
 from oxport.ir import Graph
@@ -279,8 +280,7 @@ def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
     result: dict[int, dict[int, str]] = {}
     for key, spec in dynamic_axes.items() if isinstance(dynamic_axes, Mapping) else ():
         if key in index and isinstance(spec, (Mapping, list, tuple)):
-            pairs = spec.items() if isinstance(spec, Mapping) else [
-                (axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)]
+            pairs = dynamic_axis_pairs(key, spec)
             result.setdefault(index[key], {}).update(
                 (a, str(n)) for a, n in pairs if isinstance(a, int) and not isinstance(a, bool))
         elif key not in (output_names or ()):

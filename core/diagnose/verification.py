@@ -30,6 +30,7 @@ from oxport.diagnose import report
 from oxport.errors import OnnxExporterError
 from oxport.exporting import exporting, select_model_mode_for_export
 from oxport.frontends import arguments
+from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.torchscript import trace
 from oxport.result import ExportResult
 from oxport.types import TrainingMode
@@ -374,8 +375,7 @@ class _Checker:
         groups: dict[str, list[tuple[int, int]]] = {}
         declared: dict[int, dict[int, str]] = {}
         for key, spec in dynamic_axes.items():
-            pairs = (dict(spec) if isinstance(spec, dict) else
-                     {axis: f"{key}_dynamic_axes_{i + 1}" for i, axis in enumerate(spec)})
+            pairs = dict(dynamic_axis_pairs(key, spec))
             if key in self.inputs:
                 index = self.inputs.index(key)
                 rank = self.leaves[self.slots[index]].dim()

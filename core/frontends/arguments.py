@@ -5,6 +5,7 @@ and structured outputs flattened to a tuple of tensors named after their dict ke
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -212,3 +213,11 @@ def signature(fn: Any) -> str:
     except (TypeError, ValueError):
         return "(...)"
 
+
+
+def dynamic_axis_pairs(key: str, spec: Mapping[int, str] | Sequence[int]) -> list[tuple[int, str]]:
+    """``dynamic_axes[key]`` as (axis, dim name) pairs: a dict as given, a list of axes
+    named as torch.onnx names them (``<key>_dynamic_axes_<1-based position>``)."""
+    if isinstance(spec, Mapping):
+        return list(spec.items())
+    return [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)]

@@ -34,7 +34,7 @@ from torch.fx.experimental import proxy_tensor
 from torch.utils import _pytree as pytree
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
-from oxport.frontends.arguments import Flattened, leaf_paths
+from oxport.frontends.arguments import Flattened, dynamic_axis_pairs, leaf_paths
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
     SourceBlock,
@@ -204,8 +204,7 @@ def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
         if axes is None:
             specs.append(None)
             continue
-        pairs = (axes.items() if isinstance(axes, Mapping)
-                 else [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(axes)])
+        pairs = dynamic_axis_pairs(key, axes)
         spec = {}
         for axis, name in pairs:
             axis %= max(tensor.dim(), 1)

@@ -20,6 +20,7 @@ from oxport.errors import (
     how_to_set,
     spelled,
 )
+from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.ir import Graph, Node, Type, Value
 from oxport.passes import infer
 from oxport.passes.folding import replace_uses
@@ -318,10 +319,8 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
                 f"them with {how_to_set('input_names')} and {how_to_set('output_names')} first. "
                 "The entry is ignored, as torch.onnx does.", DynamicAxesWarning, stacklevel=2)
             continue
-        if isinstance(spec, Mapping):
-            pairs = list(spec.items())
-        elif isinstance(spec, (list, tuple)):
-            pairs = [(axis, f"{key}_dynamic_axes_{i + 1}") for i, axis in enumerate(spec)]
+        if isinstance(spec, (Mapping, list, tuple)):
+            pairs = dynamic_axis_pairs(key, spec)
         else:
             raise InvalidExportArgumentError(
                 f"dynamic_axes[{key!r}] must be a dict {{axis: name}} or a list of axes, "
