@@ -10,7 +10,8 @@ import torch
 
 from oxport.context import ATEN_DOMAIN, GraphContext
 from oxport.ir import Type, Value
-from oxport.walk import python_op_arguments, ts_attributes
+from oxport.plugins.autograd import python_op_arguments
+from oxport.walk import ts_attributes
 
 
 def string_constant(g: GraphContext, text: str) -> Value:
@@ -60,7 +61,7 @@ def emit_as_is(g: GraphContext, node: torch._C.Node, inputs: Sequence[Value | No
     attrs = ts_attributes(node)
     args: Sequence[Any] = inputs
     if node.kind() == "prim::PythonOp":
-        args = python_op_arguments(node, inputs)
+        args, _ = python_op_arguments(node, inputs)
         attrs["name_s"] = node.pyname()
     return g.op(f"{domain}::{op_name}", *onnx_inputs(g, args), outputs=node.outputsSize(),
                 **attrs)

@@ -29,7 +29,6 @@ class AtenExport:
 
     preempt = True
     keeps_autograd_functions = False
-    provenance: Any = None
 
     def claims(self, node: torch._C.Node) -> bool:
         return node.kind().startswith("aten::")
@@ -44,7 +43,6 @@ class AtenFallback:
 
     preempt = False
     keeps_autograd_functions = True
-    provenance: Any = None
 
     def claims(self, node: torch._C.Node) -> bool:
         return node.kind().startswith("aten::") or node.kind() == "prim::PythonOp"

@@ -26,7 +26,6 @@ class Fallthrough:
 
     preempt = False
     keeps_autograd_functions = True
-    provenance: Any = None
 
     def claims(self, node: torch._C.Node) -> bool:
         return not list(node.blocks())
