@@ -130,7 +130,7 @@ class FallbackUse:
 
 
 class Conversion:
-    """The state of one conversion: the TorchScript-to-IR value map and what was used."""
+    """The state of one conversion: the source-to-IR value map and what was used."""
 
     def __init__(self, registry: RegistryView, opset: int, *,
                  fallbacks: Sequence[tuple[str, Fallback]] = (),
@@ -281,6 +281,7 @@ class Conversion:
         self._record_unconvertible(node, graph, node.kind(), g.source, attempt.reason)
 
     def _inputs_of(self, node: SourceNode) -> list[Value]:
+        """The converted values of the node's inputs."""
         env = self.env
         try:
             return [env[v.unique()] for v in node.inputs()]

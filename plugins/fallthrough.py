@@ -10,15 +10,16 @@ consumes the model must implement these ops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oxport.context import GraphContext
 from oxport.hookspecs import hookimpl
 from oxport.ir import Value
 from oxport.plugins._emit import emit_as_is
 from oxport.registry import Registrar
+
+if TYPE_CHECKING:
+    from oxport.frontends.view import SourceNode
 
 
 class Fallthrough:
@@ -27,10 +28,10 @@ class Fallthrough:
     preempt = False
     keeps_autograd_functions = True
 
-    def claims(self, node: torch._C.Node) -> bool:
+    def claims(self, node: SourceNode) -> bool:
         return not list(node.blocks())
 
-    def convert(self, g: GraphContext, node: torch._C.Node,
+    def convert(self, g: GraphContext, node: SourceNode,
                 inputs: Sequence[Value | None]) -> Any:
         return emit_as_is(g, node, inputs)
 
