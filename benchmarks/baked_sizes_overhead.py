@@ -56,7 +56,7 @@ class _Meter:
             start = time.perf_counter()
             warn_step(graph, conversion, dynamic_inputs, front_graph, baked)
             whole = time.perf_counter() - start
-            self.seconds += sum(warned) if conversion.traced_sizes else whole
+            self.seconds += sum(warned) if conversion.traced_size_uses else whole
 
         baked_sizes.Recorder.record = timed_record
         baked_sizes.warn = timed_warn

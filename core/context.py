@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 import torch
 
-from oxport.errors import OnnxExporterError, SymbolicValueError
+from oxport.errors import OnnxExporterError, SymbolicDeclined, SymbolicValueError
 from oxport.ir import Graph, Node, Type, Value
 
 if TYPE_CHECKING:
+    from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue
+    from oxport.registry import SymbolicEntry
     from oxport.walk import Conversion
+
+#: ``write(g, base, new_view) -> new base``: ``base`` with a view's elements replaced.
+ViewWriter = Callable[["GraphContext", Value, Value], Value]
 
 _ATTR_KEY = re.compile(r"^(?P<name>.+)_(?P<kind>[ifstgz]|ty|tp)$")
 ATEN_DOMAIN = "org.pytorch.aten"
@@ -39,13 +46,22 @@ class GraphContext:
     ``onnx.TypeProto``; a list makes a
     list attribute), Python scalars and tensors passed as inputs become
     constants, and ``"domain::Op"`` adds that domain to the opset imports.
+
+    What a symbolic may ask of the conversion beyond emitting nodes has a method here
+    (:meth:`value_of`, :meth:`rebind`, :meth:`record_view`, :meth:`run_symbolic`,
+    :meth:`convert_block`, :meth:`convert_subgraph`, :attr:`params_are_inputs`...): packs
+    use these, never ``g.conversion``.
     """
 
-    def __init__(self, graph: Graph, conversion: Conversion, original_node: Any = None) -> None:
+    def __init__(self, graph: Graph, conversion: Conversion,
+                 original_node: SourceNode | None = None,
+                 entry: SymbolicEntry | None = None) -> None:
         self.graph = graph
         self.conversion = conversion
+        #: The source node being converted (None in a graph pass).
         self.original_node = original_node
-        self.entry: Any = None
+        #: The registration of the symbolic converting it (None for a fallback or a pass).
+        self.entry = entry
         self._source: str | None = None
         self._scope: str | None = None
 
@@ -83,11 +99,64 @@ class GraphContext:
     def block(self) -> Graph:
         return self.graph
 
+    @property
+    def params_are_inputs(self) -> bool:
+        """Whether parameters stay run-time inputs (``export_params=False`` or
+        ``keep_initializers_as_inputs``): a symbolic must not bake their values into new
+        constants then."""
+        return self.conversion.params_are_inputs
+
+    @property
+    def autograd_inlining(self) -> bool:
+        """Whether autograd Functions without a symbolic are inlined (export's
+        ``autograd_inlining``)."""
+        return self.conversion.autograd_inlining
+
+    def fallback_keeping_autograd_functions(self) -> str | None:
+        """The name of the first enabled fallback that keeps an autograd Function as one
+        node (ONNX_FALLTHROUGH, ONNX_ATEN_FALLBACK), or None."""
+        return next((name for name, fallback in self.conversion.fallbacks
+                     if fallback.keeps_autograd_functions), None)
+
     def uses_traced_size(self, value: Value, axis: int, what: str) -> None:
         """Say that the output depends on ``value``'s traced size along ``axis`` in a way the
         graph cannot recompute (``what``: e.g. "the number of pieces, 3"); the export warns
         when that axis turns out to be dynamic."""
-        self.conversion.traced_sizes.append((value, axis, what, self.source))
+        self.conversion.traced_size_uses.append((value, axis, what, self.source))
+
+    # -- the source graph's values -------------------------------------------
+    def value_of(self, source_value: SourceValue) -> Value:
+        """The converted value of a source value defined so far."""
+        return self.conversion.lookup(source_value)
+
+    def rebind(self, source_value: SourceValue, value: Value) -> None:
+        """Later uses of ``source_value`` read ``value`` (the op mutated it, e.g. a list
+        appended to), within the block being converted."""
+        self.conversion.env[source_value.unique()] = value
+
+    def record_view(self, write: ViewWriter) -> None:
+        """Note that the node's output views its first input, so that in-place writes to
+        the view reach the base: ``write(g, base, new_view)`` returns ``base`` with the
+        view's elements replaced by ``new_view``."""
+        node = self.original_node
+        self.conversion.views[node.output().unique()] = (node.inputsAt(0), write)
+
+    def run_symbolic(self, name: str, *args: Any, type_: Type | None = None) -> Value:
+        """Convert op ``name`` (e.g. ``"aten::layer_norm"``) with the symbolic the registry
+        names at this opset, for an op exported through another one (a fused op through its
+        unfused form, a quantized op on dequantized inputs). Python values become constants;
+        ``type_`` types an untyped result (the walker types only the node's outputs).
+        Declines when no symbolic serves ``name``."""
+        entry = self.conversion.registry.lookup(name, self.opset)
+        if entry is None:
+            op = self.original_node.kind() if self.original_node is not None else name
+            raise SymbolicDeclined(op, f"it is exported through {name}, which nothing "
+                                       f"converts at opset {self.opset}")
+        values = [a if isinstance(a, Value) else self.python_constant(a) for a in args]
+        result = call_symbolic(entry.fn, self, values, {})
+        if type_ is not None and result.type().dtype() is None:
+            result.setType(type_)
+        return result
 
     # -- nodes -------------------------------------------------------------
     def op(self, opname: str, *raw_args: Any, outputs: int = 1,
@@ -104,7 +173,7 @@ class GraphContext:
             (name, (kind, value)), = attrs.items()
             if name == "value" and kind == "t":
                 return self.constant(value)
-        inputs = [self._as_value(arg) for arg in raw_args]
+        inputs = [self.as_value(arg) for arg in raw_args]
         node = self.graph.add_node(domain, op_type, inputs, outputs, attrs)
         self.stamp(node)
         if domain:
@@ -166,7 +235,9 @@ class GraphContext:
         result.producer = Node("prim", "Constant", [], [result], attrs)
         return result
 
-    def _as_value(self, arg: Any) -> Value | None:
+    def as_value(self, arg: Any) -> Value | None:
+        """``arg`` as an input of ``g.op``: a Value or None as it is, a tensor, array or
+        Python number as a constant."""
         if arg is None or isinstance(arg, Value):
             return arg
         if isinstance(arg, (torch.Tensor, np.ndarray, bool, int, float, list, tuple)):
@@ -180,21 +251,33 @@ class GraphContext:
     def subgraph(self, name: str = "subgraph") -> GraphContext:
         """A context over a fresh subgraph (for If/Loop bodies), sharing this conversion."""
         child = GraphContext(Graph(self.graph.root.fresh_name(name), parent=self.graph),
-                             self.conversion, self.original_node)
-        child.entry, child._source, child._scope = self.entry, self._source, self._scope
+                             self.conversion, self.original_node, self.entry)
+        child._source, child._scope = self._source, self._scope
         return child
 
     def on(self, graph: Graph) -> GraphContext:
         """This context writing into ``graph`` (used when a deferred value materializes)."""
         if graph is self.graph:
             return self
-        other = GraphContext(graph, self.conversion, self.original_node)
-        other.entry, other._source, other._scope = self.entry, self._source, self._scope
+        other = GraphContext(graph, self.conversion, self.original_node, self.entry)
+        other._source, other._scope = self._source, self._scope
         return other
 
-    def convert_block(self, block: Any, inputs: Sequence[Value]) -> list[Value]:
-        """Convert a TorchScript block into this context's graph; returns its outputs."""
+    def for_entry(self, entry: SymbolicEntry) -> GraphContext:
+        """This context for another symbolic of the same node."""
+        other = GraphContext(self.graph, self.conversion, self.original_node, entry)
+        other._source, other._scope = self._source, self._scope
+        return other
+
+    def convert_block(self, block: SourceBlock, inputs: Sequence[Value]) -> list[Value]:
+        """Convert a block of the source graph (an If branch, a Loop body) into this
+        context's graph, its inputs bound to ``inputs``; returns its outputs."""
         return self.conversion.convert_block(block, self.graph, list(inputs))
+
+    def convert_subgraph(self, source_graph: SourceGraph, inputs: Sequence[Value]) -> list[Value]:
+        """Convert a separate source graph (an autograd Function's recorded forward) into
+        this context's graph, its inputs bound to ``inputs``; returns its outputs."""
+        return self.conversion.convert_subgraph(source_graph, self.graph, list(inputs))
 
 
 @dataclasses.dataclass
@@ -206,6 +289,30 @@ class SymbolicContext:
     env: dict[Any, Any]
     cur_node: Any
     onnx_block: Any
+
+
+def call_symbolic(fn: Callable[..., Any], g: GraphContext, args: Sequence[Any],
+                  kwargs: dict[str, Any]) -> Any:
+    """Call a symbolic; one whose first parameter is annotated ``SymbolicContext`` gets
+    that context first (the 1.13-era ``symbolic(ctx, g, *args)`` form)."""
+    if _wants_context(fn):
+        ctx = SymbolicContext(params_dict={}, env={}, cur_node=g.original_node,
+                              onnx_block=g.graph)
+        return fn(ctx, g, *args, **kwargs)
+    return fn(g, *args, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _wants_context(fn: Any) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not params:
+        return False
+    annotation = params[0].annotation
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return name.rpartition(".")[2] == "SymbolicContext"
 
 
 def _function_proto(onnx_fn: Any) -> onnx.FunctionProto:

@@ -252,11 +252,11 @@ def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
     vary (the pieces of a split, the dims ``squeeze()`` removes), and for each size of such
     an axis the model's Python code turned into a number or a decision: the file is then
     only right at sizes that keep it. One shape inference, and only when both exist."""
-    if not (conversion.traced_sizes or baked) or not dynamic_inputs:
+    if not (conversion.traced_size_uses or baked) or not dynamic_inputs:
         return
     dims = optimize.inferred_dims(graph, dynamic_inputs)
     baked_sizes.warn(baked, front_graph, conversion.env.get, dims, user_stacklevel() + 1)
-    for value, axis, what, source in conversion.traced_sizes:
+    for value, axis, what, source in conversion.traced_size_uses:
         dim = dims.get(id(value), ())[axis:axis + 1]
         if dim and not isinstance(dim[0], int):
             warnings.warn(

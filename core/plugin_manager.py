@@ -393,8 +393,7 @@ class PluginManager:
         ops = sorted({e.name for e in mine})
         counts = {
             "symbolics": len(mine),
-            "fallbacks": sum(1 for f in registry.fallbacks.values()
-                             if f.provenance is provenance),
+            "fallbacks": sum(1 for p in registry.fallback_providers.values() if p is provenance),
             "domains": sum(1 for p in registry.domain_providers.values() if p is provenance),
             "passes": sum(1 for p in registry.passes if p[2] is provenance),
             "capture kernels": sum(1 for _, p in registry.capture_kernels.values()

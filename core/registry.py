@@ -22,7 +22,7 @@ import inspect
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from oxport import torch_onnx_compat
 from oxport.errors import RegistryError
@@ -71,6 +71,9 @@ class SymbolicEntry:
     provenance: Provenance
     override: bool = False
     until: int | None = None  # last opset served; None means "every newer opset"
+    #: Whether it takes complex tensors (carried as real pairs); the walker declines complex
+    #: inputs for the others.
+    accepts_complex: bool = False
     #: Whether :func:`vet_symbolic` passed it (done when it is first looked up).
     vetted: bool = dataclasses.field(default=False, repr=False)
 
@@ -84,6 +87,20 @@ class SymbolicEntry:
     def __repr__(self) -> str:
         upper = "" if self.until is None else f"..{self.until}"
         return f"<symbolic {self.name} since={self.since}{upper} from {self.provenance}>"
+
+
+class DeclaredSymbolic(NamedTuple):
+    """A symbolic an :class:`OpPack` declares, as it registers it."""
+
+    name: str
+    fn: Callable[..., Any]
+    since: int
+    override: bool = False
+    accepts_complex: bool = False
+
+
+#: What the walker asks of a fallback (see :class:`oxport.walk.Fallback`).
+FALLBACK_MEMBERS = ("preempt", "keeps_autograd_functions", "claims", "convert")
 
 
 @dataclasses.dataclass
@@ -233,6 +250,8 @@ class SymbolicRegistry(_Lookup):
         self._loader = loader
         self._entries: dict[str, list[SymbolicEntry]] = {}
         self.fallbacks: dict[str, Any] = {}
+        #: fallback name -> who registered it (kept here, not on the plugin's object).
+        self.fallback_providers: dict[str, Provenance] = {}
         self.domain_versions: dict[str, int] = {}
         self.domain_providers: dict[str, Provenance] = {}
         self._cases: list[OpCase] = []
@@ -240,6 +259,8 @@ class SymbolicRegistry(_Lookup):
         self.passes: list[tuple[str, Callable[..., Any], Provenance]] = []
         #: op name -> (its capture kernel, who registered it): see Registrar.register_capture_kernel
         self.capture_kernels: dict[str, tuple[Callable[..., Any], Provenance]] = {}
+        #: op name -> (its argument reader, who registered it): see Registrar.register_arguments
+        self.argument_readers: dict[str, tuple[Callable[..., Any], Provenance]] = {}
 
     def _demand(self, name: str | None) -> None:
         if self._loader is not None:
@@ -303,8 +324,9 @@ class SymbolicRegistry(_Lookup):
             if len(kept) != len(entries):
                 self._entries[name] = kept
                 self._seal(name)
-        for name in [n for n, f in self.fallbacks.items() if f.provenance == provenance]:
+        for name in [n for n, p in self.fallback_providers.items() if p == provenance]:
             del self.fallbacks[name]
+            del self.fallback_providers[name]
         for domain in [d for d, p in self.domain_providers.items() if p == provenance]:
             del self.domain_providers[domain]
             del self.domain_versions[domain]
@@ -313,6 +335,8 @@ class SymbolicRegistry(_Lookup):
         self.passes = [p for p in self.passes if p[2] != provenance]
         self.capture_kernels = {n: k for n, k in self.capture_kernels.items()
                                 if k[1] != provenance}
+        self.argument_readers = {n: r for n, r in self.argument_readers.items()
+                                 if r[1] != provenance}
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -411,20 +435,27 @@ class Registrar:
         self.provenance = provenance
 
     def register(self, name: str, fn: Callable[..., Any], since: int = MIN_OPSET, *,
-                 override: bool = False) -> None:
-        """Register ``fn`` as the symbolic of ``name`` from opset ``since`` on."""
-        self._registry.add(SymbolicEntry(name, fn, since, self.provenance, override))
+                 override: bool = False, accepts_complex: bool = False) -> None:
+        """Register ``fn`` as the symbolic of ``name`` from opset ``since`` on;
+        ``accepts_complex``: it takes complex tensors, as real pairs."""
+        self._registry.add(SymbolicEntry(name, fn, since, self.provenance, override,
+                                         accepts_complex=accepts_complex))
 
     def register_fallback(self, name: str, fallback: Any) -> None:
         """Register a fallback mode (see :class:`oxport.walk.Fallback`) under ``name``."""
         if name in self._registry.fallbacks:
-            other = self._registry.fallbacks[name]
             raise RegistryError(
-                f"Fallback {name!r} is registered by both {other.provenance} and "
-                f"{self.provenance}: block one of the two plugins."
+                f"Fallback {name!r} is registered by both "
+                f"{self._registry.fallback_providers[name]} and {self.provenance}: block one "
+                "of the two plugins."
             )
-        fallback.provenance = self.provenance
+        missing = [m for m in FALLBACK_MEMBERS if not hasattr(fallback, m)]
+        if missing:
+            raise RegistryError(
+                f"The fallback {name!r} from {self.provenance} has no {', '.join(missing)}: "
+                "implement the oxport.walk.Fallback protocol.")
         self._registry.fallbacks[name] = fallback
+        self._registry.fallback_providers[name] = self.provenance
 
     def register_domain(self, domain: str, version: int = 1) -> None:
         """Declare the default opset version of a custom domain this plugin emits."""
@@ -467,6 +498,21 @@ class Registrar:
                 "block one of the two plugins.")
         self._registry.capture_kernels[name] = (fn, self.provenance)
 
+    def register_arguments(self, name: str, fn: Callable[..., Any]) -> None:
+        """Read the call arguments of op ``name``'s nodes with ``fn(node, inputs) -> (args,
+        kwargs)``, for every symbolic of the op (instead of its inputs and attributes): for
+        an op whose node keeps arguments outside its inputs (an autograd Function's)."""
+        validate_name(name)
+        if not callable(fn):
+            raise RegistryError(f"The argument reader of {name} from {self.provenance} is not "
+                                "callable: register fn(node, inputs) -> (args, kwargs).")
+        previous = self._registry.argument_readers.get(name)
+        if previous is not None and previous[1] != self.provenance:
+            raise RegistryError(
+                f"{name} has argument readers from both {previous[1]} and {self.provenance}: "
+                "block one of the two plugins.")
+        self._registry.argument_readers[name] = (fn, self.provenance)
+
     def add_case(self, case: OpCase) -> None:
         """Declare a test case for an op (see :meth:`OpPack.case`)."""
         self._registry._add_case(case, self.provenance)
@@ -503,19 +549,23 @@ class OpPack:
         self.name = name
         self.domains = dict(domains or {})
         self.cases_module = cases
-        self._symbolics: list[tuple[str, Callable[..., Any], int, bool]] = []
+        self._symbolics: list[DeclaredSymbolic] = []
         self._capture_kernels: dict[str, Callable[..., Any]] = {}
+        self._argument_readers: dict[str, Callable[..., Any]] = {}
         self._cases: list[OpCase] = []
 
-    def symbolic(self, name: str, since: int = MIN_OPSET, *,
-                 override: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: ``fn`` converts op ``name`` from opset ``since`` on."""
+    def symbolic(self, name: str, since: int = MIN_OPSET, *, override: bool = False,
+                 accepts_complex: bool = False
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``fn`` converts op ``name`` from opset ``since`` on;
+        ``accepts_complex``: it takes complex tensors, carried as real pairs (a trailing axis
+        of 2), which the walker declines for every other symbolic."""
         validate_name(name)
         validate_since(since, name)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             validate_symbolic(fn, name, f"pack {self.name!r}")
-            self._symbolics.append((name, fn, since, override))
+            self._symbolics.append(DeclaredSymbolic(name, fn, since, override, accepts_complex))
             return fn
 
         return decorate
@@ -527,6 +577,17 @@ class OpPack:
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             self._capture_kernels[name] = fn
+            return fn
+
+        return decorate
+
+    def arguments(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``fn(node, inputs) -> (args, kwargs)`` reads the call arguments of op
+        ``name``'s nodes (see :meth:`Registrar.register_arguments`)."""
+        validate_name(name)
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._argument_readers[name] = fn
             return fn
 
         return decorate
@@ -548,7 +609,7 @@ class OpPack:
         for name in [op] if isinstance(op, str) else op:
             self._cases.append(OpCase(validate_name(name), model, inputs, **options))
 
-    def symbolics(self) -> list[tuple[str, Callable[..., Any], int, bool]]:
+    def symbolics(self) -> list[DeclaredSymbolic]:
         return list(self._symbolics)
 
     def declared_cases(self) -> list[OpCase]:
@@ -561,10 +622,13 @@ class OpPack:
         """Register everything this pack declares (its cases lazily)."""
         for domain, version in self.domains.items():
             registrar.register_domain(domain, version)
-        for name, fn, since, override in self._symbolics:
-            registrar.register(name, fn, since, override=override)
+        for name, fn, since, override, accepts_complex in self._symbolics:
+            registrar.register(name, fn, since, override=override,
+                               accepts_complex=accepts_complex)
         for name, fn in self._capture_kernels.items():
             registrar.register_capture_kernel(name, fn)
+        for name, fn in self._argument_readers.items():
+            registrar.register_arguments(name, fn)
         registrar.add_cases(self.declared_cases)
 
     @hookimpl
@@ -607,6 +671,13 @@ class RegistryView(_Lookup):
         return merged
 
     @property
+    def fallback_providers(self) -> dict[str, Provenance]:
+        merged: dict[str, Provenance] = {}
+        for registry in self.registries:
+            merged.update(registry.fallback_providers)
+        return merged
+
+    @property
     def domain_versions(self) -> dict[str, int]:
         merged: dict[str, int] = {}
         for registry in self.registries:
@@ -621,6 +692,11 @@ class RegistryView(_Lookup):
     def capture_kernels(self) -> dict[str, Callable[..., Any]]:
         return {name: fn for registry in self.registries
                 for name, (fn, _) in registry.capture_kernels.items()}
+
+    @property
+    def argument_readers(self) -> dict[str, Callable[..., Any]]:
+        return {name: fn for registry in self.registries
+                for name, (fn, _) in registry.argument_readers.items()}
 
     @property
     def cases(self) -> list[OpCase]:

@@ -94,17 +94,18 @@ def _convert(obj: Any, desc: str, arg_name: str, node_name: str) -> Any:
         if not isinstance(obj, (list, tuple)):
             obj = [obj]
         cast = int if desc == "is" else float
-        return [cast(_item(x)) for x in obj]
+        return [cast(constant_item(x)) for x in obj]
     if isinstance(obj, (list, tuple)):
         if len(obj) != 1:
             raise SymbolicValueError(
                 f"{node_name}: argument {arg_name!r} must be a scalar, got {obj!r}.")
         obj = obj[0]
     cast = {"i": int, "f": float, "b": bool, "s": str}[desc]
-    return cast(_item(obj))
+    return cast(constant_item(obj))
 
 
-def _item(x: Any) -> Any:
+def constant_item(x: Any) -> Any:
+    """The Python value of ``x``: a Value's constant, a tensor's item, else ``x`` itself."""
     if isinstance(x, Value):
         return x.const
     return x.item() if isinstance(x, torch.Tensor) else x
@@ -226,13 +227,6 @@ def _type_name(x: Value) -> str | None:
 
 
 # -- complex tensors -------------------------------------------------------------
-def accepts_complex(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark a symbolic as handling complex inputs, which reach it as real pairs (a trailing
-    axis of 2); the walker declines complex inputs for every other symbolic."""
-    fn.accepts_complex = True  # type: ignore[attr-defined]
-    return fn
-
-
 def mark_complex_pairs(value: Any) -> Any:
     """Record that ``value`` carries a complex tensor as real pairs, so the walker can type
     the source value complex where the front end left its dtype unknown (scripted code)."""
@@ -316,8 +310,8 @@ def _squeeze_helper(g: Any, input: Value, axes_i: Sequence[int] | None) -> Value
     return g.op("Squeeze", input, _axes_input(g, axes_i))
 
 
-def _reduce_helper(g: Any, op_type: str, input: Value, axes_i: Sequence[int] | None,
-                   keepdims_i: int = 1, noop_with_empty_axes: bool = False) -> Value:
+def reduce_helper(g: Any, op_type: str, input: Value, axes_i: Sequence[int] | None,
+                  keepdims_i: int = 1, noop_with_empty_axes: bool = False) -> Value:
     """A Reduce* node with axes as an attribute or, where ONNX moved them, an input."""
     axes_as_input_since = 13 if op_type == "ReduceSum" else 18
     if axes_i is None:
@@ -329,7 +323,7 @@ def _reduce_helper(g: Any, op_type: str, input: Value, axes_i: Sequence[int] | N
 
 def _reducesum_helper(g: Any, input: Value, axes_i: Sequence[int] | None = None,
                       keepdims_i: int = 1, noop_with_empty_axes_i: int = 0) -> Value:
-    return _reduce_helper(g, "ReduceSum", input, axes_i, keepdims_i)
+    return reduce_helper(g, "ReduceSum", input, axes_i, keepdims_i)
 
 
 def _slice_helper(g: Any, input: Value, axes: Sequence[int], starts: Sequence[Any],
@@ -339,16 +333,18 @@ def _slice_helper(g: Any, input: Value, axes: Sequence[int], starts: Sequence[An
     if g.opset < 10:
         if dynamic or (steps and any(s != 1 for s in steps)):
             _onnx_opset_unsupported("Slice with dynamic bounds or steps", g.opset, 10)
-        return g.op("Slice", input, axes_i=list(axes), starts_i=[int(_item(s)) for s in starts],
-                    ends_i=[int(_item(e)) for e in ends])
+        return g.op("Slice", input, axes_i=list(axes),
+                    starts_i=[int(constant_item(s)) for s in starts],
+                    ends_i=[int(constant_item(e)) for e in ends])
 
     def as_1d(items: Sequence[Any]) -> Value:
         if all(not isinstance(v, Value) or v.is_const for v in items):
-            return g.constant(torch.tensor([int(_item(v)) for v in items], dtype=torch.int64))
+            return g.constant(torch.tensor([int(constant_item(v)) for v in items],
+                                           dtype=torch.int64))
         parts = [
-            _unsqueeze_helper(g, _cast_to(g, v, torch.int64), [0])
+            _unsqueeze_helper(g, cast_to(g, v, torch.int64), [0])
             if isinstance(v, Value) and not v.is_const
-            else g.constant(torch.tensor([int(_item(v))], dtype=torch.int64))
+            else g.constant(torch.tensor([int(constant_item(v))], dtype=torch.int64))
             for v in items
         ]
         return g.op("Concat", *parts, axis_i=0)
@@ -359,7 +355,7 @@ def _slice_helper(g: Any, input: Value, axes: Sequence[int], starts: Sequence[An
     return g.op("Slice", *inputs)
 
 
-def _cast_to(g: Any, value: Value, dtype: torch.dtype) -> Value:
+def cast_to(g: Any, value: Value, dtype: torch.dtype) -> Value:
     """Cast ``value`` to ``dtype`` unless it already has it."""
     if isinstance(value, Value) and value.type().dtype() == dtype:
         return value
@@ -437,15 +433,15 @@ def promote(g: Any, *operands: Any) -> list[Value]:
     values = []
     for operand in operands:
         if dtype is None:
-            values.append(g._as_value(operand))
+            values.append(g.as_value(operand))
         elif isinstance(operand, Value):
-            values.append(_cast_to(g, operand, dtype))
+            values.append(cast_to(g, operand, dtype))
         else:
             values.append(g.constant(torch.tensor(operand, dtype=dtype)))
     return values
 
 
-def _traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
+def traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
     """The output dtype TorchScript recorded for the node being converted, if it is one of
     ``kinds`` (an in-place ``kind_`` counts); None in scripted graphs that lack it.
 
@@ -465,31 +461,12 @@ def _traced_dtype(g: Any, *kinds: str) -> torch.dtype | None:
     return Type.of(out_type).dtype() if is_tensor_type(out_type) else None
 
 
-def _bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:
+def bakeable_tensor(g: Any, value: Any) -> torch.Tensor | None:
     """The tensor in ``value`` when a symbolic may compute new constants from it at export
     time (e.g. reordered weights); None for run-time values and for parameters the user
     feeds at run time (``export_params=False``, ``keep_initializers_as_inputs``)."""
     if not isinstance(value, Value) or not isinstance(value.const, torch.Tensor):
         return None
-    if value.is_parameter and g.conversion.params_are_inputs:
+    if value.is_parameter and g.params_are_inputs:
         return None
     return value.const
-
-
-def _run_symbolic(g: Any, name: str, *args: Any, type_: Type | None = None) -> Value:
-    """Convert ``name`` (e.g. ``"aten::layer_norm"``) with the symbolic the registry names at
-    ``g.opset``, for a fused op decomposed into the ops its unfused form uses. Python values
-    become constants; ``type_`` types an untyped result (the walker types only the node's
-    outputs). Declines when no symbolic serves ``name``."""
-    from oxport.walk import call_symbolic
-
-    entry = g.conversion.registry.lookup(name, g.opset)
-    if entry is None:
-        _unimplemented(g.original_node.kind() if g.original_node is not None else name,
-                       f"it decomposes into {name}, which nothing converts at opset {g.opset}")
-    values = [a if isinstance(a, Value) else g.python_constant(a) for a in args]
-    result = call_symbolic(entry.fn, g, values, {})
-    if type_ is not None and result.type().dtype() is None:
-        result.setType(type_)
-    return result
-

@@ -1,4 +1,4 @@
-"""The walker: visit TorchScript nodes in order and ask plugins to convert each.
+"""The walker: visit the source graph's nodes in order and ask plugins to convert each.
 
 For every node the registry names the symbolic that serves its kind at the
 target opset. If none does (or the symbolic declines with
@@ -12,19 +12,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import inspect
 import logging
 import os
 import sys
 import sysconfig
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from oxport import torch_onnx_compat
-from oxport.context import GraphContext, SymbolicContext
+from oxport.context import GraphContext, ViewWriter, call_symbolic
 from oxport.errors import (
     FallbackWarning,
     OnnxExporterError,
@@ -40,6 +39,9 @@ from oxport.passes.infer import infer_value, needs_inference
 from oxport.registry import RegistryView, SymbolicEntry, vet_symbolic
 from oxport.symbolic_helper import carries_complex_pairs, has_complex_input
 
+if TYPE_CHECKING:
+    from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue
+
 log = logging.getLogger("oxport.walk")
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OXPORT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -50,19 +52,21 @@ _SCRIPTS_DIR = sysconfig.get_path("scripts") + os.sep
 
 
 class Fallback(Protocol):
-    """A fallback mode, registered by a plugin with ``registry.register_fallback``.
-
-    ``preempt`` fallbacks (like ONNX_ATEN) see every node before the symbolics;
-    the others only nodes that no symbolic converted.
+    """A fallback mode, registered by a plugin with ``registry.register_fallback`` (which
+    checks that it has each member below; the registry keeps who registered it).
     """
 
+    #: Whether it sees every node before the symbolics (like ONNX_ATEN), rather than only
+    #: the nodes no symbolic converted.
     preempt: bool
-    provenance: Any
+    #: Whether, when enabled, it keeps an autograd Function without a symbolic as one node
+    #: (ONNX_FALLTHROUGH, ONNX_ATEN_FALLBACK) rather than let it be inlined.
+    keeps_autograd_functions: bool
 
-    def claims(self, node: torch._C.Node) -> bool:
+    def claims(self, node: SourceNode) -> bool:
         """Whether this fallback converts ``node``."""
 
-    def convert(self, g: GraphContext, node: torch._C.Node,
+    def convert(self, g: GraphContext, node: SourceNode,
                 inputs: Sequence[Value | None]) -> Any:
         """Emit the node; returns what a symbolic would."""
 
@@ -103,6 +107,20 @@ class Unconvertible:
 
 
 @dataclasses.dataclass
+class _Attempt:
+    """How the symbolics serving a node fared: ``done`` (it is converted, or stands for an
+    unconvertible op upstream), whether one declined, and why none converted it."""
+
+    done: bool = False
+    declined: bool = False
+    reason: str = ""
+
+    def refused(self, entry: SymbolicEntry, why: str) -> None:
+        self.reason += f"{'; ' if self.reason else ''}the symbolic from {entry.provenance} " \
+                       f"declined: {why}"
+
+
+@dataclasses.dataclass
 class FallbackUse:
     """One node a fallback converted: its op, the fallback's name, and its source line."""
 
@@ -112,7 +130,7 @@ class FallbackUse:
 
 
 class Conversion:
-    """The state of one conversion: the TorchScript-to-IR value map and what was used."""
+    """The state of one conversion: the source-to-IR value map and what was used."""
 
     def __init__(self, registry: RegistryView, opset: int, *,
                  fallbacks: Sequence[tuple[str, Fallback]] = (),
@@ -144,12 +162,13 @@ class Conversion:
         #: Whether parameters stay run-time inputs (export_params=False or
         #: keep_initializers_as_inputs): symbolics must not bake their values into new constants.
         self.params_are_inputs = params_are_inputs
-        #: TorchScript view value -> (its base value, write(g, base, new_view) -> new base);
+        #: Source view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
-        self.views: dict[int, tuple[torch._C.Value, Any]] = {}
-        #: (value, axis, what the traced size fixed, source line): recorded by symbolics
-        #: through ``g.uses_traced_size`` and checked against the dynamic axes after the walk.
-        self.traced_sizes: list[tuple[Value, int, str, str]] = []
+        self.views: dict[int, tuple[SourceValue, ViewWriter]] = {}
+        #: (value, axis, what the traced size fixed, source line): the uses of traced sizes
+        #: symbolics report through ``g.uses_traced_size``, checked against the dynamic axes
+        #: after the walk.
+        self.traced_size_uses: list[tuple[Value, int, str, str]] = []
         #: TorchScript value -> the deferred output of the unconvertible op it is computed
         #: from: a symbolic failing on it blames that op (``_stands_for_unconvertible``).
         self.downstream_of: dict[int, Value] = {}
@@ -192,8 +211,10 @@ class Conversion:
             _collect_if_unconvertible(self.lookup(ts_value))
         return graph
 
-    def convert_block(self, block: Any, graph: Graph, inputs: list[Value]) -> list[Value]:
-        """Convert a TorchScript block into ``graph``; block inputs map to ``inputs``."""
+    def convert_block(self, block: SourceBlock, graph: Graph,
+                      inputs: list[Value]) -> list[Value]:
+        """Convert a block of the source graph into ``graph``; block inputs map to
+        ``inputs``."""
         block_inputs = list(block.inputs())
         if len(block_inputs) != len(inputs):
             raise OnnxExporterError(
@@ -211,9 +232,9 @@ class Conversion:
         finally:
             self.env, self.views = saved
 
-    def convert_subgraph(self, ts_graph: torch._C.Graph, graph: Graph,
+    def convert_subgraph(self, ts_graph: SourceGraph, graph: Graph,
                          inputs: list[Value]) -> list[Value]:
-        """Convert a separate TorchScript graph (e.g. an autograd Function's ``Subgraph``)
+        """Convert a separate source graph (e.g. an autograd Function's ``Subgraph``)
         into ``graph``; its value ids are its own, so it gets its own value map."""
         saved = self.env, self.views
         self.env, self.views = {}, {}
@@ -222,7 +243,7 @@ class Conversion:
         finally:
             self.env, self.views = saved
 
-    def lookup(self, ts_value: torch._C.Value) -> Value:
+    def lookup(self, ts_value: SourceValue) -> Value:
         try:
             return self.env[ts_value.unique()]
         except KeyError:
@@ -237,7 +258,7 @@ class Conversion:
         return self.registry.domain_versions.get(domain, default or 1)
 
     # -- one node ----------------------------------------------------------
-    def convert_node(self, node: torch._C.Node, graph: Graph) -> None:
+    def convert_node(self, node: SourceNode, graph: Graph) -> None:
         self._convert_node(node, graph)
         if self.downstream_of:  # what is computed from an unconvertible op's outputs
             upstream = next((self.downstream_of[v.unique()] for v in node.inputs()
@@ -246,111 +267,133 @@ class Conversion:
                 for ts_value in node.outputs():
                     self.downstream_of.setdefault(ts_value.unique(), upstream)
 
-    def _convert_node(self, node: torch._C.Node, graph: Graph) -> None:
-        kind = node.kind()
+    def _convert_node(self, node: SourceNode, graph: Graph) -> None:
+        """Convert one node: a preempting fallback, else the symbolics serving it in turn,
+        else a fallback; else collect it as unconvertible."""
+        inputs = self._inputs_of(node)
+        g = GraphContext(graph, self, node)
+        self._advance()
+        if self._convert_by_fallback(g, node, inputs, preempt=True):
+            return
+        attempt = self._convert_by_symbolics(g, node, inputs)
+        if attempt.done or self._convert_by_fallback(g, node, inputs, preempt=False):
+            return
+        if attempt.declined and self._stands_for_unconvertible(node, graph):
+            return
+        self._record_unconvertible(node, graph, node.kind(), g.source, attempt.reason)
+
+    def _inputs_of(self, node: SourceNode) -> list[Value]:
+        """The converted values of the node's inputs."""
         env = self.env
         try:
-            inputs = [env[v.unique()] for v in node.inputs()]
+            return [env[v.unique()] for v in node.inputs()]
         except KeyError:
-            inputs = [self.lookup(v) for v in node.inputs()]  # raises, naming the value
-        g = GraphContext(graph, self, node)
+            return [self.lookup(v) for v in node.inputs()]  # raises, naming the value
+
+    def _advance(self) -> None:
+        """Count the node and report progress."""
         self.nodes_done += 1
         if self.progress is not None:
             self.progress(self.nodes_done, max(self.nodes_total, self.nodes_done))
 
+    def _convert_by_fallback(self, g: GraphContext, node: SourceNode,
+                             inputs: Sequence[Value | None], *, preempt: bool) -> bool:
+        """Convert the node with the first enabled fallback of the kind (``preempt``) that
+        claims it; False when none does."""
         for name, fallback in self.fallbacks:
-            if fallback.preempt and fallback.claims(node):
-                self._map(node, graph, fallback.convert(g, node, inputs),
-                          _fallback_producer(name, fallback, kind, g.source))
+            if fallback.preempt == preempt and fallback.claims(node):
+                kind = node.kind()
+                producer = (f"The {name!r} fallback from "
+                            f"{self.registry.fallback_providers.get(name)} converting {kind} "
+                            f"(at {g.source or 'unknown'})")
+                self._map(node, g.graph, fallback.convert(g, node, inputs), producer)
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
-                return
+                return True
+        return False
 
-        args: list[Any] = list(inputs)
-        kwargs = ts_attributes(node)
-        if kind == "prim::PythonOp":
-            args, kwargs["name"] = python_op_arguments(node, inputs), node.pyname()
+    def _convert_by_symbolics(self, base: GraphContext, node: SourceNode,
+                              inputs: list[Value]) -> _Attempt:
+        """Try the symbolics serving the node, the winner first: one that declines hands it
+        to the next (a shadowed pack); one that fails ends the attempt."""
+        kind, graph = node.kind(), base.graph
+        attempt = _Attempt()
         outs = out_arguments(node)
-        if outs:  # an out= overload: the symbolic computes, _write_through writes ``out``
-            args = [arg for index, arg in enumerate(args) if index not in outs]
-        reason = ""
+        call: tuple[list[Any], dict[str, Any]] | None = None
         complex_input = has_complex_input(node)
-        any_declined = False
-        # A symbolic that declines hands the node to the next one serving it (a shadowed pack).
         for entry in self.symbolic_candidates(node, kind):
-            g.entry = entry
-            if complex_input and not getattr(entry.fn, "accepts_complex", False):
-                reason += (f"{'; ' if reason else ''}the symbolic from {entry.provenance} "
-                           f"declined: it takes no complex tensors (oxport carries them as "
-                           f"real pairs through the ops marked accepts_complex; take "
-                           f"view_as_real / .real / .abs() before this op)")
+            if complex_input and not entry.accepts_complex:
+                attempt.refused(entry, "it takes no complex tensors (oxport carries them as "
+                                       "real pairs through the ops registered with "
+                                       "accepts_complex; take view_as_real / .real / .abs() "
+                                       "before this op)")
                 continue
+            if call is None:  # read once a symbolic serves it (its pack is loaded then)
+                call = self._call_arguments(node, inputs, outs)
+            g = base.for_entry(entry)
             try:
-                result = call_symbolic(entry.fn, g, args, kwargs)
+                result = call_symbolic(entry.fn, g, *call)
             except SymbolicDeclined as declined:
-                reason += (f"{'; ' if reason else ''}the symbolic from {entry.provenance} "
-                           f"declined: {declined.reason}")
-                any_declined = True
+                attempt.refused(entry, declined.reason)
+                attempt.declined = True
                 continue
-            except OnnxExporterError as exc:
-                if self._stands_for_unconvertible(node, graph):
-                    return
-                if self.collect_only:
-                    reason = str(exc)
-                else:
-                    advice = torch_onnx_compat.torch_onnx_advice(entry.fn, exc)
-                    raise type(exc)(f"{exc} (converting {kind} at {g.source or 'unknown'}, "
-                                    f"symbolic from {entry.provenance})"
-                                    + (f" {advice}" if advice else "")) from exc
             except Exception as exc:
                 if self._stands_for_unconvertible(node, graph):
-                    return
-                if self.collect_only:
-                    reason = f"{type(exc).__name__}: {exc}"
+                    attempt.done = True
+                elif not self.collect_only:
+                    if isinstance(exc, OnnxExporterError):
+                        _add_context(exc, _failure_context(kind, entry, exc, g.source))
+                        raise
+                    raise _symbolic_error(kind, entry, exc, g.source) from exc
                 else:
-                    raise SymbolicError(
-                        f"The symbolic for {kind} from {entry.provenance} raised "
-                        f"{type(exc).__name__}: {exc} (at {g.source or 'unknown'}). "
-                        + (torch_onnx_compat.torch_onnx_advice(entry.fn, exc) or
-                           "This is a bug in that plugin; report it to its authors.")
-                    ) from exc
-            else:
-                producer = (f"The symbolic for {kind} from {entry.provenance} (at "
-                            f"{g.source or 'unknown'})")
-                result, writes = _split_writes(node, result, producer)
-                if self._map(node, graph, result, producer):
-                    self.used[entry] += 1
-                    self._write_through(g, node, kind, outs)
-                    for index, value in writes:
-                        self._assign(g, node.inputsAt(index), value)
-                    return
-                reason = f"the symbolic from {entry.provenance} returned None"
-            break
+                    attempt.reason = (str(exc) if isinstance(exc, OnnxExporterError)
+                                      else f"{type(exc).__name__}: {exc}")
+                return attempt
+            attempt.done = self._bind(g, node, entry, result, outs)
+            if not attempt.done:
+                attempt.reason = f"the symbolic from {entry.provenance} returned None"
+            return attempt
+        return attempt
 
-        for name, fallback in self.fallbacks:
-            if not fallback.preempt and fallback.claims(node):
-                g.entry = None
-                self._map(node, graph, fallback.convert(g, node, inputs),
-                          _fallback_producer(name, fallback, kind, g.source))
-                self.fallback_uses.append(FallbackUse(kind, name, g.source))
-                return
+    def _call_arguments(self, node: SourceNode, inputs: list[Value],
+                        outs: Sequence[int]) -> tuple[list[Any], dict[str, Any]]:
+        """What the node's symbolics are called with: its inputs and attributes, or what
+        the op's registered argument reader makes of them; an out= overload's ``out``
+        arguments left out (the walker writes them)."""
+        reader = self.registry.argument_readers.get(node.kind())
+        args, kwargs = reader(node, inputs) if reader else (list(inputs), ts_attributes(node))
+        if outs:
+            args = [arg for index, arg in enumerate(args) if index not in outs]
+        return args, kwargs
 
-        if any_declined and self._stands_for_unconvertible(node, graph):
-            return
-        self._record_unconvertible(node, graph, kind, g.source, reason)
+    def _bind(self, g: GraphContext, node: SourceNode, entry: SymbolicEntry, result: Any,
+              outs: Sequence[int]) -> bool:
+        """Map the node's outputs to what the symbolic returned and write through what the
+        op writes in place; False when it returned None for outputs that are used."""
+        producer = (f"The symbolic for {node.kind()} from {entry.provenance} (at "
+                    f"{g.source or 'unknown'})")
+        result, writes = _split_writes(node, result, producer)
+        if not self._map(node, g.graph, result, producer):
+            return False
+        self.used[entry] += 1
+        self._write_through(g, node, outs)
+        for index, value in writes:
+            self._assign(g, node.inputsAt(index), value)
+        return True
 
-    def _write_through(self, g: GraphContext, node: torch._C.Node, kind: str,
+    def _write_through(self, g: GraphContext, node: SourceNode,
                        outs: Sequence[int] = ()) -> None:
-        """After an in-place aten op (``x[1].copy_(v)``) or an out= overload (``torch.add(a,
-        b, out=c)``), later uses of what it wrote, and of every base that views, see the new
-        value."""
+        """After an in-place op (``x[1].copy_(v)``: its schema writes an argument and
+        returns it) or an out= overload (``torch.add(a, b, out=c)``), later uses of what
+        it wrote, and of every base that views, see the new value."""
         if outs and len(outs) == node.outputsSize():
             for index, output in zip(outs, node.outputs()):
                 self._write(g, node.inputsAt(index), output)
-        elif kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__") \
-                and node.outputsSize() == 1 and node.inputsSize() > 0:
-            self._write(g, node.inputsAt(0), node.output())
+            return
+        target = _in_place_argument(node.schema())
+        if target is not None and node.outputsSize() == 1:
+            self._write(g, node.inputsAt(target), node.output())
 
-    def _write(self, g: GraphContext, target: torch._C.Value, output: torch._C.Value) -> None:
+    def _write(self, g: GraphContext, target: SourceValue, output: SourceValue) -> None:
         """``output`` is ``target`` written: it views what ``target`` views (``v.zero_()
         .add_(x)`` on a view ``v`` reaches its base), and ``target``'s value is its own."""
         link = self.views.get(target.unique())
@@ -358,7 +401,7 @@ class Conversion:
             self.views[output.unique()] = link
         self._assign(g, target, self.env.get(output.unique()))
 
-    def _assign(self, g: GraphContext, target: Any, value: Value | None) -> None:
+    def _assign(self, g: GraphContext, target: SourceValue, value: Value | None) -> None:
         """``target`` (a source value) is ``value`` from now on, and so is what it views in
         every base it views."""
         while value is not None and target.type().kind() == "TensorType":
@@ -369,7 +412,7 @@ class Conversion:
             target, write = link
             value = write(g, self.lookup(target), value)
 
-    def symbolic_candidates(self, node: torch._C.Node, kind: str) -> Iterator[SymbolicEntry]:
+    def symbolic_candidates(self, node: SourceNode, kind: str) -> Iterator[SymbolicEntry]:
         """Every symbolic serving the node at this opset, the one that wins first (the
         others are looked up only if it declines)."""
         first = self.lookup_symbolic(node, kind)
@@ -382,19 +425,19 @@ class Conversion:
             vet_symbolic(entry)
             yield entry
 
-    def lookup_symbolic(self, node: torch._C.Node, kind: str) -> SymbolicEntry | None:
-        """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``) if one serves and
-        is not shadowed by a higher layer, else the one for ``kind``."""
+    def lookup_symbolic(self, node: SourceNode, kind: str) -> SymbolicEntry | None:
+        """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``, the name its schema
+        gives) if one serves and is not shadowed by a higher layer, else the one for
+        ``kind``."""
         entry = self.registry.lookup(kind, self.opset)
-        schema = node.schema() if kind.startswith("aten::") else ""
-        name = schema.partition("(")[0]
+        name = node.schema().partition("(")[0]
         if name.startswith(kind + "."):
             specific = self.registry.lookup(name, self.opset)
             if specific is not None and (entry is None or specific.layer >= entry.layer):
                 return specific
         return entry
 
-    def _map(self, node: torch._C.Node, graph: Graph, result: Any, producer: str) -> bool:
+    def _map(self, node: SourceNode, graph: Graph, result: Any, producer: str) -> bool:
         """Map the node's outputs to what ``producer`` (a symbolic or fallback, named in
         errors) returned; False when it returned None for outputs that are used."""
         ts_outputs = list(node.outputs())
@@ -415,7 +458,7 @@ class Conversion:
             self.env[ts_value.unique()] = value
         return True
 
-    def _stands_for_unconvertible(self, node: torch._C.Node, graph: Graph) -> bool:
+    def _stands_for_unconvertible(self, node: SourceNode, graph: Graph) -> bool:
         """After a symbolic failed or declined: if an input is computed from an
         unconvertible op's output (which a scripted graph gives no sizes for, say), that op
         is the cause. This node's outputs stand for it: when the export needs them, it is
@@ -433,14 +476,14 @@ class Conversion:
         self._defer_outputs(node, graph, upstream[0].meta["unconvertible"], collect)
         return True
 
-    def _defer_outputs(self, node: torch._C.Node, graph: Graph, kind: str,
+    def _defer_outputs(self, node: SourceNode, graph: Graph, kind: str,
                        collect: Callable[[], None]) -> list[Value]:
         """Bind the node's outputs to deferred values that stand for the unconvertible op
         ``kind``: materializing one (the export needs it) calls ``collect``, as does a node
         that cannot be deferred, at once."""
         deferred_outputs = []
         for ts_value in node.outputs():
-            def materialize(target: Graph, ts_value: torch._C.Value = ts_value) -> Value:
+            def materialize(target: Graph, ts_value: SourceValue = ts_value) -> Value:
                 collect()
                 poison = Value(target, ts_value.debugName(), Type.of(ts_value.type()))
                 poison.meta = {"unconvertible": kind}
@@ -453,7 +496,7 @@ class Conversion:
             collect()
         return deferred_outputs
 
-    def _record_unconvertible(self, node: torch._C.Node, graph: Graph, kind: str,
+    def _record_unconvertible(self, node: SourceNode, graph: Graph, kind: str,
                               source: str, reason: str) -> None:
         """Collect the node as unconvertible once the export needs it: its outputs are
         deferred values that collect it when materialized (an emitted node or the graph
@@ -512,7 +555,7 @@ class Conversion:
         )
 
 
-def _results(result: Any, ts_outputs: Sequence[torch._C.Value], producer: str) -> list[Any]:
+def _results(result: Any, ts_outputs: Sequence[SourceValue], producer: str) -> list[Any]:
     """What a symbolic returned as one entry per output (a Value, or None for an unused
     one); a :class:`SymbolicError` naming ``producer`` when it is anything else."""
     count = len(ts_outputs)
@@ -547,13 +590,33 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
 
 
-def _fallback_producer(name: str, fallback: Fallback, kind: str, source: str) -> str:
-    """The fallback converting a node, as error messages name it."""
-    return (f"The {name!r} fallback from {fallback.provenance} converting {kind} (at "
-            f"{source or 'unknown'})")
+def _failure_context(kind: str, entry: SymbolicEntry, exc: BaseException,
+                     source: str) -> str:
+    """Where a symbolic failed, and torch.onnx advice when it was written for torch.onnx."""
+    advice = torch_onnx_compat.torch_onnx_advice(entry.fn, exc)
+    return (f"(converting {kind} at {source or 'unknown'}, symbolic from {entry.provenance})"
+            + (f" {advice}" if advice else ""))
 
 
-def out_arguments(node: torch._C.Node) -> list[int]:
+def _add_context(exc: BaseException, context: str) -> None:
+    """Append ``context`` to the message of ``exc``, keeping its type and attributes (an
+    :class:`~oxport.errors.UnsupportedOperatorError`'s ``ops``, a
+    :class:`~oxport.errors.SymbolicValueError`'s ``value``)."""
+    message, *rest = exc.args or ("",)
+    exc.args = (f"{message} {context}".lstrip(), *rest)
+
+
+def _symbolic_error(kind: str, entry: SymbolicEntry, exc: Exception,
+                    source: str) -> SymbolicError:
+    """A symbolic's unexpected exception (not an oxport error), blamed on its plugin."""
+    return SymbolicError(
+        f"The symbolic for {kind} from {entry.provenance} raised {type(exc).__name__}: {exc} "
+        f"(at {source or 'unknown'}). "
+        + (torch_onnx_compat.torch_onnx_advice(entry.fn, exc) or
+           "This is a bug in that plugin; report it to its authors."))
+
+
+def out_arguments(node: SourceNode) -> list[int]:
     """The input positions of an out= overload's outputs (keyword-only arguments written in
     place, ``*, Tensor(a!) out``); empty for other nodes."""
     schema = node.schema()
@@ -565,7 +628,8 @@ def out_arguments(node: torch._C.Node) -> list[int]:
             and argument.alias_info.is_write]
 
 
-def _split_writes(node: Any, result: Any, producer: str) -> tuple[Any, list[tuple[int, Value]]]:
+def _split_writes(node: SourceNode, result: Any,
+                  producer: str) -> tuple[Any, list[tuple[int, Value]]]:
     """A symbolic for an op that writes arguments it does not return (a custom op's
     ``mutates_args``, ``Tensor(a!) out`` in its schema) returns the op's results followed by
     the new value of each written argument, in schema order: (the results, [(argument
@@ -590,6 +654,22 @@ def _split_writes(node: Any, result: Any, producer: str) -> tuple[Any, list[tupl
 
 
 @functools.lru_cache(maxsize=1024)
+def _in_place_argument(schema: str) -> int | None:
+    """The position of the argument an in-place op writes and returns (``self`` of
+    ``add_(Tensor(a!) self, ...) -> Tensor(a!)``); None for other schemas."""
+    if schema == "(no schema)" or "!" not in schema:
+        return None
+    parsed = torch._C.parse_schema(schema)
+    if len(parsed.returns) != 1 or parsed.returns[0].alias_info is None:
+        return None
+    returned = set(parsed.returns[0].alias_info.before_set)
+    return next((index for index, argument in enumerate(parsed.arguments)
+                 if not argument.kwarg_only and argument.alias_info is not None
+                 and argument.alias_info.is_write
+                 and returned & set(argument.alias_info.before_set)), None)
+
+
+@functools.lru_cache(maxsize=1024)
 def _written_arguments(schema: str) -> tuple[tuple[int, str], ...]:
     """(position, name) of each positional tensor argument a schema writes without
     returning it."""
@@ -610,7 +690,7 @@ def _collect_if_unconvertible(value: Value) -> None:
         value.meta["collect"]()
 
 
-def _may_defer(node: torch._C.Node) -> bool:
+def _may_defer(node: SourceNode) -> bool:
     """Whether an unconvertible node may wait to be collected until its outputs are needed:
     it has outputs and a schema that mutates none of its arguments."""
     if node.outputsSize() == 0:
@@ -619,7 +699,7 @@ def _may_defer(node: torch._C.Node) -> bool:
     return schema != "(no schema)" and "!" not in schema
 
 
-def _type_complex_pairs(ts_value: Any, value: Value) -> None:
+def _type_complex_pairs(ts_value: SourceValue, value: Value) -> None:
     """Type a TorchScript value complex when its symbolic made it as complex pairs and
     TorchScript knew no dtype (scripted code), so the ops reading it see a complex tensor
     (``is_complex``, the walker's accepts_complex check) as traced code's types tell them."""
@@ -637,12 +717,12 @@ def _merge(ours: Type, theirs: Type) -> Type:
     return Type("TensorType", theirs.dtype(), shape)
 
 
-def count_nodes(block: Any) -> int:
+def count_nodes(block: SourceBlock) -> int:
     """The nodes of a TorchScript graph or block, those in nested blocks included."""
     return sum(1 + sum(count_nodes(b) for b in node.blocks()) for node in block.nodes())
 
 
-def source_of(node: torch._C.Node) -> str:
+def source_of(node: SourceNode) -> str:
     """The user's source line for a node: the first frame outside torch and oxport."""
     text = node.sourceRange()
     return _user_frame(text) if text else ""
@@ -660,13 +740,13 @@ def _user_frame(text: str) -> str:
     return frames[0] if frames else ""
 
 
-def scope_of(node: torch._C.Node) -> str:
+def scope_of(node: SourceNode) -> str:
     """The module path of a node, e.g. ``features.0`` (empty at the top level)."""
     calls = call_chain(node)
     return calls[-1].partition("#")[0] if calls else ""
 
 
-def call_chain(node: torch._C.Node) -> tuple[str, ...]:
+def call_chain(node: SourceNode) -> tuple[str, ...]:
     """The module calls a node was made in, outermost first, below the model itself:
     ``("layers.0", "layers.0.act#1")`` (``#n`` marks a module's repeated calls)."""
     return _calls(node.scopeName())
@@ -682,7 +762,7 @@ def _calls(scope_name: str) -> tuple[str, ...]:
     return tuple(calls)
 
 
-def _stamp_calls(nodes: list[Any], ts_node: torch._C.Node) -> None:
+def _stamp_calls(nodes: list[Any], ts_node: SourceNode) -> None:
     """Give the top-level nodes made for ``ts_node`` its module calls; nodes made for its
     deferred inputs (constants, lists) get its scope too."""
     calls = call_chain(ts_node)
@@ -700,37 +780,7 @@ def user_stacklevel() -> int:
     return level
 
 
-def python_op_arguments(node: torch._C.Node, inputs: Sequence[Value]) -> list[Any]:
-    """A ``prim::PythonOp``'s arguments as its Function got them: the non-tensor
-    arguments (Python values) in their places among the tensor inputs."""
-    scalars, tensors = iter(node.scalar_args()), iter(inputs)
-    return [next(scalars) if conv == "c" else next(tensors) for conv in node.cconv()]
-
-
-def call_symbolic(fn: Any, g: GraphContext, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """Call a symbolic; one whose first parameter is annotated ``SymbolicContext`` gets
-    that context first (the 1.13-era ``symbolic(ctx, g, *args)`` form)."""
-    if _wants_context(fn):
-        ctx = SymbolicContext(params_dict={}, env={}, cur_node=g.original_node,
-                              onnx_block=g.graph)
-        return fn(ctx, g, *args, **kwargs)
-    return fn(g, *args, **kwargs)
-
-
-@functools.lru_cache(maxsize=None)
-def _wants_context(fn: Any) -> bool:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if not params:
-        return False
-    annotation = params[0].annotation
-    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    return name.rpartition(".")[2] == "SymbolicContext"
-
-
-def ts_attributes(node: torch._C.Node) -> dict[str, Any]:
+def ts_attributes(node: SourceNode) -> dict[str, Any]:
     """A node's attributes as torch.onnx passes them: ``{name_kind: value}``."""
     attrs: dict[str, Any] = {}
     for name in node.attributeNames():

@@ -206,8 +206,8 @@ def threshold(g, self: Value, threshold: Value, value: Value) -> Value:
 
     ``x if x > threshold else value``."""
     dtype = _dtype(self)
-    limit = sh._cast_to(g, threshold, dtype)
-    return g.op("Where", g.op("Greater", self, limit), self, sh._cast_to(g, value, dtype))
+    limit = sh.cast_to(g, threshold, dtype)
+    return g.op("Where", g.op("Greater", self, limit), self, sh.cast_to(g, value, dtype))
 
 
 @pack.symbolic("aten::hardsigmoid", since=7)

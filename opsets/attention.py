@@ -95,7 +95,7 @@ def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_
     # Like PyTorch, scale q and k by sqrt(scale) each, for stability in half precision.
     head_dim = sh._get_tensor_dim_size(query, -1)
     if scale is None and head_dim is None:  # 1 / sqrt(sqrt(E)) from the run-time size
-        size = sh._cast_to(g, _dim(g, query, -1), dtype)
+        size = sh.cast_to(g, _dim(g, query, -1), dtype)
         root = g.op("Reciprocal", g.op("Sqrt", g.op("Sqrt", size)))
     else:
         root = g.constant(torch.tensor(math.sqrt(scale or 1 / math.sqrt(head_dim)),
@@ -176,7 +176,7 @@ def _kernel_mask(g, mask: Value | None, mask_type: int | None) -> Value | None:
     padding mask (type 1, (B, S)) gets the head and query axes."""
     if sh._is_none(mask):
         return None
-    masked = mask if mask.type().dtype() == torch.bool else sh._cast_to(g, mask, torch.bool)
+    masked = mask if mask.type().dtype() == torch.bool else sh.cast_to(g, mask, torch.bool)
     sizes = mask.type().symbolic_sizes()
     if mask_type == 1:
         masked = sh._unsqueeze_helper(g, masked, [1, 2])
@@ -237,13 +237,13 @@ def _native_multi_head_attention(g, query, key, value, embed_dim, num_head, qkv_
         g, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
         proj_bias, _kernel_mask(g, mask, mask_type), need_weights)
     if weights is not None and need_weights and average_attn_weights:
-        weights = sh._reduce_helper(g, "ReduceMean", weights, [1], keepdims_i=0)
+        weights = sh.reduce_helper(g, "ReduceMean", weights, [1], keepdims_i=0)
     return out, weights if need_weights else None
 
 
 def _layer_norm(g, x: Value, weight: Value, bias: Value, eps: float, embed_dim: int) -> Value:
-    return sh._run_symbolic(g, "aten::layer_norm", x, [embed_dim], weight, bias, eps, False,
-                            type_=x.type())
+    return g.run_symbolic("aten::layer_norm", x, [embed_dim], weight, bias, eps, False,
+                          type_=x.type())
 
 
 @pack.symbolic("aten::_transformer_encoder_layer_fwd", since=9)
@@ -274,8 +274,8 @@ def _transformer_encoder_layer_fwd(g, src, embed_dim, num_heads, qkv_weight, qkv
     hidden = _linear(g, h, ffn_weight_1, ffn_bias_1)
     sizes = src.type().symbolic_sizes()
     hidden.setType(Type.tensor(src.type().dtype(), sizes and (*sizes[:-1], None)))
-    hidden = (sh._run_symbolic(g, "aten::gelu", hidden, "none", type_=hidden.type()) if use_gelu
-              else sh._run_symbolic(g, "aten::relu", hidden, type_=hidden.type()))
+    hidden = (g.run_symbolic("aten::gelu", hidden, "none", type_=hidden.type()) if use_gelu
+              else g.run_symbolic("aten::relu", hidden, type_=hidden.type()))
     x = g.op("Add", _linear(g, hidden, ffn_weight_2, ffn_bias_2), x).setType(src.type())
     out = x if norm_first else _layer_norm(g, x, norm_weight_2, norm_bias_2, eps, embed_dim)
     return _as_nested(g, out, nested) if nested is not None else out
@@ -301,7 +301,7 @@ def _nested_tensor_from_mask(g, t, mask, mask_check=None):
     """_nested_tensor_from_mask(Tensor t, Tensor mask, bool mask_check=True) -> Tensor
 
     The padded batch itself, carrying its keep mask."""
-    return _as_nested(g, t, sh._cast_to(g, mask, torch.bool))
+    return _as_nested(g, t, sh.cast_to(g, mask, torch.bool))
 
 
 @pack.symbolic("aten::_nested_tensor_from_mask_left_aligned", since=9)

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from oxport import symbolic_helper as sh
-from oxport.passes.infer import infer_value, needs_inference
 from oxport.ir import Value
+from oxport.passes.infer import infer_value, needs_inference
 
 
 def scalar(g, value: Any, dtype: torch.dtype | None) -> Value:
@@ -29,22 +29,22 @@ def is_int(dtype: torch.dtype | None) -> bool:
 
 def promote(g, op: str, *operands: Any) -> tuple[list[Value], torch.dtype | None]:
     """``operands`` cast to the dtype the ``op`` node computes in, and that dtype."""
-    dtype = sh._traced_dtype(g, op) or sh.result_dtype(*operands)
+    dtype = sh.traced_dtype(g, op) or sh.result_dtype(*operands)
     values = sh.promote(g, *operands) if dtype is None else [
-        sh._cast_to(g, v, dtype) if isinstance(v, Value) else scalar(g, v, dtype)
+        sh.cast_to(g, v, dtype) if isinstance(v, Value) else scalar(g, v, dtype)
         for v in operands]
     return values, dtype
 
 
 def float_input(g, op: str, x: Value) -> Value:
     """``x`` in the floating dtype of the ``op`` node's output (ints become float32)."""
-    dtype = sh._traced_dtype(g, op)
+    dtype = sh.traced_dtype(g, op)
     if dtype is None or not dtype.is_floating_point:
         dtype = x.type().dtype()
         if dtype is None or dtype.is_floating_point:
             return x
         dtype = torch.float32
-    return sh._cast_to(g, x, dtype)
+    return sh.cast_to(g, x, dtype)
 
 
 def _scalar_const(value: Value) -> bool:
@@ -81,9 +81,9 @@ def clamp_values(g, op: str, self: Value, low: Any, high: Any) -> Value:
         return v if hi is None else g.op("Min", v, hi)
 
     if integer and g.opset < 12:
-        doubles = [sh._cast_to(g, v, torch.float64) if v is not None else None
+        doubles = [sh.cast_to(g, v, torch.float64) if v is not None else None
                    for v in (x, lo, hi)]
-        return sh._cast_to(g, limit(*doubles), dtype)
+        return sh.cast_to(g, limit(*doubles), dtype)
     return limit(x, lo, hi)
 
 

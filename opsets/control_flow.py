@@ -45,7 +45,7 @@ def to_condition(g: Any, value: Value) -> Value:
     const = _const_bool(value)
     if const is not None:
         return g.constant(torch.tensor(const))
-    out = sh._cast_to(g, value, torch.bool)
+    out = sh.cast_to(g, value, torch.bool)
     if out.type().dim() != 0:
         out = sh._reshape_helper(g, out, [])
     return out.setType(Type.tensor(torch.bool, ()))
@@ -148,7 +148,7 @@ def _copy(g: Any, value: Value) -> Value:
     """A new value equal to ``value`` (Identity takes Sequences from opset 14 only)."""
     if value.type().kind() != "ListType" or g.opset >= 14:
         return g.op("Identity", value).setType(value.type())
-    dtype = _dtype_of(value.type())
+    dtype = held_dtype(value.type())
     if dtype is None:
         raise OnnxExporterError("Internal error: a Sequence of unknown dtype leaves a block.")
     grown = g.op("SequenceInsert", value, g.constant(torch.zeros((), dtype=dtype)))
@@ -158,7 +158,7 @@ def _copy(g: Any, value: Value) -> Value:
 def merge_types(types: list[Type], where: str) -> Type:
     """One type for values that meet (the branches of an If): dtypes must agree; dims that
     differ become unknown."""
-    dtypes = {d for d in map(_dtype_of, types) if d is not None}
+    dtypes = {d for d in map(held_dtype, types) if d is not None}
     if len(dtypes) > 1:
         names = " vs ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
         raise OnnxExporterError(
@@ -177,10 +177,11 @@ def merge_types(types: list[Type], where: str) -> Type:
     return Type.tensor(dtype, shape)
 
 
-def _dtype_of(t: Type) -> torch.dtype | None:
+def held_dtype(t: Type) -> torch.dtype | None:
     """A tensor's dtype, or the dtype of the tensors a Sequence or Optional holds."""
     if t.kind() in ("ListType", "OptionalType"):
-        return t._elem.dtype() if t._elem is not None else None
+        elem = lists.element_type(t)
+        return elem.dtype() if elem is not None else None
     return t.dtype()
 
 
@@ -273,7 +274,7 @@ def _chosen_constant(g: Any, ts_output: Any, values: list[Value]) -> Value:
 def _dtype_hint(values: list[Value]) -> torch.dtype | None:
     """The dtype of the values meeting at an If output (for lists, of their items): one
     may be an empty list, or None."""
-    dtypes = (lists.elem_dtype(v) or _dtype_of(v.type()) for v in values)
+    dtypes = (lists.elem_dtype(v) or held_dtype(v.type()) for v in values)
     return next((d for d in dtypes if d is not None), None)
 
 
@@ -365,7 +366,7 @@ def _convert_body(g: Any, body: Any, ts_carried: list[Any], scans: set[int],
         value = runtime_value(sub, out, ts_value.type(), dtype or _elem_dtype(inner[k]),
                               "prim::Loop", optional=k in optional)
         _refine(inner[k], value)
-        before, after = _dtype_of(inner[k].type()), _dtype_of(value.type())
+        before, after = held_dtype(inner[k].type()), held_dtype(value.type())
         if before is not None and after is not None and before != after:
             raise OnnxExporterError(
                 f"The loop at {g.source or 'unknown'} changes the dtype of "
@@ -387,7 +388,7 @@ def _carried_type(g: Any, init: Value, ts_value: Any, optional: bool) -> Type:
             sh._onnx_opset_unsupported_detailed(
                 "prim::Loop", g.opset, OPTIONAL_OPSET, "a variable that is None before a loop "
                 "needs ONNX Optional")
-        return optional_type(_dtype_of(init.type()))
+        return optional_type(held_dtype(init.type()))
     if ts_type.kind() == "ListType":
         kind = _list_item_kind(g, ts_type, "prim::Loop")
         if kind == "TensorType":
@@ -409,16 +410,17 @@ def _elem_dtype(value: Value) -> torch.dtype | None:
     kind = value.type().kind()
     if kind == "ListType":
         return lists.elem_dtype(value)
-    return _dtype_of(value.type()) if kind == "OptionalType" else None
+    return held_dtype(value.type()) if kind == "OptionalType" else None
 
 
 def _refine(inner: Value, out: Value) -> None:
     """Give a body input the dtype its body output shows (an empty list's, say)."""
     t, o = inner.type(), out.type()
-    if t.kind() == "ListType" and t._elem is not None and t._elem.dtype() is None:
+    elem = lists.element_type(t)
+    if t.kind() == "ListType" and elem is not None and elem.dtype() is None:
         inner.setType(lists.sequence_type(lists.elem_dtype(out)))
-    elif t.kind() == "OptionalType" and _dtype_of(t) is None:
-        inner.setType(optional_type(_dtype_of(o)))
+    elif t.kind() == "OptionalType" and held_dtype(t) is None:
+        inner.setType(optional_type(held_dtype(o)))
     elif t.kind() == "TensorType" and t.dtype() is None and o.dtype() is not None:
         inner.setType(t.with_dtype(o.dtype()))
 
@@ -430,7 +432,7 @@ def _trip_count(g: Any, max_trip: Value) -> Value | None:
         return None
     if const is not None:
         return g.constant(torch.tensor(int(const), dtype=torch.int64))
-    trip = sh._cast_to(g, max_trip, torch.int64)
+    trip = sh.cast_to(g, max_trip, torch.int64)
     if trip.type().dim() != 0:
         trip = sh._reshape_helper(g, trip, []).setType(Type.tensor(torch.int64, ()))
     return trip

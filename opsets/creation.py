@@ -64,7 +64,7 @@ def _shape(g, size: Value) -> Shape:
         return static
     if sh._is_packed_list(size):
         return _materialize(g, size, torch.int64)
-    return sh._cast_to(g, size, torch.int64)
+    return sh.cast_to(g, size, torch.int64)
 
 
 def _materialize(g, packed: Value, dtype: torch.dtype) -> Value:
@@ -92,7 +92,7 @@ def _fill(g, shape: Shape, value: Any, dtype: torch.dtype, op: str) -> Value:
     if isinstance(value, Value):
         if g.opset < 8:
             sh._onnx_opset_unsupported_detailed(op, g.opset, 8, "a fill value computed at run time")
-        return g.op("Expand", sh._cast_to(g, value, dtype), _shape_value(g, shape))
+        return g.op("Expand", sh.cast_to(g, value, dtype), _shape_value(g, shape))
     if g.opset < 9:
         if isinstance(shape, Value):
             sh._onnx_opset_unsupported_detailed(op, g.opset, 9, "a shape computed at run time")
@@ -134,8 +134,8 @@ def _fill_like(g, x: Value, value: Any, dtype: torch.dtype, op: str) -> Value:
     shape = _shape_of(g, x)
     if g.opset >= 9 or not isinstance(shape, Value) or isinstance(value, Value):
         return _fill(g, shape, value, dtype, op)
-    truth = sh._cast_to(g, x, torch.bool)
-    ones = sh._cast_to(g, g.op("Or", truth, g.op("Not", truth)), dtype)
+    truth = sh.cast_to(g, x, torch.bool)
+    ones = sh.cast_to(g, g.op("Or", truth, g.op("Not", truth)), dtype)
     return ones if value == 1 else g.op("Mul", ones, g.constant(torch.tensor(value, dtype=dtype)))
 
 
@@ -214,7 +214,7 @@ def scalar_tensor(g, s: Value, dtype: Value | None = None, *_: Value) -> Value:
     value = _number(s)
     dtype_ = _result_dtype(g, dtype, None)
     if isinstance(value, Value):
-        return sh._cast_to(g, value, dtype_)
+        return sh.cast_to(g, value, dtype_)
     return g.constant(torch.tensor(value, dtype=dtype_))
 
 
@@ -231,7 +231,7 @@ def tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
         return g.constant(torch.tensor(data.const, dtype=explicit or _out_dtype(g)))
     if sh._is_packed_list(data):
         data = _materialize(g, data, _inferred(*sh._unpack_list(data)))
-    return sh._cast_to(g, data, explicit or _out_dtype(g) or _inferred(data))
+    return sh.cast_to(g, data, explicit or _out_dtype(g) or _inferred(data))
 
 
 @pack.symbolic("aten::as_tensor", since=7)
@@ -241,17 +241,17 @@ def as_tensor(g, data: Value, dtype: Value | None = None, *_: Value) -> Value:
     ``torch.as_tensor``: a tensor keeps its data (cast to ``dtype``); lists as :func:`tensor`."""
     if not sh._is_tensor(data):
         return tensor(g, data, dtype)
-    return data if sh._is_none(dtype) else sh._cast_to(g, data, _result_dtype(g, dtype, None))
+    return data if sh._is_none(dtype) else sh.cast_to(g, data, _result_dtype(g, dtype, None))
 
 
 # -- ranges ----------------------------------------------------------------------------
 def _as_scalar(g, value: Any, dtype: torch.dtype) -> Value:
     if isinstance(value, Value):
-        return sh._cast_to(g, value, dtype)
+        return sh.cast_to(g, value, dtype)
     return g.constant(torch.tensor(value, dtype=dtype))
 
 
-def _range(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> Value:
+def range_values(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> Value:
     """``arange(start, end, step)`` in ``dtype``: a constant when the bounds are, else Range
     (opset 11) or, at 9 and 10, the indices NonZero finds in a tensor of ones."""
     if not any(isinstance(v, Value) for v in (start, end, step)):
@@ -264,7 +264,7 @@ def _range(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> V
     if g.opset >= 11:
         out = g.op("Range", _as_scalar(g, start, compute), _as_scalar(g, end, compute),
                    _as_scalar(g, step, compute)).setType(Type.tensor(compute, [None]))
-        return sh._cast_to(g, out, dtype)
+        return sh.cast_to(g, out, dtype)
     if g.opset < 9:
         sh._onnx_opset_unsupported_detailed(op, g.opset, 9, "bounds computed at run time")
     double = torch.float64
@@ -278,7 +278,7 @@ def _range(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> V
     index = g.op("Cast", index, to_i=JitScalarType.from_dtype(compute).onnx_type())
     out = g.op("Add", g.op("Mul", index, _as_scalar(g, step, compute)),
                _as_scalar(g, start, compute)).setType(Type.tensor(compute, [None]))
-    return sh._cast_to(g, out, dtype)
+    return sh.cast_to(g, out, dtype)
 
 
 def arange(g, *args: Value) -> Value:
@@ -295,7 +295,7 @@ def arange(g, *args: Value) -> Value:
     start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (
         (*numbers, 1) if len(numbers) == 2 else numbers)
     dtype = _result_dtype(g, None if out_form else args[-4], _inferred(start, end, step))
-    return _range(g, start, end, step, dtype, "aten::arange")
+    return range_values(g, start, end, step, dtype, "aten::arange")
 
 
 @sh.parse_args("v", "i")
@@ -306,7 +306,7 @@ def _dim_arange(g, like: Value, dim: int) -> Value:
     rank = like.type().dim()
     axis = dim % rank if dim < 0 and rank is not None else dim
     size = g.op("Gather", g.op("Shape", like), g.constant(torch.tensor(axis)), axis_i=0)
-    return _range(g, 0, size.setType(Type.tensor(torch.int64, ())), 1, torch.int64,
+    return range_values(g, 0, size.setType(Type.tensor(torch.int64, ())), 1, torch.int64,
                   "aten::_dim_arange")
 
 
@@ -326,13 +326,13 @@ def linspace(g, start: Value, end: Value, steps: Value, dtype: Value | None = No
         sh._onnx_opset_unsupported_detailed("aten::linspace", g.opset, 11,
                                             "bounds computed at run time")
     double = torch.float64
-    index = _range(g, 0, count, 1, double, "aten::linspace")
+    index = range_values(g, 0, count, 1, double, "aten::linspace")
     intervals = g.op("Max", g.op("Sub", _as_scalar(g, count, double), _as_scalar(g, 1, double)),
                      _as_scalar(g, 1, double))
     first_d = _as_scalar(g, first, double)
     width = g.op("Div", g.op("Sub", _as_scalar(g, last, double), first_d), intervals)
     out = g.op("Add", g.op("Mul", index, width), first_d).setType(Type.tensor(double, [None]))
-    return sh._cast_to(g, out, dtype_)
+    return sh.cast_to(g, out, dtype_)
 
 
 for _since in (7, 11):
@@ -442,7 +442,7 @@ def bernoulli(g, self: Value, *args: Value) -> Value:
     kernel draws 1 with probability 1 - p (docs/parity.md)."""
     probs = _probabilities(g, self, args)
     hit = g.op("Less", g.op("RandomUniformLike", probs), probs)
-    return sh._cast_to(g, hit, self.type().dtype() or torch.float32)
+    return sh.cast_to(g, hit, self.type().dtype() or torch.float32)
 
 
 @pack.symbolic("aten::normal", since=7)
@@ -465,7 +465,7 @@ def normal(g, mean: Value, std: Value, *args: Value) -> Value:
     dtype = tensors[0].type().dtype() or torch.float32
     like = tensors[0] if len(tensors) == 1 else g.op("Add", mean, std)
     noise = g.op("RandomNormalLike", like, dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
-    scale, shift = (sh._cast_to(g, g._as_value(v), dtype) for v in (std, mean))
+    scale, shift = (sh.cast_to(g, g.as_value(v), dtype) for v in (std, mean))
     return g.op("Add", g.op("Mul", noise, scale), shift)
 
 

@@ -3,7 +3,7 @@
 Binary ops follow PyTorch's type promotion (``sh.result_dtype``): Python scalars take the
 tensor's dtype, integer true division gives float32, bools add as ``Or`` and multiply as
 ``And``. In a traced graph the dtype TorchScript recorded for the node's output settles
-what a 0-d constant was (``sh._traced_dtype``). Where ONNX lacks an integer kernel at an
+what a 0-d constant was (``sh.traced_dtype``). Where ONNX lacks an integer kernel at an
 older opset, integers go through float64 (exact below 2**53) and back.
 """
 
@@ -25,8 +25,8 @@ pack = OpPack("oxport.elementwise", cases="oxport.opsets.cases.elementwise")
 
 def via_double(g, dtype: torch.dtype, build, *values: Value) -> Value:
     """``build(*values)`` computed in float64 and cast back to ``dtype``."""
-    doubles = [sh._cast_to(g, v, torch.float64) for v in values]
-    return sh._cast_to(g, build(*doubles), dtype)
+    doubles = [sh.cast_to(g, v, torch.float64) for v in values]
+    return sh.cast_to(g, build(*doubles), dtype)
 
 
 # -- add, sub, mul, rsub ---------------------------------------------------------------
@@ -36,7 +36,7 @@ def _scaled(g, value: Value, alpha: Any, dtype: torch.dtype | None) -> Value:
         return value
     factor = sh._maybe_get_const(alpha, "f")
     if isinstance(factor, Value):
-        return g.op("Mul", value, sh._cast_to(g, factor, dtype) if dtype else factor)
+        return g.op("Mul", value, sh.cast_to(g, factor, dtype) if dtype else factor)
     if factor == 1:
         return value
     return g.op("Mul", value, scalar(g, int(factor) if is_int(dtype) else factor, dtype))
@@ -75,8 +75,7 @@ def rsub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
     return g.op("Sub", b, _scaled(g, a, alpha, dtype))
 
 
-@pack.symbolic("aten::mul", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::mul", since=7, accepts_complex=True)
 def mul(g, self: Value, other: Value) -> Value:
     """mul.Tensor(Tensor self, Tensor other) -> Tensor
     mul.Scalar(Tensor self, Scalar other) -> Tensor
@@ -116,7 +115,7 @@ def floor_divide_values(g, a: Value, b: Value, dtype: torch.dtype | None) -> Val
     zero = scalar(g, 0, dtype)
     signs_differ = g.op("Xor", g.op("Less", rest, zero), g.op("Less", b, zero))
     inexact = g.op("Not", g.op("Equal", rest, zero))
-    adjust = sh._cast_to(g, g.op("And", inexact, signs_differ), dtype)
+    adjust = sh.cast_to(g, g.op("And", inexact, signs_differ), dtype)
     return g.op("Sub", quotient, adjust)
 
 
@@ -134,7 +133,7 @@ def div(g, self: Value, other: Value, rounding_mode: Value | None = None) -> Val
     (a, b), dtype = promote(g, "aten::div", self, other)
     if mode is None:
         if dtype is None or not dtype.is_floating_point:
-            a, b = sh._cast_to(g, a, torch.float32), sh._cast_to(g, b, torch.float32)
+            a, b = sh.cast_to(g, a, torch.float32), sh.cast_to(g, b, torch.float32)
         return g.op("Div", a, b)
     if mode == "floor":
         return floor_divide_values(g, a, b, dtype)
@@ -238,8 +237,7 @@ def neg(g, self: Value) -> Value:
     return g.op("Neg", self)
 
 
-@pack.symbolic("aten::abs", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::abs", since=7, accepts_complex=True)
 def abs(g, self: Value) -> Value:  # noqa: A001 - the aten name
     """abs(Tensor self) -> Tensor
     abs_(Tensor(a!) self) -> Tensor(a!)
@@ -267,7 +265,7 @@ def sign(g, self: Value) -> Value:
     dtype = self.type().dtype() or torch.float32
     if dtype == torch.bool:
         return self
-    x = self if dtype.is_floating_point else sh._cast_to(g, self, torch.float64)
+    x = self if dtype.is_floating_point else sh.cast_to(g, self, torch.float64)
     zero = scalar(g, 0, x.type().dtype())
     positive = g.op("Cast", g.op("Greater", x, zero), to_i=onnx_dtype(dtype))
     negative = g.op("Cast", g.op("Less", x, zero), to_i=onnx_dtype(dtype))
@@ -421,7 +419,7 @@ pack.symbolic("aten::addcdiv", since=7)(_fused("Div", "addcdiv"))
 def is_inf(g, x: Value, positive: bool = True, negative: bool = True) -> Value:
     """IsInf, casting half-precision inputs to float32 before opset 20."""
     if g.opset < 20 and x.type().dtype() in (torch.float16, torch.bfloat16):
-        x = sh._cast_to(g, x, torch.float32)
+        x = sh.cast_to(g, x, torch.float32)
     return g.op("IsInf", x, detect_positive_i=int(positive), detect_negative_i=int(negative))
 
 

@@ -2,20 +2,20 @@
 index_select, gather, masked_select, nonzero.
 
 ``select``/``slice``/``narrow`` are views: each records how to write a new value
-of the view back into its base (``Conversion.views``), so that an in-place op on
+of the view back into its base (``g.record_view``), so that an in-place op on
 the view (``x[1] = v`` traces as ``select`` + ``copy_``) updates the base too.
 Negative tensor indices are normalised at run time (unlike ``torch.onnx``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
+from oxport.context import ViewWriter
 from oxport.errors import UnsupportedOperatorError
 from oxport.ir import Type, Value
 from oxport.opsets.shape import (
@@ -31,17 +31,8 @@ from oxport.opsets.shape import (
 
 pack = OpPack("oxport.indexing", cases="oxport.opsets.cases.indexing")
 
-Writer = Callable[..., Value]
-
 
 # -- views and writing back into them ------------------------------------------------
-def record_view(g, write: Writer) -> None:
-    """Note that this node's output views its first input; ``write(g, base, new_view)``
-    returns ``base`` with the view's elements replaced."""
-    node = g.original_node
-    g.conversion.views[node.output().unique()] = (node.inputsAt(0), write)
-
-
 def scatter_along(g, base: Value, axis: int, positions: Value, new: Value,
                   reduction: str | None = None) -> Value:
     """``base`` with ``base[..., positions[i], ...] = new[..., i, ...]`` along ``axis``
@@ -52,7 +43,7 @@ def scatter_along(g, base: Value, axis: int, positions: Value, new: Value,
             f"at {g.source or 'unknown'}) needs Scatter: export with opset_version=9 or higher.")
     index = spread_along(g, positions, axis, rank_of("scatter_along", base), new)
     op_type = "ScatterElements" if g.opset >= 11 else "Scatter"
-    return g.op(op_type, base, index, sh._cast_to(g, new, base.type().dtype()),
+    return g.op(op_type, base, index, sh.cast_to(g, new, base.type().dtype()),
                 axis_i=axis, reduction_s=reduction).setType(base.type())
 
 
@@ -66,7 +57,7 @@ def spread_along(g, positions: Value, axis: int, rank: int, like: Value) -> Valu
 
 def normalize_index(g, index: Value, x: Value, axis: int) -> Value:
     """``index`` as int64 with negative entries counted from the end of ``x``'s ``axis``."""
-    index = sh._cast_to(g, index, torch.int64)
+    index = sh.cast_to(g, index, torch.int64)
     if index.is_const and isinstance(index.const, torch.Tensor):
         if bool((index.const >= 0).all()):
             return index
@@ -88,7 +79,7 @@ def _clamp_start(g, start: int | Value, x: Value, axis: int) -> Value | int:
     return g.op("Where", g.op("Less", begin, zero), zero, begin)
 
 
-def _slice_writer(axis: int, start: int | Value, step: int) -> Writer:
+def slice_writer(axis: int, start: int | Value, step: int) -> ViewWriter:
     def write(g, base: Value, new: Value) -> Value:
         one = g.constant(torch.tensor(1))
         offsets = g.op("Range", g.constant(torch.tensor(0)), dim_size(g, new, axis), one)
@@ -119,7 +110,7 @@ def select(g, self: Value, dim: Value, index: Value) -> Value:
         new = sh._unsqueeze_helper(g, new, [axis])
         return scatter_along(g, base, axis, sh._reshape_helper(g, position, [1]), new)
 
-    record_view(g, write)
+    g.record_view(write)
     return g.op("Gather", self, position, axis_i=axis)
 
 
@@ -146,9 +137,9 @@ def slice(g, self: Value, dim: Value | None = None, start: Value | None = None, 
     stop = INT64_MAX if stop is None else _scalar_bound(g, stop)
     if isinstance(begin, int) and begin == 0 and isinstance(stop, int) and stop >= INT64_MAX \
             and stride == 1:
-        record_view(g, _whole)
+        g.record_view(_whole)
         return self
-    record_view(g, _slice_writer(axis, begin, stride))
+    g.record_view(slice_writer(axis, begin, stride))
     return sh._slice_helper(g, self, [axis], [begin], [stop], [stride])
 
 
@@ -167,7 +158,7 @@ def narrow(g, self: Value, dim: Value, start: Value, length: Value) -> Value:
     else:
         begin = scalar_int(g, begin)
         stop = g.op("Add", begin, scalar_int(g, count))
-    record_view(g, _slice_writer(axis, begin, 1))
+    g.record_view(slice_writer(axis, begin, 1))
     return sh._slice_helper(g, self, [axis], [begin], [stop])
 
 
@@ -214,7 +205,7 @@ def index_rows(g, op: str, x: Value, entries: list[tuple[int, Value]]) -> _Index
     for dim, item in entries:
         if is_mask(item):
             mask_rank = rank_of(op, item)
-            rows = g.op("NonZero", sh._cast_to(g, item, torch.bool))
+            rows = g.op("NonZero", sh.cast_to(g, item, torch.bool))
             for j in range(mask_rank):
                 dims.append(dim + j)
                 indices.append(g.op("Gather", rows, g.constant(torch.tensor(j)), axis_i=0))
@@ -261,9 +252,9 @@ def index(g, self: Value, indices: Value) -> Value:
     if len(entries) == 1:
         dim, item = entries[0]
         if is_mask(item):
-            return _compress(g, self, dim, sh._cast_to(g, item, torch.bool))
+            return _compress(g, self, dim, sh.cast_to(g, item, torch.bool))
         position = normalize_index(g, item, self, dim) if g.opset < 11 else item
-        return g.op("Gather", self, sh._cast_to(g, position, torch.int64), axis_i=dim)
+        return g.op("Gather", self, sh.cast_to(g, position, torch.int64), axis_i=dim)
     indexed = index_rows(g, "aten::index", self, entries)
     flat, _ = indexed_first(g, self, indexed.dims)
     out = g.op("Gather", flat, linear_index(g, self, indexed), axis_i=0)
@@ -316,8 +307,8 @@ def gather_9(g, self: Value, dim: Value, index: Value, sparse_grad: Value | None
     depth = g.op("Gather", shape_of(g, self), g.constant(torch.tensor([axis])), axis_i=0)
     picks = g.op("OneHot", index, depth, g.constant(torch.tensor([0, 1])), axis_i=axis)
     products = g.op("Mul", sh._unsqueeze_helper(g, self, [axis + 1]),
-                    sh._cast_to(g, picks, self.type().dtype()))
-    return sh._reduce_helper(g, "ReduceSum", products, [axis], keepdims_i=0)
+                    sh.cast_to(g, picks, self.type().dtype()))
+    return sh.reduce_helper(g, "ReduceSum", products, [axis], keepdims_i=0)
 
 
 @pack.symbolic("aten::take", since=7)
@@ -338,7 +329,7 @@ def one_hot(g, self: Value, num_classes: Value) -> Value:
     if isinstance(classes, int) and classes >= 0:
         depth = g.constant(torch.tensor(classes))
     else:
-        depth = g.op("Add", sh._reduce_helper(g, "ReduceMax", self, None, keepdims_i=0),
+        depth = g.op("Add", sh.reduce_helper(g, "ReduceMax", self, None, keepdims_i=0),
                      g.constant(torch.tensor(1)))
     return g.op("OneHot", self, depth, g.constant(torch.tensor([0, 1])), axis_i=-1)
 
@@ -356,10 +347,10 @@ def bucketize(g, self: Value, boundaries: Value, out_int32: Value | None = None,
         below = g.op("Not", g.op("Greater", edges, x))
     else:
         below = g.op("Less", edges, x)
-    count = sh._reduce_helper(g, "ReduceSum", sh._cast_to(g, below, torch.int64), [rank],
-                              keepdims_i=0)
+    count = sh.reduce_helper(g, "ReduceSum", sh.cast_to(g, below, torch.int64), [rank],
+                             keepdims_i=0)
     wide = out_int32 is not None and sh._get_const(out_int32, "b", "out_int32")
-    return sh._cast_to(g, count, torch.int32) if wide else count
+    return sh.cast_to(g, count, torch.int32) if wide else count
 
 
 @pack.symbolic("aten::masked_select", since=9)
@@ -368,7 +359,7 @@ def masked_select(g, self: Value, mask: Value) -> Value:
 
     Broadcast self and mask, flatten both, Compress."""
     both = g.op("Expand", self, shape_of(g, mask))
-    flat_mask = sh._reshape_helper(g, g.op("Expand", sh._cast_to(g, mask, torch.bool),
+    flat_mask = sh._reshape_helper(g, g.op("Expand", sh.cast_to(g, mask, torch.bool),
                                            shape_of(g, both)), [-1])
     return g.op("Compress", sh._reshape_helper(g, both, [-1]), flat_mask, axis_i=0)
 

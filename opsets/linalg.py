@@ -203,7 +203,7 @@ def cross(g, self: Value, other: Value, dim: Value | None = None) -> Value:
 def _det(g, x: Value) -> Value:
     """Det; ONNX Runtime's kernel is float32/float16 only, so float64 goes through float32."""
     if x.type().dtype() == torch.float64:
-        return sh._cast_to(g, g.op("Det", sh._cast_to(g, x, torch.float32)).setType(
+        return sh.cast_to(g, g.op("Det", sh.cast_to(g, x, torch.float32)).setType(
             Type.tensor(torch.float32)), torch.float64)
     return g.op("Det", x).setType(Type.tensor(x.type().dtype()))
 
@@ -266,7 +266,7 @@ def linalg_inv(g, self: Value) -> Value:
 
 # -- norms -------------------------------------------------------------------------------
 def _reduce(g, op_type: str, x: Value, axes: list[int] | None, keepdim: bool) -> Value:
-    return sh._reduce_helper(g, op_type, x, axes, keepdims_i=int(keepdim))
+    return sh.reduce_helper(g, op_type, x, axes, keepdims_i=int(keepdim))
 
 
 def _dtype(value: Value | None) -> torch.dtype | None:
@@ -291,7 +291,7 @@ def _vector_norm(g, x: Value, p: float, axes: list[int] | None, keepdim: bool) -
         return _reduce(g, "ReduceMax" if p > 0 else "ReduceMin", g.op("Abs", x), axes, keepdim)
     dtype = x.type().dtype() or torch.float32
     if p == 0:
-        nonzero = sh._cast_to(g, sh._cast_to(g, x, torch.bool), dtype)
+        nonzero = sh.cast_to(g, sh.cast_to(g, x, torch.bool), dtype)
         return _reduce(g, "ReduceSum", nonzero, axes, keepdim)
     powered = g.op("Pow", g.op("Abs", x), g.constant(torch.tensor(p, dtype=dtype)))
     total = _reduce(g, "ReduceSum", powered, axes, keepdim)
@@ -299,7 +299,7 @@ def _vector_norm(g, x: Value, p: float, axes: list[int] | None, keepdim: bool) -
 
 
 def _cast_opt(g, x: Value, dtype: torch.dtype | None) -> Value:
-    return x if dtype is None else sh._cast_to(g, x, dtype)
+    return x if dtype is None else sh.cast_to(g, x, dtype)
 
 
 def _order(value: Value | None, default: float | str | None = 2.0) -> float | str | None:
@@ -446,11 +446,11 @@ def _grouped_mm(g, self: Value, mat2: Value, offs: Value | None = None,
                               f"with offsets, 3-D x 3-D without)")
     rows = g.op("Range", g.constant(torch.tensor(0)), _dim(g, self, 0),
                 g.constant(torch.tensor(1)))
-    ends = sh._cast_to(g, offs, torch.int64)
+    ends = sh.cast_to(g, offs, torch.int64)
     inner_ends = sh._slice_helper(g, ends, [0], [0], [-1])  # every row past them: the last
     passed = g.op("Not", g.op("Greater", sh._unsqueeze_helper(g, inner_ends, [0]),
                               sh._unsqueeze_helper(g, rows, [1])))
-    expert = sh._reducesum_helper(g, sh._cast_to(g, passed, torch.int64), [1], keepdims_i=0)
+    expert = sh._reducesum_helper(g, sh.cast_to(g, passed, torch.int64), [1], keepdims_i=0)
     product = _matmul(g, sh._unsqueeze_helper(g, self, [1]),
                       g.op("Gather", mat2, expert, axis_i=0), op)
     out = sh._squeeze_helper(g, product, [1])
@@ -469,7 +469,7 @@ pack.alias(_grouped_mm, "transformers::grouped_mm_fallback", since=11)
 
 def _finish_grouped(g, out: Value, dtype: torch.dtype, out_dtype: Value | None) -> Value:
     target = _dtype(out_dtype) or dtype
-    return (sh._cast_to(g, out, target) if target != dtype else out).setType(Type.tensor(target))
+    return (sh.cast_to(g, out, target) if target != dtype else out).setType(Type.tensor(target))
 
 
 # -- triangular solves ----------------------------------------------------------------------

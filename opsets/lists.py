@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from oxport.passes import infer
 from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Graph, Node, Type, Value
+from oxport.passes import infer
 from oxport.types import JitScalarType
 
 #: ONNX Sequences arrived in opset 11.
@@ -40,19 +40,26 @@ def sequence_type(dtype: torch.dtype | None) -> Type:
     return Type("ListType", elem=Type.tensor(dtype))
 
 
+def element_type(t: Type) -> Type | None:
+    """The element type of a list, tuple or optional type, when it has one."""
+    try:
+        return t.getElementType()
+    except RuntimeError:  # not a container, or one of unknown items
+        return None
+
+
 def elem_dtype(value: Value) -> torch.dtype | None:
     """The dtype of a tensor list's items, when known."""
     if sh._is_packed_list(value):
         return next((i.type().dtype() for i in sh._unpack_list(value) if i.type().dtype()), None)
     t = value.type()
-    if t.kind() in ("ListType", "TupleType") and t._elem is not None:
-        return t._elem.dtype()
-    return None
+    elem = element_type(t) if t.kind() in ("ListType", "TupleType") else None
+    return elem.dtype() if elem is not None else None
 
 
 def item_type(seq: Value) -> Type:
     """The type of a Sequence's items (their rank when the Sequence's type knows it)."""
-    elem = seq.type()._elem if seq.type().kind() == "ListType" else None
+    elem = element_type(seq.type()) if seq.type().kind() == "ListType" else None
     if elem is not None and elem.kind() == "TensorType":
         return Type.tensor(elem.dtype(), elem.shape)
     return Type.tensor(elem_dtype(seq))
@@ -89,8 +96,8 @@ def number_tensor(g: Any, items: list[Value], kind: str) -> Value:
     """A list of numbers as a 1-D tensor."""
     dtype = number_dtype(kind)
     if all(i.is_const for i in items):
-        return g.constant(torch.tensor([sh._item(i) for i in items], dtype=dtype))
-    parts = [sh._unsqueeze_helper(g, sh._cast_to(g, i, dtype), [0]) for i in items]
+        return g.constant(torch.tensor([sh.constant_item(i) for i in items], dtype=dtype))
+    parts = [sh._unsqueeze_helper(g, sh.cast_to(g, i, dtype), [0]) for i in items]
     out = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis_i=0)
     return out.setType(Type.tensor(dtype, [len(items)]))
 
@@ -127,7 +134,7 @@ def construct_sequence(g: Any, items: list[Value], dtype: torch.dtype | None, op
     for item in items:  # (a Sequence's type needs its items' dtype: a graph output's does)
         infer.infer_value(item, g.opset)
     common = sh.result_dtype(*items)
-    items = [sh._cast_to(g, i, common) for i in items] if common is not None else items
+    items = [sh.cast_to(g, i, common) for i in items] if common is not None else items
     return g.op("SequenceConstruct", *items).setType(sequence_type(common))
 
 

@@ -34,13 +34,13 @@ def _rank(x: Value, op: str) -> int:
 def _reduce(g, loss: Value, reduction: int) -> Value:
     if reduction == 0:
         return loss
-    return sh._reduce_helper(g, "ReduceMean" if reduction == 1 else "ReduceSum", loss, None,
-                             keepdims_i=0)
+    return sh.reduce_helper(g, "ReduceMean" if reduction == 1 else "ReduceSum", loss, None,
+                            keepdims_i=0)
 
 
 def _as(g, value: Value, like: Value) -> Value:
     """``value`` in ``like``'s dtype (integer targets in float arithmetic)."""
-    return sh._cast_to(g, value, _dtype(like))
+    return sh.cast_to(g, value, _dtype(like))
 
 
 def _abs_diff(g, self: Value, target: Value) -> Value:
@@ -254,7 +254,7 @@ def multi_margin_loss(g, self, target, p=1.0, margin=1.0, weight=None, reduction
     dtype, classes = _dtype(self), sh._get_tensor_dim_size(self, 1)
     if classes is None:
         sh._unimplemented("aten::multi_margin_loss", "a dynamic number of classes")
-    labels = sh._unsqueeze_helper(g, sh._cast_to(g, target, torch.int64), [1])
+    labels = sh._unsqueeze_helper(g, sh.cast_to(g, target, torch.int64), [1])
     is_label = g.op("Equal", labels, g.constant(torch.arange(classes).unsqueeze(0)))
     picked = sh._reducesum_helper(g, _where_zero(g, is_label, self), [1])
     z = g.op("Relu", g.op("Add", g.op("Sub", scalar(g, margin, dtype), picked), self))
@@ -280,8 +280,8 @@ def multilabel_margin_loss(g, self, target, reduction=1):
     dtype, classes = _dtype(self), sh._get_tensor_dim_size(self, 1)
     if classes is None:
         sh._unimplemented("aten::multilabel_margin_loss", "a dynamic number of classes")
-    target = sh._cast_to(g, target, torch.int64)
-    ended = sh._cast_to(g, g.op("Less", target, g.constant(torch.tensor(0))), dtype)
+    target = sh.cast_to(g, target, torch.int64)
+    ended = sh.cast_to(g, g.op("Less", target, g.constant(torch.tensor(0))), dtype)
     # -1s at or before each position, by a product with an upper-triangular ones matrix.
     ends_so_far = g.op("MatMul", ended, g.constant(torch.ones(classes, classes,
                                                               dtype=dtype).triu()))
@@ -289,14 +289,14 @@ def multilabel_margin_loss(g, self, target, reduction=1):
     is_label = g.op("And", g.op("Equal", sh._unsqueeze_helper(g, target, [2]),
                                 g.constant(torch.arange(classes).view(1, 1, -1))),
                     sh._unsqueeze_helper(g, valid, [2]))  # (N, J, C)
-    labelled = sh._cast_to(g, is_label.setType(Type.tensor(torch.bool)), dtype)
-    is_target = sh._reduce_helper(g, "ReduceMax", labelled, [1], keepdims_i=1)  # (N, 1, C)
+    labelled = sh.cast_to(g, is_label.setType(Type.tensor(torch.bool)), dtype)
+    is_target = sh.reduce_helper(g, "ReduceMax", labelled, [1], keepdims_i=1)  # (N, 1, C)
     picked = sh._reducesum_helper(g, g.op("Mul", labelled, sh._unsqueeze_helper(g, self, [1])),
                                   [2])  # (N, J, 1)
     hinge = g.op("Relu", g.op("Add", g.op("Sub", scalar(g, 1, dtype), picked),
                               sh._unsqueeze_helper(g, self, [1])))
     pairs = g.op("Mul", g.op("Mul", hinge, g.op("Sub", scalar(g, 1, dtype), is_target)),
-                 sh._cast_to(g, sh._unsqueeze_helper(g, valid, [2]).setType(
+                 sh.cast_to(g, sh._unsqueeze_helper(g, valid, [2]).setType(
                      Type.tensor(torch.bool)), dtype))
     loss = g.op("Div", sh._reducesum_helper(g, pairs, [1, 2], keepdims_i=0),
                 scalar(g, classes, dtype))
@@ -323,12 +323,12 @@ def triplet_margin_loss(g, anchor, positive, negative, margin=1.0, p=2.0, eps=1e
 def _pairwise_distance(g, x1: Value, x2: Value, p: float, eps: float, keepdim: bool) -> Value:
     """Integer inputs are computed in float32, as adding ``eps`` promotes them in eager."""
     if not _dtype(x1).is_floating_point:
-        x1, x2 = sh._cast_to(g, x1, torch.float32), sh._cast_to(g, x2, torch.float32)
+        x1, x2 = sh.cast_to(g, x1, torch.float32), sh.cast_to(g, x2, torch.float32)
     diff = g.op("Add", g.op("Sub", x1, x2), scalar(g, eps, _dtype(x1)))
     rank = max(_rank(x1, "aten::pairwise_distance"), _rank(x2, "aten::pairwise_distance"))
     diff.setType(Type.tensor(_dtype(x1), [None] * rank))
-    return sh._run_symbolic(g, "aten::linalg_vector_norm", diff, p, [rank - 1], keepdim, None,
-                            type_=Type.tensor(_dtype(x1)))
+    return g.run_symbolic("aten::linalg_vector_norm", diff, p, [rank - 1], keepdim, None,
+                          type_=Type.tensor(_dtype(x1)))
 
 
 @pack.symbolic("aten::pairwise_distance", since=7)
@@ -353,7 +353,7 @@ def cosine_similarity(g, x1, x2, dim=1, eps=1e-8):
     def unit(x: Value, own_rank: int) -> Value:
         if own_rank < rank:  # broadcast from the right, as PyTorch does
             x = sh._unsqueeze_helper(g, x, list(range(rank - own_rank)))
-        norm = sh._reduce_helper(g, "ReduceL2", x, [axis], keepdims_i=1)
+        norm = sh.reduce_helper(g, "ReduceL2", x, [axis], keepdims_i=1)
         return g.op("Div", x, clamp_values(g, "aten::cosine_similarity", norm.setType(
             Type.tensor(_dtype(x1))), eps, None))
 

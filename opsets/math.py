@@ -96,7 +96,7 @@ def atan2(g, self: Value, other: Value) -> Value:
     ``atan(y / x)`` moved to the right quadrant; ``atan2(0, 0) = 0``."""
     (y, x), dtype = promote(g, "aten::atan2", self, other)
     if not dtype or not dtype.is_floating_point:
-        y, x = sh._cast_to(g, y, torch.float32), sh._cast_to(g, x, torch.float32)
+        y, x = sh.cast_to(g, y, torch.float32), sh.cast_to(g, x, torch.float32)
         dtype = torch.float32
     zero = scalar(g, 0.0, dtype)
     angle = g.op("Atan", g.op("Div", y, x))
@@ -180,7 +180,7 @@ def _numeric(g, a: Value, b: Value, dtype: torch.dtype | None, floats_only: bool
         dtype = torch.float64
     else:
         return a, b
-    return sh._cast_to(g, a, dtype), sh._cast_to(g, b, dtype)
+    return sh.cast_to(g, a, dtype), sh.cast_to(g, b, dtype)
 
 
 def _equal_7(g, a: Value, b: Value, dtype: torch.dtype | None) -> Value:
@@ -191,7 +191,7 @@ def _equal_7(g, a: Value, b: Value, dtype: torch.dtype | None) -> Value:
             ordered = g.op("Or", ordered, g.op("Or", g.op("IsNaN", a), g.op("IsNaN", b)))
         return g.op("Not", ordered)
     if dtype not in (None, torch.bool, torch.int32, torch.int64):
-        a, b = sh._cast_to(g, a, torch.int64), sh._cast_to(g, b, torch.int64)
+        a, b = sh.cast_to(g, a, torch.int64), sh.cast_to(g, b, torch.int64)
     return g.op("Equal", a, b)
 
 
@@ -268,7 +268,7 @@ for _name, _op in (("ge", "Greater"), ("le", "Less")):
 
 # -- logical and bitwise --------------------------------------------------------------------------
 def _as_bool(g, x: Value) -> Value:
-    return sh._cast_to(g, x, torch.bool)
+    return sh.cast_to(g, x, torch.bool)
 
 
 def _logical(op_type: str, name: str):
@@ -359,14 +359,14 @@ def _shift(direction: str, name: str):
 def _arithmetic_shift(g, a: Value, b: Value, dtype: torch.dtype, direction: str) -> Value:
     """``a << b`` as ``a * 2**b`` and ``a >> b`` as ``floor(a / 2**b)``, in int64 (ONNX
     Runtime's Mul and Div lack the narrow integer types before opset 14)."""
-    a, b = sh._cast_to(g, a, torch.int64), sh._cast_to(g, b, torch.int64)
-    power = sh._cast_to(g, g.op("Pow", g.constant(torch.tensor(2.0, dtype=torch.float64)),
-                                sh._cast_to(g, b, torch.float64)), torch.int64)
+    a, b = sh.cast_to(g, a, torch.int64), sh.cast_to(g, b, torch.int64)
+    power = sh.cast_to(g, g.op("Pow", g.constant(torch.tensor(2.0, dtype=torch.float64)),
+                                sh.cast_to(g, b, torch.float64)), torch.int64)
     if direction == "LEFT":
         shifted = g.op("Mul", a, power)
     else:
         shifted = floor_divide_values(g, a, power, torch.int64)
-    return sh._cast_to(g, shifted, dtype)
+    return sh.cast_to(g, shifted, dtype)
 
 
 for _name, _direction in (("__lshift__", "LEFT"), ("bitwise_left_shift", "LEFT"),

@@ -231,7 +231,7 @@ def _softmax_family(op_type: str, name: str):
     @sh.parse_args("v", "i", "none")
     def symbolic(g, input, dim, dtype=None):
         if not sh._is_none(dtype):
-            input = sh._cast_to(g, input, _dtype_of(dtype))
+            input = sh.cast_to(g, input, _dtype_of(dtype))
         rank = input.type().dim()
         if g.opset >= 13 or (rank is not None and dim in (-1, rank - 1)):
             return g.op(op_type, input, axis_i=dim)
@@ -282,8 +282,8 @@ def _renormed(g, self: Value, max_norm: float, norm_type: float, hit: Value) -> 
     """``self`` with the rows ``hit`` (a (rows, 1) bool mask) marks whose p-norm exceeds
     ``max_norm`` scaled to ``max_norm / (norm + 1e-7)``."""
     dtype = self.type().dtype() or torch.float32
-    norms = sh._run_symbolic(g, "aten::linalg_vector_norm", self, norm_type, [1], True, None,
-                             type_=Type.tensor(dtype, [None, 1]))
+    norms = g.run_symbolic("aten::linalg_vector_norm", self, norm_type, [1], True, None,
+                           type_=Type.tensor(dtype, [None, 1]))
     limit = g.constant(torch.tensor(max_norm, dtype=dtype))
     too_long = g.op("And", hit, g.op("Greater", norms, limit))
     scale = g.op("Div", limit, g.op("Add", norms, g.constant(torch.tensor(1e-7, dtype=dtype))))
@@ -294,7 +294,7 @@ def _flat_indices(g, self: Value, indices: Value) -> Value:
     """``indices`` as one int64 vector (for a 2-D weight ``self``)."""
     if sh._get_tensor_rank(self) != 2:
         sh._unimplemented("aten::embedding_renorm_", "a weight that is not 2-D")
-    return sh._reshape_helper(g, sh._cast_to(g, indices, torch.int64), [-1])
+    return sh._reshape_helper(g, sh.cast_to(g, indices, torch.int64), [-1])
 
 
 @pack.symbolic("aten::embedding_renorm_", since=9)
@@ -314,8 +314,8 @@ def embedding_renorm_(g, self, indices, max_norm, norm_type):
     g.uses_traced_size(self, 0, "aten::embedding_renorm_'s row numbers")
     matches = g.op("Equal", sh._unsqueeze_helper(g, flat, [0]),
                    g.constant(torch.arange(rows).unsqueeze(1)))
-    named = g.op("ReduceMax", sh._cast_to(g, matches, torch.float32), axes_i=[1], keepdims_i=1)
-    return _renormed(g, self, max_norm, norm_type, sh._cast_to(g, named, torch.bool))
+    named = g.op("ReduceMax", sh.cast_to(g, matches, torch.float32), axes_i=[1], keepdims_i=1)
+    return _renormed(g, self, max_norm, norm_type, sh.cast_to(g, named, torch.bool))
 
 
 @pack.symbolic("aten::embedding_renorm_", since=11)
@@ -331,7 +331,7 @@ def embedding_renorm_11(g, self, indices, max_norm, norm_type):
                g.op("ConstantOfShape", rows, value_t=torch.tensor([0], dtype=torch.int64)), flat,
                g.op("ConstantOfShape", g.op("Shape", flat),
                     value_t=torch.tensor([1], dtype=torch.int64)), axis_i=0)
-    return _renormed(g, self, max_norm, norm_type, sh._unsqueeze_helper(g, sh._cast_to(
+    return _renormed(g, self, max_norm, norm_type, sh._unsqueeze_helper(g, sh.cast_to(
         g, hit.setType(Type.tensor(torch.int64, [None])), torch.bool), [1]))
 
 
@@ -373,7 +373,7 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
     started = g.op("Not", g.op("Less", sh._unsqueeze_helper(g, positions, [1]),
                                sh._unsqueeze_helper(g, starts, [0])))
     bag_of = g.op("Sub", sh._reducesum_helper(
-        g, sh._cast_to(g, started.setType(Type.tensor(torch.bool)), torch.int64), [1],
+        g, sh.cast_to(g, started.setType(Type.tensor(torch.bool)), torch.int64), [1],
         keepdims_i=0), one)
     bags = _positions(g, offsets)
     if include_last_offset:
@@ -383,13 +383,13 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
     if isinstance(pad, int) and pad >= 0:
         member = g.op("And", member, g.op("Not", g.op("Equal", sh._unsqueeze_helper(
             g, indices, [0]), g.constant(torch.tensor(pad, dtype=torch.int64)))))
-    weights = sh._cast_to(g, member.setType(Type.tensor(torch.bool)), dtype)
+    weights = sh.cast_to(g, member.setType(Type.tensor(torch.bool)), dtype)
     counts = sh._reducesum_helper(g, weights, [1])
     if mode == _BAG_MAX:
         filled = g.op("Where", sh._unsqueeze_helper(g, member, [2]),
                       sh._unsqueeze_helper(g, rows, [0]),
                       g.constant(torch.tensor(float("-inf"), dtype=dtype)))
-        largest = sh._reduce_helper(g, "ReduceMax", filled, [1], keepdims_i=0)
+        largest = sh.reduce_helper(g, "ReduceMax", filled, [1], keepdims_i=0)
         empty = g.op("Not", g.op("Greater", counts, g.constant(torch.tensor(0, dtype=dtype))))
         return g.op("Where", empty, g.constant(torch.tensor(0, dtype=dtype)), largest)
     total = g.op("MatMul", weights, rows)
@@ -427,7 +427,7 @@ def _weight_norm(g, v, g_, dim):
     if rank is None:
         sh._unimplemented("aten::_weight_norm", "a weight of unknown rank")
     axes = [a for a in range(rank) if dim == -1 or a != dim % rank]
-    norm = sh._reduce_helper(g, "ReduceL2", v, axes)
+    norm = sh.reduce_helper(g, "ReduceL2", v, axes)
     return g.op("Mul", g.op("Div", v, norm), g_)
 
 
@@ -487,7 +487,7 @@ def cross_entropy_loss(g, self, target, weight, reduction, ignore_index, label_s
     if reduction == 1:  # PyTorch divides by the weight of the counted targets, as nll_loss
         counted = g.op("Not", ignored) if weights is None else g.op("Gather", weight, g.op(
             "Where", ignored, g.constant(torch.tensor(0, dtype=torch.int64)), target), axis_i=0)
-        counted = g.op("Where", ignored, zero, sh._cast_to(
+        counted = g.op("Where", ignored, zero, sh.cast_to(
             g, counted.setType(Type.tensor(torch.bool if weights is None else dtype)), dtype))
         smooth = g.op("Div", smooth, sh._reducesum_helper(g, counted, None, keepdims_i=0))
     mixed = g.op("Mul", loss, g.constant(torch.tensor(1 - label_smoothing, dtype=dtype)))
@@ -498,7 +498,7 @@ def cross_entropy_loss(g, self, target, weight, reduction, ignore_index, label_s
 def _cross_entropy_probabilities(g, self: Value, target: Value, weights: Value | None,
                                  reduction: int, label_smoothing: float, classes: int) -> Value:
     dtype = self.type().dtype() or torch.float32
-    log_prob = sh._run_symbolic(g, "aten::log_softmax", self, 1, None, type_=self.type())
+    log_prob = g.run_symbolic("aten::log_softmax", self, 1, None, type_=self.type())
     if label_smoothing:
         kept = g.op("Mul", target, g.constant(torch.tensor(1 - label_smoothing, dtype=dtype)))
         target = g.op("Add", kept, g.constant(torch.tensor(label_smoothing / classes,
@@ -508,6 +508,6 @@ def _cross_entropy_probabilities(g, self: Value, target: Value, weights: Value |
         product = g.op("Mul", product, weights)
     loss = g.op("Neg", sh._reducesum_helper(g, product, [1], keepdims_i=0))
     if reduction:  # the mean is over every position but the classes
-        loss = sh._reduce_helper(g, "ReduceMean" if reduction == 1 else "ReduceSum", loss, None,
-                                 keepdims_i=0)
+        loss = sh.reduce_helper(g, "ReduceMean" if reduction == 1 else "ReduceSum", loss, None,
+                                keepdims_i=0)
     return loss

@@ -51,7 +51,7 @@ def _rank(input: Value, op: str) -> int:
 def _upcast(g, input: Value) -> Value:
     """Half-precision inputs as float32 for a decomposition."""
     if _dtype(input) in _HALF:
-        return sh._cast_to(g, input, torch.float32)
+        return sh.cast_to(g, input, torch.float32)
     return input
 
 
@@ -82,7 +82,7 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, training, mome
         rank = _rank(input, "aten::batch_norm")
         axes = [0, *range(2, rank)]
         out, _, _ = _normalize(g, input, axes, eps)
-        out = sh._cast_to(g, out, _dtype(input))
+        out = sh.cast_to(g, out, _dtype(input))
         if not sh._is_none(weight):
             out = g.op("Mul", out, _per_channel(g, weight, rank))
         if not sh._is_none(bias):
@@ -136,9 +136,9 @@ def _normalize(g, input: Value, axes: list[int], eps: float,
     dtype = _dtype(x)
     mean = x
     if center:
-        mean = sh._reduce_helper(g, "ReduceMean", x, axes)
+        mean = sh.reduce_helper(g, "ReduceMean", x, axes)
         x = g.op("Sub", x, mean)
-    var = sh._reduce_helper(g, "ReduceMean", g.op("Mul", x, x), axes)
+    var = sh.reduce_helper(g, "ReduceMean", g.op("Mul", x, x), axes)
     inv_std = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, _scalar(g, eps, dtype))))
     out = g.op("Mul", x, inv_std).setType(Type.tensor(dtype, input.type().shape))
     return out, mean, inv_std
@@ -147,7 +147,7 @@ def _normalize(g, input: Value, axes: list[int], eps: float,
 def _affine(g, out: Value, weight: Value | None, bias: Value | None,
             dtype: torch.dtype) -> Value:
     """Back to the input's ``dtype``, then times ``weight`` plus ``bias`` (either may be None)."""
-    out = sh._cast_to(g, out, dtype)
+    out = sh.cast_to(g, out, dtype)
     if not sh._is_none(weight):
         out = g.op("Mul", out, weight)
     if not sh._is_none(bias):

@@ -81,7 +81,7 @@ def _scalar_cast(dtype: torch.dtype):
             const = value.const
             item = const.item() if isinstance(const, torch.Tensor) else const
             return g.python_constant(int(item) if dtype == torch.int64 else float(item))
-        return sh._cast_to(g, value, dtype)
+        return sh.cast_to(g, value, dtype)
     return convert
 
 
@@ -149,7 +149,7 @@ def prim_tolist(g, self: Value, dim: Value, elem_type: Value) -> Value:
         kind = kind.getElementType()
     dtype = {"IntType": torch.int64, "FloatType": torch.float32, "BoolType": torch.bool}.get(
         kind.kind(), self.type().dtype())
-    return sh._cast_to(g, self, dtype)
+    return sh.cast_to(g, self, dtype)
 
 
 @pack.symbolic("prim::Print", since=7)

@@ -40,7 +40,6 @@ from oxport.hookspecs import hookimpl
 from oxport.ir import Graph, Node, Type, Value
 from oxport.opsets import quantized_io
 from oxport.types import JitScalarType
-from oxport.walk import call_symbolic
 
 
 class _QuantizedPack(OpPack):
@@ -168,17 +167,6 @@ def weight(g: GraphContext, tensor: torch.Tensor, op: str, *, transpose: bool = 
     return result
 
 
-def aten(g: GraphContext, name: str, *args: Any) -> Value:
-    """Run the symbolic registered for the float op ``name`` (on dequantized inputs)."""
-    entry = g.conversion.registry.lookup(name, g.opset)
-    if entry is None:
-        sh._unimplemented(g.original_node.kind(),
-                          f"it is exported through {name}, which nothing converts at opset "
-                          f"{g.opset}")
-    values = [a if isinstance(a, Value) else g.python_constant(a) for a in args]
-    return call_symbolic(entry.fn, g, values, {})
-
-
 def bias_value(g: GraphContext, bias: torch.Tensor, x: Value, w: torch.Tensor) -> Value:
     """A float bias. Below opset 11 it is stored as int32 with the scale input scale x
     weight scale, as ONNX Runtime quantizes it anyway: its own rewrite uses Round, which
@@ -250,8 +238,8 @@ def _fake_quantize(g, op: str, x: Value, scale: Value, zero_point: Value, quant_
                    quant_max: Value, axis: int | None = None) -> Value:
     storage = _storage_of_range(op, sh._get_const(quant_min, "i", "quant_min"),
                                 sh._get_const(quant_max, "i", "quant_max"))
-    scale = sh._cast_to(g, g._as_value(scale), torch.float32)
-    zero_point = sh._cast_to(g, g._as_value(zero_point), storage)
+    scale = sh.cast_to(g, g.as_value(scale), torch.float32)
+    zero_point = sh.cast_to(g, g.as_value(zero_point), storage)
     if axis is None:  # per tensor: scalar parameters
         scale, zero_point = (sh._reshape_helper(g, v, []) for v in (scale, zero_point))
     q = g.op("QuantizeLinear", x, scale, zero_point, axis_i=axis)
@@ -397,7 +385,7 @@ def relu6(g, x: Value, inplace: Value = None) -> Value:
     """relu6(Tensor qx, bool inplace=False) -> Tensor
 
     Clip to [0, 6], kept on the input's grid (6 rounds to a grid point)."""
-    y = aten(g, "aten::relu6", x)
+    y = g.run_symbolic("aten::relu6", x)
     qp = qparams_of(x)
     return quantize(g, y, qp) if qp is not None else y
 
@@ -407,7 +395,7 @@ def hardswish(g, x: Value, scale: Value, zero_point: Value) -> Value:
     """hardswish(Tensor input, float output_scale, int output_zero_point) -> Tensor
 
     aten::hardswish, requantized."""
-    return quantize(g, aten(g, "aten::hardswish", x), _output_qparams(g, scale, zero_point))
+    return quantize(g, g.run_symbolic("aten::hardswish", x), _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::sigmoid", since=10)
@@ -415,7 +403,7 @@ def sigmoid(g, x: Value, scale: Value, zero_point: Value) -> Value:
     """sigmoid(Tensor qx, float output_scale, int output_zero_point) -> Tensor
 
     aten::sigmoid, requantized."""
-    return quantize(g, aten(g, "aten::sigmoid", x), _output_qparams(g, scale, zero_point))
+    return quantize(g, g.run_symbolic("aten::sigmoid", x), _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::leaky_relu", since=10)
@@ -424,7 +412,7 @@ def leaky_relu(g, x: Value, negative_slope: Value, inplace: Value, scale: Value,
     """leaky_relu(Tensor qx, Scalar negative_slope, bool inplace, float output_scale, int output_zero_point) -> Tensor
 
     aten::leaky_relu, requantized."""
-    y = aten(g, "aten::leaky_relu", x, negative_slope)
+    y = g.run_symbolic("aten::leaky_relu", x, negative_slope)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
@@ -434,7 +422,7 @@ def elu(g, x: Value, scale: Value, zero_point: Value, alpha: Value, elu_scale: V
     """elu(Tensor self, float output_scale, int output_zero_point, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
 
     aten::elu, requantized."""
-    y = aten(g, "aten::elu", x, alpha, elu_scale, input_scale)
+    y = g.run_symbolic("aten::elu", x, alpha, elu_scale, input_scale)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
@@ -443,7 +431,8 @@ def celu(g, x: Value, scale: Value, zero_point: Value, alpha: Value) -> Value:
     """celu(Tensor self, float output_scale, int output_zero_point, Scalar alpha=1) -> Tensor
 
     aten::celu, requantized."""
-    return quantize(g, aten(g, "aten::celu", x, alpha), _output_qparams(g, scale, zero_point))
+    return quantize(g, g.run_symbolic("aten::celu", x, alpha),
+                    _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::softmax", since=10)
@@ -451,7 +440,7 @@ def softmax(g, x: Value, dim: Value, scale: Value, zero_point: Value) -> Value:
     """softmax(Tensor qx, int dim, float output_scale, int output_zero_point) -> Tensor
 
     aten::softmax, requantized."""
-    y = aten(g, "aten::softmax", x, dim, None)
+    y = g.run_symbolic("aten::softmax", x, dim, None)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
@@ -462,7 +451,8 @@ def prelu(g, x: Value, slope: Value, scale: Value, zero_point: Value) -> Value:
     aten::prelu with the (dequantized) slope, requantized."""
     if slope.is_const and isinstance(slope.const, torch.Tensor) and slope.const.is_quantized:
         slope = g.constant(slope.const.dequantize())
-    return quantize(g, aten(g, "aten::prelu", x, slope), _output_qparams(g, scale, zero_point))
+    return quantize(g, g.run_symbolic("aten::prelu", x, slope),
+                    _output_qparams(g, scale, zero_point))
 
 
 @pack.symbolic("quantized::layer_norm", since=10)
@@ -471,7 +461,7 @@ def layer_norm(g, x: Value, normalized_shape: Value, weight_: Value, bias: Value
     """layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps, float output_scale, int output_zero_point) -> Tensor
 
     aten::layer_norm with the float affine, requantized."""
-    y = aten(g, "aten::layer_norm", x, normalized_shape, weight_, bias, eps, False)
+    y = g.run_symbolic("aten::layer_norm", x, normalized_shape, weight_, bias, eps, False)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
@@ -481,7 +471,7 @@ def group_norm(g, x: Value, num_groups: Value, weight_: Value, bias: Value, eps:
     """group_norm(Tensor input, int num_groups, Tensor? weight, Tensor? bias, float eps, float output_scale, int output_zero_point) -> Tensor
 
     aten::group_norm with the float affine, requantized."""
-    y = aten(g, "aten::group_norm", x, num_groups, weight_, bias, eps, False)
+    y = g.run_symbolic("aten::group_norm", x, num_groups, weight_, bias, eps, False)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
@@ -491,7 +481,7 @@ def instance_norm(g, x: Value, weight_: Value, bias: Value, eps: Value, scale: V
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, float eps, float output_scale, int output_zero_point) -> Tensor
 
     aten::instance_norm (input statistics) with the float affine, requantized."""
-    y = aten(g, "aten::instance_norm", x, weight_, bias, None, None, True, 0.0, eps, False)
+    y = g.run_symbolic("aten::instance_norm", x, weight_, bias, None, None, True, 0.0, eps, False)
     return quantize(g, y, _output_qparams(g, scale, zero_point))
 
 
@@ -500,7 +490,7 @@ def _batch_norm(name: str):
 
     def symbolic(g, x: Value, weight_: Value, bias: Value, mean: Value, var: Value,
                  eps: Value, scale: Value, zero_point: Value) -> Value:
-        y = aten(g, "aten::batch_norm", x, weight_, bias, mean, var, False, 0.0, eps, False)
+        y = g.run_symbolic("aten::batch_norm", x, weight_, bias, mean, var, False, 0.0, eps, False)
         if relu:
             y = g.op("Relu", y)
         return quantize(g, y, _output_qparams(g, scale, zero_point))
@@ -598,7 +588,7 @@ def _quantized_rnn(float_op: str):
         if sh._is_packed_list(has_biases):  # the .data overload: packed sequences
             sh._unimplemented(g.original_node.kind(), "packed sequences")
         weights = [w for cell in sh._unpack_list(params) for w in _cell_weights(g, cell)]
-        return aten(g, float_op, input, hx, _float_list(g, weights), has_biases, num_layers,
+        return g.run_symbolic(float_op, input, hx, _float_list(g, weights), has_biases, num_layers,
                     dropout, train, bidirectional, batch_first)
     name = f"quantized_{float_op.split('::')[1]}"
     hx, options, out = (

@@ -70,19 +70,19 @@ def _dim_keepdim_dtype(args: Sequence[Value]) -> tuple[Value | None, Value | boo
 
 
 def _reduce(g, op_type: str, x: Value, axes: list[int] | None, keepdim: bool) -> Value:
-    return sh._reduce_helper(g, op_type, x, axes, keepdims_i=int(keepdim))
+    return sh.reduce_helper(g, op_type, x, axes, keepdims_i=int(keepdim))
 
 
 def _narrow_safe(g, x: Value) -> tuple[Value, torch.dtype | None]:
     """``x`` as int32 if ORT's Max/Min kernels reject its dtype, and the dtype to restore."""
     dtype = x.type().dtype()
     if dtype in _NARROW:
-        return sh._cast_to(g, x, torch.int32), dtype
+        return sh.cast_to(g, x, torch.int32), dtype
     return x, None
 
 
 def _restore(g, value: Value, dtype: torch.dtype | None) -> Value:
-    return value if dtype is None else sh._cast_to(g, value, dtype)
+    return value if dtype is None else sh.cast_to(g, value, dtype)
 
 
 def _count(g, x: Value, axes: list[int] | None, dtype: torch.dtype) -> Value:
@@ -92,7 +92,7 @@ def _count(g, x: Value, axes: list[int] | None, dtype: torch.dtype) -> Value:
         index = torch.tensor(_positive(axes, x.type().dim(), "reduction"), dtype=torch.int64)
         shape = g.op("Gather", shape, g.constant(index), axis_i=0)
     count = g.op("ReduceProd", shape, keepdims_i=0).setType(Type.tensor(torch.int64, ()))
-    return sh._cast_to(g, count, dtype)
+    return sh.cast_to(g, count, dtype)
 
 
 # -- sum / mean / prod ----------------------------------------------------------------
@@ -104,7 +104,7 @@ def _accumulate_dtype(x: Value, dtype: torch.dtype | None) -> torch.dtype | None
 
 
 def _cast_opt(g, x: Value, dtype: torch.dtype | None) -> Value:
-    return x if dtype is None else sh._cast_to(g, x, dtype)
+    return x if dtype is None else sh.cast_to(g, x, dtype)
 
 
 @pack.symbolic("aten::sum", since=7)
@@ -313,7 +313,7 @@ def logsumexp(g, self: Value, dim: list[int], keepdim: bool) -> Value:
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
 
     ReduceLogSumExp; integer inputs are computed in the float result dtype."""
-    x = self if not _is_integral(self) else sh._cast_to(g, self, _out_dtype(g) or torch.float32)
+    x = self if not _is_integral(self) else sh.cast_to(g, self, _out_dtype(g) or torch.float32)
     return _reduce(g, "ReduceLogSumExp", x, dim or None, keepdim)
 
 
@@ -322,10 +322,10 @@ def _all_any(op_type: str, name: str):
     def symbolic(g, self: Value, dim: Value | None = None, keepdim: Value | None = None) -> Value:
         axes = _axes(dim, f"aten::{name}")
         keep = False if keepdim is None else _static(keepdim, "b", f"aten::{name}", "keepdim")
-        as_int = sh._cast_to(g, sh._cast_to(g, self, torch.bool), torch.int32)
+        as_int = sh.cast_to(g, sh.cast_to(g, self, torch.bool), torch.int32)
         out = g.op("Cast", _reduce(g, op_type, as_int, axes, keep),
                    to_i=JitScalarType.BOOL.onnx_type()).setType(Type.tensor(torch.bool))
-        return sh._cast_to(g, out, torch.uint8) if _out_dtype(g) == torch.uint8 else out
+        return sh.cast_to(g, out, torch.uint8) if _out_dtype(g) == torch.uint8 else out
     symbolic.__name__ = name
     symbolic.__doc__ = (f"{name}(Tensor self) -> Tensor\n"
                         f"{name}.dim(Tensor self, int dim, bool keepdim=False) -> Tensor\n"
@@ -344,7 +344,7 @@ def count_nonzero(g, self: Value, dim: Value | None = None) -> Value:
     count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor
 
     ReduceSum of the tensor cast to bool, then int64."""
-    ones = sh._cast_to(g, sh._cast_to(g, self, torch.bool), torch.int64)
+    ones = sh.cast_to(g, sh.cast_to(g, self, torch.bool), torch.int64)
     return _reduce(g, "ReduceSum", ones, _axes(dim, "aten::count_nonzero"), False)
 
 
@@ -353,7 +353,7 @@ def _cumulative_dtype(g, self: Value, dtype: Value | None) -> tuple[Value, torch
     """Cast for CumSum-like ops: int64 for integers, float32 for half types (restored after)."""
     target = _accumulate_dtype(self, _dtype(dtype))
     if target in (torch.float16, torch.bfloat16):
-        return sh._cast_to(g, self, torch.float32), target
+        return sh.cast_to(g, self, torch.float32), target
     return _cast_opt(g, self, target), None
 
 
@@ -424,7 +424,7 @@ def _k_input(g, k: int | Value) -> Value:
         return g.constant(torch.tensor([k], dtype=torch.int64))
     if k.type().dtype() == torch.int64 and k.type().dim() == 1:
         return k
-    return sh._reshape_helper(g, sh._cast_to(g, k, torch.int64), [1])
+    return sh._reshape_helper(g, sh.cast_to(g, k, torch.int64), [1])
 
 
 def _topk(g, x: Value, k: int | Value, axis: int, largest: bool,
@@ -548,8 +548,8 @@ def _unique_safe(g, x: Value) -> tuple[Value, torch.dtype | None]:
     if dtype is not None and dtype not in (torch.float32, torch.float64, torch.float16,
                                            torch.int8, torch.int64):
         if dtype.is_floating_point:
-            return sh._cast_to(g, x, torch.float32), dtype
-        return sh._cast_to(g, x, torch.int64), dtype
+            return sh.cast_to(g, x, torch.float32), dtype
+        return sh.cast_to(g, x, torch.int64), dtype
     return x, None
 
 
@@ -624,12 +624,12 @@ def histc(g, self: Value, bins: int, min_value: Value, max_value: Value) -> Valu
         low_v, high_v = edge(low), edge(high)
     position = g.op("Mul", g.op("Div", g.op("Sub", x, low_v), g.op("Sub", high_v, low_v)),
                     edge(float(bins)))
-    index = sh._cast_to(g, g.op("Min", g.op("Floor", position), edge(float(bins - 1))),
-                        torch.int64)
+    index = sh.cast_to(g, g.op("Min", g.op("Floor", position), edge(float(bins - 1))),
+                       torch.int64)
     inside = g.op("And", g.op("Not", g.op("Less", x, low_v)),
                   g.op("Not", g.op("Greater", x, high_v)))
     bin_ids = g.op("Range", g.constant(torch.tensor(0)), g.constant(torch.tensor(bins)),
                    g.constant(torch.tensor(1)))
     hits = g.op("And", g.op("Equal", sh._unsqueeze_helper(g, index, [1]), bin_ids),
                 sh._unsqueeze_helper(g, inside, [1]))
-    return _reduce(g, "ReduceSum", sh._cast_to(g, hits, dtype), [0], False)
+    return _reduce(g, "ReduceSum", sh.cast_to(g, hits, dtype), [0], False)

@@ -55,7 +55,7 @@ def _stack_weights(g, kind: _Kind, directions: list[list[Value | None]]
                    ) -> tuple[Value, Value, Value | None]:
     """ONNX W, R and B (None without biases) from ``[w_ih, w_hh, b_ih, b_hh]`` per direction."""
     has_bias = any(not sh._is_none(b) for d in directions for b in d[2:])
-    tensors = [[sh._bakeable_tensor(g, v) for v in d[:4 if has_bias else 2]] for d in directions]
+    tensors = [[sh.bakeable_tensor(g, v) for v in d[:4 if has_bias else 2]] for d in directions]
     if all(t is not None for d in tensors for t in d):
         w = torch.stack([_reorder(d[0], kind) for d in tensors])
         r = torch.stack([_reorder(d[1], kind) for d in tensors])
@@ -267,7 +267,7 @@ def _pack_padded_sequence(g, input: Value, lengths: Value, batch_first: bool
     if batch_first:
         input = g.op("Transpose", input, perm_i=[1, 0, *range(2, rank)])
     input.setType(Type.tensor(input.type().dtype(), [None, None, *features]))
-    lengths = sh._cast_to(g, lengths, torch.int32).setType(Type.tensor(torch.int32, [None]))
+    lengths = sh.cast_to(g, lengths, torch.int32).setType(Type.tensor(torch.int32, [None]))
     return input, lengths
 
 
@@ -291,13 +291,13 @@ def _pad_packed_sequence(g, data: Value, batch_sizes: Value, batch_first: bool,
         data = _fill_past_lengths(g, data, batch_sizes, padding_value)
     if batch_first:
         data = g.op("Transpose", data, perm_i=[1, 0, 2])
-    return data, sh._cast_to(g, batch_sizes, torch.int64)
+    return data, sh.cast_to(g, batch_sizes, torch.int64)
 
 
 def _fill_past_lengths(g, data: Value, lengths: Value, value: float) -> Value:
     """``data`` [time, batch, features] with ``value`` at every step past its sequence's
     length."""
-    steps = g.op("Range", g.constant(torch.tensor(0, dtype=torch.int32)), sh._cast_to(
+    steps = g.op("Range", g.constant(torch.tensor(0, dtype=torch.int32)), sh.cast_to(
         g, g.op("Gather", g.op("Shape", data), g.constant(torch.tensor(0)), axis_i=0),
         torch.int32), g.constant(torch.tensor(1, dtype=torch.int32)))
     valid = g.op("Less", sh._unsqueeze_helper(g, steps, [1]),
@@ -310,14 +310,14 @@ def _cut_time(g, data: Value, lengths: Value, total_length: Value) -> Value:
     """``data``'s time axis cut to the longest sequence, or to ``total_length`` when the
     user gave one (a constant; zeros appended when the padded input is shorter)."""
     if g.original_node.inputsAt(4).node().kind() == "prim::Constant":
-        total = g.constant(torch.tensor([int(sh._item(total_length))]))
+        total = g.constant(torch.tensor([int(sh.constant_item(total_length))]))
         zeros = g.op("ConstantOfShape", g.op("Concat", total, sh._slice_helper(
             g, g.op("Shape", data), [0], [1], [3]), axis_i=0),
             value_t=torch.zeros(1, dtype=data.type().dtype() or torch.float32))
         data, end = g.op("Concat", data, zeros, axis_i=0), total
     else:
-        end = sh._cast_to(g, sh._reduce_helper(g, "ReduceMax", lengths, [0], keepdims_i=1),
-                          torch.int64)
+        end = sh.cast_to(g, sh.reduce_helper(g, "ReduceMax", lengths, [0], keepdims_i=1),
+                         torch.int64)
     return g.op("Slice", data, g.constant(torch.tensor([0])), end, g.constant(torch.tensor([0])))
 
 

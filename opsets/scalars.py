@@ -32,7 +32,7 @@ def _const(value: Value) -> Any:
 
 
 def _number(g: Any, value: Value, dtype: torch.dtype) -> Value:
-    return sh._cast_to(g, value, dtype)
+    return sh.cast_to(g, value, dtype)
 
 
 def _result_dtype(a: Value, b: Value) -> torch.dtype:
@@ -141,7 +141,7 @@ def floordiv_number(g, a: Value, b: Value) -> Value:
         return g.python_constant(ca // cb)
     dtype = _result_dtype(a, b)
     quotient = g.op("Div", _number(g, a, torch.float64), _number(g, b, torch.float64))
-    return _typed(sh._cast_to(g, g.op("Floor", quotient), dtype), dtype)
+    return _typed(sh.cast_to(g, g.op("Floor", quotient), dtype), dtype)
 
 
 @pack.symbolic("aten::remainder.int", since=10)
@@ -175,7 +175,7 @@ def _rounding(name: str, op_type: str, py: Callable[[float], int]):
         if const is not None:
             return g.python_constant(py(const))
         rounded = g.op(op_type, _number(g, a, torch.float32))
-        return _typed(sh._cast_to(g, rounded, torch.int64), torch.int64)
+        return _typed(sh.cast_to(g, rounded, torch.int64), torch.int64)
     symbolic.__name__ = f"{name}_number"
     symbolic.__doc__ = (f"{name}.float(float a) -> int\n\n"
                         f"``math.{name}`` of a float: an int (folded when constant).")
@@ -201,8 +201,8 @@ def range_length(g, low: Value, high: Value, step: Value) -> Value:
                          else (_number(g, low, int64), _number(g, high, int64))))
     zero = g.constant(torch.tensor(0, dtype=int64))
     compute = torch.float32 if g.opset < 12 else int64  # Max takes integers from opset 12
-    span = sh._cast_to(g, g.op("Max", sh._cast_to(g, span, compute), sh._cast_to(g, zero, compute)),
-                       int64)
+    span = sh.cast_to(g, g.op("Max", sh.cast_to(g, span, compute), sh.cast_to(g, zero, compute)),
+                      int64)
     rounded = g.op("Add", span, g.constant(torch.tensor(abs(st) - 1, dtype=int64)))
     return _typed(g.op("Div", rounded, g.constant(torch.tensor(abs(st), dtype=int64))), int64)
 
@@ -231,10 +231,10 @@ def contains(g, values: Value, item: Value) -> Value:
         return g.python_constant(const_item in const_values)
     if sh._is_packed_list(values):
         values = g.graph.materialize(values)
-    found = g.op("Equal", sh._cast_to(g, values, torch.int64), _number(g, item, torch.int64))
-    hits = sh._reduce_helper(g, "ReduceMax", sh._cast_to(g, found, torch.int64), [0],
-                             keepdims_i=0)
-    return _typed(sh._cast_to(g, hits, torch.bool), torch.bool)
+    found = g.op("Equal", sh.cast_to(g, values, torch.int64), _number(g, item, torch.int64))
+    hits = sh.reduce_helper(g, "ReduceMax", sh.cast_to(g, found, torch.int64), [0],
+                            keepdims_i=0)
+    return _typed(sh.cast_to(g, hits, torch.bool), torch.bool)
 
 
 @pack.symbolic("prim::Uninitialized", since=7)
@@ -257,7 +257,7 @@ def _min_max(op_type: str, py: Callable[..., Any]):
             items = sh._unpack_list(args[0]) if sh._is_packed_list(args[0]) else None
             if items is None:
                 values = args[0]
-                reduced = sh._reduce_helper(g, f"Reduce{op_type}", values, [0], keepdims_i=0)
+                reduced = sh.reduce_helper(g, f"Reduce{op_type}", values, [0], keepdims_i=0)
                 return _typed(reduced, values.type().dtype() or torch.int64)
             args = tuple(items)
         consts = [_const(a) for a in args]
@@ -266,7 +266,7 @@ def _min_max(op_type: str, py: Callable[..., Any]):
         dtype = max((_result_dtype(a, a) for a in args), key=lambda d: d.is_floating_point)
         compute = torch.float32 if g.opset < 12 and dtype == torch.int64 else dtype
         out = g.op(op_type, *(_number(g, a, compute) for a in args))  # ints from opset 12
-        return _typed(sh._cast_to(g, out, dtype), dtype)
+        return _typed(sh.cast_to(g, out, dtype), dtype)
     symbolic.__name__ = f"prim_{op_type.lower()}"
     name = op_type.lower()
     symbolic.__doc__ = (f"{name}(Scalar a, Scalar b) -> Scalar\n"
@@ -290,7 +290,7 @@ def to_bool(g, value: Value) -> Value:
     const = _const(value)
     if const is not None:
         return g.python_constant(bool(const))
-    out = sh._cast_to(g, value, torch.bool)
+    out = sh.cast_to(g, value, torch.bool)
     if out.type().dim() != 0:
         out = sh._reshape_helper(g, out, [])
     return _typed(out, torch.bool)
@@ -302,7 +302,7 @@ def not_(g, value: Value) -> Value:
     const = _const(value)
     if const is not None:
         return g.python_constant(not const)
-    return _typed(g.op("Not", sh._cast_to(g, value, torch.bool)), torch.bool)
+    return _typed(g.op("Not", sh.cast_to(g, value, torch.bool)), torch.bool)
 
 
 def _logical(op_type: str, py: Callable[[bool, bool], bool]):
@@ -310,8 +310,8 @@ def _logical(op_type: str, py: Callable[[bool, bool], bool]):
         ca, cb = _const(a), _const(b)
         if ca is not None and cb is not None:
             return g.python_constant(py(bool(ca), bool(cb)))
-        return _typed(g.op(op_type, sh._cast_to(g, a, torch.bool),
-                           sh._cast_to(g, b, torch.bool)), torch.bool)
+        return _typed(g.op(op_type, sh.cast_to(g, a, torch.bool),
+                           sh.cast_to(g, b, torch.bool)), torch.bool)
     symbolic.__name__ = f"{op_type.lower()}_bool"
     symbolic.__doc__ = (f"__{op_type.lower()}__.bool(bool a, bool b) -> bool\n\n"
                         f"``a {op_type.lower()} b`` on bools.")
@@ -352,7 +352,7 @@ def unchecked_cast(g, value: Value) -> Value:
     A refinement of an Optional type: the value itself, or the tensor an ONNX Optional
     holds (OptionalGetElement)."""
     if cf.is_runtime_optional(value):
-        return g.op("OptionalGetElement", value).setType(Type.tensor(cf._dtype_of(value.type())))
+        return g.op("OptionalGetElement", value).setType(Type.tensor(cf.held_dtype(value.type())))
     return value
 
 
@@ -504,11 +504,11 @@ def _all_any(name: str, op_type: str, py: Callable[[list[bool]], bool]):
         if items is not None and all(_const(i) is not None for i in items):
             return g.python_constant(py([bool(_const(i)) for i in items]))
         flags = g.graph.materialize(values) if items is not None else values
-        as_int = sh._cast_to(g, flags, torch.int64)
+        as_int = sh.cast_to(g, flags, torch.int64)
         compute = torch.float32 if g.opset < 18 and op_type == "ReduceMin" else torch.int64
-        reduced = sh._reduce_helper(g, op_type, sh._cast_to(g, as_int, compute), [0],
-                                    keepdims_i=0)
-        return _typed(sh._cast_to(g, reduced, torch.bool), torch.bool)
+        reduced = sh.reduce_helper(g, op_type, sh.cast_to(g, as_int, compute), [0],
+                                   keepdims_i=0)
+        return _typed(sh.cast_to(g, reduced, torch.bool), torch.bool)
     symbolic.__name__ = f"{name}_bool"
     symbolic.__doc__ = (f"{name}.bool(bool[] self) -> bool\n{name}.int(int[] self) -> bool\n\n"
                         f"``{name}([...])`` over bools or ints.")

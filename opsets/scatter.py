@@ -17,8 +17,8 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.creation import range_values
 from oxport.opsets.indexing import (
-    _slice_writer,
     index_entries,
     index_rows,
     indexed_first,
@@ -26,13 +26,13 @@ from oxport.opsets.indexing import (
     linear_index,
     normalize_index,
     scatter_along,
+    slice_writer,
     spread_along,
 )
-from oxport.opsets.creation import _range
 from oxport.opsets.shape import (
-    _transpose,
     dim_size,
     ints,
+    permuted,
     rank_of,
     scalar_as_vector,
     scalar_int,
@@ -58,7 +58,7 @@ def _like(g, value: Value, self: Value) -> Value:
         sh._unimplemented(g.original_node.kind(), "an input of unknown dtype")
     if value.is_const and not isinstance(value.const, torch.Tensor):
         return g.constant(torch.tensor(value.const, dtype=dtype))
-    return sh._cast_to(g, value, dtype)
+    return sh.cast_to(g, value, dtype)
 
 
 def _one_element(value: Value) -> bool:
@@ -93,7 +93,7 @@ def slice_scatter(g, self: Value, src: Value, dim: Value | None = None,
         rank_of("aten::slice_scatter", self), 1)
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
     stride = sh._get_const(step, "i", "step") if step is not None else 1
-    write = _slice_writer(axis, 0 if begin is None else begin, stride)
+    write = slice_writer(axis, 0 if begin is None else begin, stride)
     return write(g, self, _like(g, src, self)).setType(self.type())
 
 
@@ -167,7 +167,7 @@ def index_put(g, self: Value, indices: Value, values: Value,
 def _masked_put(g, self: Value, dim: int, mask: Value, value: Value, add: bool) -> Value:
     """``x[..., mask] = v`` (or ``+= v``) for a single value: a Where over the mask."""
     rank, mask_rank = rank_of("aten::index_put", self), rank_of("aten::index_put", mask)
-    mask = sh._cast_to(g, mask, torch.bool)
+    mask = sh.cast_to(g, mask, torch.bool)
     trailing = rank - dim - mask_rank
     if trailing:
         mask = sh._unsqueeze_helper(g, mask, list(range(mask_rank, mask_rank + trailing)))
@@ -241,7 +241,7 @@ def index_add(g, self: Value, dim: Value, index: Value, source: Value,
     (exact with repeated indices; ScatterElements adds from opset 16)."""
     axis = _axis("aten::index_add", self, dim)
     source = _index_add_source(g, self, axis, source, alpha)
-    positions = sh._cast_to(g, sh._reshape_helper(g, index, [-1]), torch.int64)
+    positions = sh.cast_to(g, sh._reshape_helper(g, index, [-1]), torch.int64)
     rows = spread_along(g, positions, axis, rank_of("aten::index_add", self), source)
     return _reduce_by_onehot(g, self, axis, rows, source, "sum", partial=False)
 
@@ -307,19 +307,19 @@ def _reduce_by_onehot(g, self: Value, axis: int, index: Value, src: Value, mode:
     ``index`` may span less of ``self``'s other dims (``partial``), the reduced rows are
     written onto the reduction's identity first. Bools (sum: "or") go through int32."""
     if self.type().dtype() == torch.bool:
-        as_ints = _reduce_by_onehot(g, sh._cast_to(g, self, torch.int32), axis, index,
-                                    sh._cast_to(g, src, torch.int32), mode, partial)
-        return sh._cast_to(g, as_ints, torch.bool)
+        as_ints = _reduce_by_onehot(g, sh.cast_to(g, self, torch.int32), axis, index,
+                                    sh.cast_to(g, src, torch.int32), mode, partial)
+        return sh.cast_to(g, as_ints, torch.bool)
     reduce_op, combine_op = _ONEHOT_REDUCTIONS[mode]
     rank = rank_of(g.original_node.kind(), self)
     dtype = self.type().dtype()
     identity = torch.tensor([_identity(mode, dtype)], dtype=dtype)
-    positions = _range(g, 0, dim_size(g, self, axis), 1, torch.int64, g.original_node.kind())
+    positions = range_values(g, 0, dim_size(g, self, axis), 1, torch.int64, g.original_node.kind())
     onehot = g.op("Equal", sh._unsqueeze_helper(g, index, [rank]), positions)
     rows = g.op("Where", onehot, sh._unsqueeze_helper(g, src, [rank]),
                 g.constant(identity.reshape(())))
-    reduced = sh._reduce_helper(g, reduce_op, rows, [axis], keepdims_i=0)
-    placed = _transpose(g, reduced, [*range(axis), rank - 1, *range(axis, rank - 1)])
+    reduced = sh.reduce_helper(g, reduce_op, rows, [axis], keepdims_i=0)
+    placed = permuted(g, reduced, [*range(axis), rank - 1, *range(axis, rank - 1)])
     placed.setType(Type.tensor(dtype, [None] * rank))
     if partial:
         base = g.op("ConstantOfShape", shape_of(g, self), value_t=identity).setType(self.type())
@@ -447,9 +447,9 @@ def scatter_reduce(g, self: Value, dim: Value, index: Value, src: Value, reduce:
                   g.constant(torch.tensor(1, dtype=dtype)))  # unreached: self / 1
     if dtype.is_floating_point:
         return g.op("Div", sums, counts)
-    quotient = g.op("Div", sh._cast_to(g, sums, torch.float64),
-                    sh._cast_to(g, counts, torch.float64))
-    return sh._cast_to(g, g.op("Floor", quotient), dtype)
+    quotient = g.op("Div", sh.cast_to(g, sums, torch.float64),
+                    sh.cast_to(g, counts, torch.float64))
+    return sh.cast_to(g, g.op("Floor", quotient), dtype)
 
 
 def _identity(mode: str, dtype: torch.dtype) -> float | int:
@@ -475,7 +475,7 @@ def masked_fill(g, self: Value, mask: Value, value: Value) -> Value:
     masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)
 
     ``Where(mask, value, self)`` with the value in ``self``'s dtype."""
-    return where(g, sh._cast_to(g, mask, torch.bool), sh._reshape_helper(
+    return where(g, sh.cast_to(g, mask, torch.bool), sh._reshape_helper(
         g, _like(g, value, self), []).setType(Type.tensor(self.type().dtype(), [])), self)
 
 
@@ -488,7 +488,7 @@ def masked_scatter(g, self: Value, mask: Value, source: Value) -> Value:
     masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)
 
     The masked positions, in order, take ``source``'s leading elements: ScatterND."""
-    full = g.op("Expand", sh._cast_to(g, mask, torch.bool), shape_of(g, self))
+    full = g.op("Expand", sh.cast_to(g, mask, torch.bool), shape_of(g, self))
     positions = g.op("Transpose", g.op("NonZero", full), perm_i=[1, 0])
     count = shape_slice(g, positions, 0, 1)
     flat = sh._reshape_helper(g, _like(g, source, self), [-1])

@@ -28,7 +28,7 @@ pack = OpPack("oxport.sequence", cases="oxport.opsets.cases.sequence")
 
 def _remap(g: Any, ts_list: Any, new: Value) -> None:
     """Later uses of the TorchScript list ``ts_list`` read ``new`` (it was mutated)."""
-    g.conversion.env[ts_list.unique()] = new
+    g.rebind(ts_list, new)
 
 
 def _const_index(index: Value) -> int | None:
@@ -37,7 +37,7 @@ def _const_index(index: Value) -> int | None:
 
 
 def _index(g: Any, index: Value) -> Value:
-    return sh._cast_to(g, index, torch.int64)
+    return sh.cast_to(g, index, torch.int64)
 
 
 # -- symbolics ---------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def append(g, self: Value, el: Value) -> Value:
         new.setType(sequence_type(el.type().dtype()))
     else:
         dtype = number_dtype(kind)
-        item = sh._unsqueeze_helper(g, sh._cast_to(g, el, dtype), [0])
+        item = sh._unsqueeze_helper(g, sh.cast_to(g, el, dtype), [0])
         new = g.op("Concat", self, item, axis_i=0).setType(Type.tensor(dtype, [None]))
     _remap(g, ts_list, new)
     return new
@@ -135,7 +135,7 @@ def set_item(g, self: Value, index: Value, el: Value) -> Value:
             sh._onnx_opset_unsupported("aten::_set_item.t", g.opset, 11)  # ScatterND
         values = as_number_tensor(g, self, kind)
         at = sh._reshape_helper(g, _normalized(g, index, g.op("Size", values)), [1, 1])
-        item = sh._reshape_helper(g, sh._cast_to(g, el, values.type().dtype()), [1])
+        item = sh._reshape_helper(g, sh.cast_to(g, el, values.type().dtype()), [1])
         new = g.op("ScatterND", values, at, item).setType(values.type())
     _remap(g, ts_list, new)
     return new
@@ -172,7 +172,7 @@ def insert(g, self: Value, index: Value, el: Value) -> None:
     else:
         values = as_number_tensor(g, self, kind)
         at = _normalized(g, index, g.op("Size", values))
-        item = sh._unsqueeze_helper(g, sh._cast_to(g, el, values.type().dtype()), [0])
+        item = sh._unsqueeze_helper(g, sh.cast_to(g, el, values.type().dtype()), [0])
         head = sh._slice_helper(g, values, [0], [0], [at])
         tail = sh._slice_helper(g, values, [0], [at], [2**62])
         new = g.op("Concat", head, item, tail, axis_i=0).setType(values.type())
@@ -307,7 +307,7 @@ def _sequence_slice(g: Any, items: Value, start: int | Value | None,
 def _int64(g: Any, value: int | Value) -> Value:
     """A 0-d int64 Value of a Python int or a number Value."""
     return g.constant(torch.tensor(value)) if isinstance(value, int) else \
-        sh._cast_to(g, value, torch.int64)
+        sh.cast_to(g, value, torch.int64)
 
 
 @pack.symbolic("aten::list.t", since=7)

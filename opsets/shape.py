@@ -52,12 +52,12 @@ def ints(g, items: Sequence[int | Value]) -> Value:
     run: list[int] = []
     for item in items:
         if isinstance(item, Value) and item.is_const:
-            item = int(sh._item(item))
+            item = int(sh.constant_item(item))
         if isinstance(item, Value):
             if run:
                 parts.append(g.constant(torch.tensor(run, dtype=torch.int64)))
                 run = []
-            parts.append(sh._reshape_helper(g, sh._cast_to(g, item, torch.int64), [1]))
+            parts.append(sh._reshape_helper(g, sh.cast_to(g, item, torch.int64), [1]))
         else:
             run.append(int(item))
     if run or not parts:
@@ -103,27 +103,27 @@ def shape_with(g, x: Value, dim: int, middle: Value | None) -> Value:
 def scalar_int(g, value: int | Value) -> Value:
     """A 0-d int64 tensor."""
     if isinstance(value, Value) and not value.is_const:
-        return sh._reshape_helper(g, sh._cast_to(g, value, torch.int64), []).setType(
+        return sh._reshape_helper(g, sh.cast_to(g, value, torch.int64), []).setType(
             Type.tensor(torch.int64, []))
-    return g.constant(torch.tensor(int(sh._item(value)), dtype=torch.int64))
+    return g.constant(torch.tensor(int(sh.constant_item(value)), dtype=torch.int64))
 
 
 def _shape_input(g, shape: Value) -> Value:
     items = int_list(shape)
     if items is not None:
         return ints(g, items)
-    return sh._cast_to(g, shape, torch.int64)
+    return sh.cast_to(g, shape, torch.int64)
 
 
-def _transpose(g, x: Value, perm: list[int]) -> Value:
+def permuted(g, x: Value, perm: list[int]) -> Value:
+    """``x`` transposed by ``perm`` (``x`` itself for the identity permutation)."""
     if perm == list(range(len(perm))):
         return x
     return g.op("Transpose", x, perm_i=perm)
 
 
 # -- size, view, reshape, flatten ---------------------------------------------------
-@pack.symbolic("aten::size", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::size", since=7, accepts_complex=True)
 def size(g, self: Value, dim: Value | None = None) -> Value:
     """size(Tensor self) -> int[]
     size.int(Tensor self, int dim) -> int
@@ -206,12 +206,11 @@ def unflatten(g, self: Value, dim: Value, sizes: Value) -> Value:
     rank = rank_of("aten::unflatten", self)
     axis = sh._get_const(dim, "i", "dim") % rank
     items = int_list(sizes)
-    middle = ints(g, items) if items is not None else sh._cast_to(g, sizes, torch.int64)
+    middle = ints(g, items) if items is not None else sh.cast_to(g, sizes, torch.int64)
     return g.op("Reshape", self, shape_with(g, self, axis, middle))
 
 
 def _identity(name: str):
-    @sh.accepts_complex
     def symbolic(g, self: Value, *_: Value) -> Value:
         return self
     symbolic.__name__ = name
@@ -224,18 +223,16 @@ def _identity(name: str):
 
 
 for _name in ("contiguous", "clone"):
-    pack.symbolic(f"aten::{_name}", since=7)(_identity(_name))
+    pack.symbolic(f"aten::{_name}", since=7, accepts_complex=True)(_identity(_name))
 
 
-@pack.symbolic("aten::detach", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::detach", since=7, accepts_complex=True)
 def detach(g, self: Value) -> Value:
     """detach(Tensor(a) self) -> Tensor(a)
 
     The same tensor, sharing its storage: in-place writes to it reach ``self`` (F.embedding
     with ``max_norm`` renormalizes ``weight.detach()`` in place)."""
-    node = g.original_node
-    g.conversion.views[node.output().unique()] = (node.inputsAt(0), lambda g, base, new: new)
+    g.record_view(lambda g, base, new: new)
     return self
 
 
@@ -245,7 +242,7 @@ def detach(g, self: Value) -> Value:
 def permute(g, self: Value, dims: list[int]) -> Value:
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
     rank = len(dims)
-    return _transpose(g, self, [d % rank for d in dims])
+    return permuted(g, self, [d % rank for d in dims])
 
 
 @pack.symbolic("aten::transpose", since=7)
@@ -259,7 +256,7 @@ def transpose(g, self: Value, dim0: Value, dim1: Value) -> Value:
     a, b = sh._get_const(dim0, "i", "dim0") % rank, sh._get_const(dim1, "i", "dim1") % rank
     perm = list(range(rank))
     perm[a], perm[b] = perm[b], perm[a]
-    return _transpose(g, self, perm)
+    return permuted(g, self, perm)
 
 
 @pack.symbolic("aten::t", since=7)
@@ -278,7 +275,7 @@ def numpy_T(g, self: Value) -> Value:  # noqa: N802 - the aten name
 
     ``x.T``: reverse every dimension."""
     rank = rank_of("aten::numpy_T", self)
-    return _transpose(g, self, list(range(rank))[::-1])
+    return permuted(g, self, list(range(rank))[::-1])
 
 
 @pack.symbolic("aten::mT", since=7)
@@ -292,7 +289,7 @@ def mT(g, self: Value) -> Value:  # noqa: N802 - the aten name
     rank = rank_of("aten::mT", self)
     if rank < 2:
         sh._unimplemented("aten::mT", "a tensor of rank < 2")
-    return _transpose(g, self, [*range(rank - 2), rank - 1, rank - 2])
+    return permuted(g, self, [*range(rank - 2), rank - 1, rank - 2])
 
 
 pack.alias(mT, "aten::mH", since=7)
@@ -312,7 +309,7 @@ def movedim(g, self: Value, source: list[int], destination: list[int]) -> Value:
     for src, dst in zip(sources, destination):
         perm[dst % rank] = src
     rest = iter(d for d in range(rank) if d not in sources)
-    return _transpose(g, self, [p if p >= 0 else next(rest) for p in perm])
+    return permuted(g, self, [p if p >= 0 else next(rest) for p in perm])
 
 
 # -- squeeze, unsqueeze ---------------------------------------------------------
@@ -359,8 +356,7 @@ def _traced_rank(g) -> int | None:
     return out_type.dim() if out_type is not None and out_type.kind() == "TensorType" else None
 
 
-@pack.symbolic("aten::unsqueeze", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::unsqueeze", since=7, accepts_complex=True)
 def unsqueeze(g, self: Value, dim: Value) -> Value:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)
 
@@ -378,7 +374,7 @@ def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
     Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts)."""
     items = int_list(size)
     if items is None:
-        return g.op("Expand", self, sh._cast_to(g, size, torch.int64))
+        return g.op("Expand", self, sh.cast_to(g, size, torch.int64))
     return g.op("Expand", self, ints(g, [1 if isinstance(i, int) and i == -1 else i
                                          for i in items]))
 
@@ -480,15 +476,15 @@ def _source_indices(g, repeats: Value) -> Value:
     if g.opset < 11:
         sh._onnx_opset_unsupported_detailed("aten::repeat_interleave", g.opset, 11,
                                             "a tensor of repeat counts")
-    counts = sh._reshape_helper(g, sh._cast_to(g, repeats, torch.int64), [-1])
+    counts = sh._reshape_helper(g, sh.cast_to(g, repeats, torch.int64), [-1])
     ends = g.op("CumSum", counts, g.constant(torch.tensor(0)))
     total = g.op("ReduceSum", counts, keepdims_i=0)
     positions = g.op("Range", g.constant(torch.tensor(1)), g.op("Add", total, g.constant(
         torch.tensor(1))), g.constant(torch.tensor(1)))
     passed = g.op("Less", sh._unsqueeze_helper(g, ends, [0]),
                   sh._unsqueeze_helper(g, positions, [1]))
-    return sh._reducesum_helper(g, sh._cast_to(g, passed.setType(Type.tensor(torch.bool)),
-                                               torch.int64), [1], keepdims_i=0)
+    return sh._reducesum_helper(g, sh.cast_to(g, passed.setType(Type.tensor(torch.bool)),
+                                              torch.int64), [1], keepdims_i=0)
 
 
 # -- flip, roll -------------------------------------------------------------------
@@ -563,8 +559,7 @@ def _target_dtype(g, args: Sequence[Value], dtype_arg: int | None) -> torch.dtyp
     return None if code is None or isinstance(code, Value) else JitScalarType(code).dtype()
 
 
-@pack.symbolic("aten::to", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::to", since=7, accepts_complex=True)
 def to(g, self: Value, *args: Value) -> Value:
     """to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
     to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
@@ -582,7 +577,7 @@ def to(g, self: Value, *args: Value) -> Value:
         return complex_cast(g, self, dtype)
     if dtype is None or dtype == self.type().dtype():
         return self
-    return sh._cast_to(g, self, dtype)
+    return sh.cast_to(g, self, dtype)
 
 
 @pack.symbolic("aten::_to_copy", since=7)
@@ -591,7 +586,7 @@ def _to_copy(g, self: Value, *args: Value) -> Value:
     dtype = _target_dtype(g, args, 0)
     if dtype is None or dtype == self.type().dtype():
         return self
-    return sh._cast_to(g, self, dtype)
+    return sh.cast_to(g, self, dtype)
 
 
 @pack.symbolic("aten::type_as", since=7)
@@ -600,7 +595,7 @@ def type_as(g, self: Value, other: Value) -> Value:
     dtype = other.type().dtype()
     if dtype is None:
         sh._unimplemented("aten::type_as", "the other tensor's dtype is unknown")
-    return sh._cast_to(g, self, dtype)
+    return sh.cast_to(g, self, dtype)
 
 
 # -- triu, tril, diagonal ---------------------------------------------------------------
@@ -657,7 +652,7 @@ def diagonal(g, self: Value, offset: int, dim1: int, dim2: int) -> Value:
     Move dim1/dim2 last, flatten them, and gather ``(i + a) * W + (i + b)``."""
     rank = rank_of("aten::diagonal", self)
     d1, d2 = dim1 % rank, dim2 % rank
-    x = _transpose(g, self, [d for d in range(rank) if d not in (d1, d2)] + [d1, d2])
+    x = permuted(g, self, [d for d in range(rank) if d not in (d1, d2)] + [d1, d2])
     x.setType(Type.tensor(self.type().dtype(), [None] * rank))
     height, width = dim_size(g, x, rank - 2), dim_size(g, x, rank - 1)
     row0, col0 = g.constant(torch.tensor(max(0, -offset))), g.constant(torch.tensor(max(0, offset)))
@@ -784,7 +779,7 @@ def _split_by_slices(g, x: Value, axis: int, sizes: list[int | Value]) -> list[V
             end: int | Value = start + size
         else:
             end = g.op("Add", *(g.constant(torch.tensor(v)) if isinstance(v, int)
-                                else sh._cast_to(g, v, torch.int64) for v in (start, size)))
+                                else sh.cast_to(g, v, torch.int64) for v in (start, size)))
             end.setType(Type.tensor(torch.int64, []))
         pieces.append(sh._slice_helper(g, x, [axis], [start], [end]))
         start = end
@@ -986,7 +981,7 @@ def _split_at_run_time_indices(g, x: Value, axis: int, indices: Value) -> list[V
     if g.opset < 10:
         sh._onnx_opset_unsupported_detailed("aten::tensor_split", g.opset, 10,
                                             "indices given as a tensor")
-    bounds = g.op("Concat", ints(g, [0]), sh._cast_to(g, indices, torch.int64),
+    bounds = g.op("Concat", ints(g, [0]), sh.cast_to(g, indices, torch.int64),
                   ints(g, [INT64_MAX]), axis_i=0)
     ends = [g.op("Slice", bounds, ints(g, [i]), ints(g, [i + 1]), ints(g, [0]))
             for i in range(length[0] + 2)]
@@ -1009,7 +1004,7 @@ def _tensor_split_sequence(g, x: Value, count: Value, axis: int) -> Value:
         sh._onnx_opset_unsupported_detailed(
             "aten::tensor_split", g.opset, 11, "a number of pieces computed at run time (a "
             "list of that many pieces) needs SplitToSequence")
-    count = sh._cast_to(g, count, torch.int64)
+    count = sh.cast_to(g, count, torch.int64)
     zero, one = g.constant(torch.tensor(0)), g.constant(torch.tensor(1))
     last = g.op("Add", dim_size(g, x, axis), g.op("Sub", count, one))
     sizes = g.op("Div", g.op("Sub", last, g.op("Range", zero, count, one)), count)
@@ -1031,7 +1026,7 @@ def unbind(g, self: Value, dim: Value | None = None) -> Value:
 
 # -- no-ops on real tensors, shapes as tensors --------------------------------------
 for _name in ("alias", "lift"):
-    pack.symbolic(f"aten::{_name}", since=7)(_identity(_name))
+    pack.symbolic(f"aten::{_name}", since=7, accepts_complex=True)(_identity(_name))
 
 
 def _real_identity(name: str):

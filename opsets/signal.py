@@ -3,7 +3,7 @@ tensors they make (view_as_real/view_as_complex, real/imag, polar, complex).
 
 ONNX has no complex tensors here: a complex tensor is its real pairs, a real tensor with a
 trailing axis of 2 (real, imaginary), as ONNX's DFT and STFT produce them. Only symbolics
-marked :func:`oxport.symbolic_helper.accepts_complex` receive complex inputs (the walker
+registered with ``accepts_complex=True`` receive complex inputs (the walker
 declines the rest clearly), and they read which operands are complex from the TorchScript
 types (:func:`is_complex`).
 """
@@ -54,7 +54,7 @@ def complex_cast(g, pairs: Value, target: torch.dtype | None) -> Value:
         sh._unimplemented(g.original_node.kind(), f"a complex tensor cast to {target}; take "
                                                   f".real or .abs() first")
     if pairs.type().dtype() != REAL_OF_COMPLEX[target]:
-        pairs = sh._cast_to(g, pairs, REAL_OF_COMPLEX[target])
+        pairs = sh.cast_to(g, pairs, REAL_OF_COMPLEX[target])
     return as_pairs(g, pairs)
 
 
@@ -74,7 +74,7 @@ def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex:
     if not (self_complex and other_complex):
         real, pairs = (other, self) if self_complex else (self, other)
         if pairs.type().dtype() is not None:
-            real = sh._cast_to(g, real, pairs.type().dtype())
+            real = sh.cast_to(g, real, pairs.type().dtype())
         if real.type().dim() != 0:  # a real tensor scales both parts of each element
             real = sh._unsqueeze_helper(g, real, [-1])
         return g.op("Mul", pairs, real)
@@ -85,11 +85,10 @@ def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex:
 
 def complex_abs(g, pairs: Value) -> Value:
     """The magnitude of complex pairs."""
-    return sh._reduce_helper(g, "ReduceL2", pairs, [-1], keepdims_i=0)
+    return sh.reduce_helper(g, "ReduceL2", pairs, [-1], keepdims_i=0)
 
 
-@pack.symbolic("aten::view_as_real", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::view_as_real", since=7, accepts_complex=True)
 def view_as_real(g, self: Value) -> Value:
     """view_as_real(Tensor(a) self) -> Tensor(a)
 
@@ -97,8 +96,7 @@ def view_as_real(g, self: Value) -> Value:
     return g.op("Identity", self)
 
 
-@pack.symbolic("aten::view_as_complex", since=7)
-@sh.accepts_complex
+@pack.symbolic("aten::view_as_complex", since=7, accepts_complex=True)
 def view_as_complex(g, self: Value) -> Value:
     """view_as_complex(Tensor(a) self) -> Tensor(a)
 
@@ -107,7 +105,6 @@ def view_as_complex(g, self: Value) -> Value:
 
 
 def _complex_part(index: int, name: str):
-    @sh.accepts_complex
     def symbolic(g, self: Value) -> Value:
         if not is_complex(g, 0):
             if index == 0:
@@ -120,8 +117,8 @@ def _complex_part(index: int, name: str):
     return symbolic
 
 
-pack.symbolic("aten::real", since=7)(_complex_part(0, "real"))
-pack.symbolic("aten::imag", since=7)(_complex_part(1, "imag"))
+pack.symbolic("aten::real", since=7, accepts_complex=True)(_complex_part(0, "real"))
+pack.symbolic("aten::imag", since=7, accepts_complex=True)(_complex_part(1, "imag"))
 
 
 @pack.symbolic("aten::complex", since=8)
@@ -196,7 +193,7 @@ def _window_at_run_time(g, build, length: Value, periodic: bool, dtype: torch.dt
                         ) -> Value:
     def number(v: float) -> Value:
         return g.constant(torch.tensor(v, dtype=dtype))
-    size = sh._cast_to(g, length, dtype)
+    size = sh.cast_to(g, length, dtype)
     steps = g.op("Range", number(0.0), size, number(1.0))
     denominator = size if periodic else g.op("Sub", size, number(1.0))
     phase = g.op("Div", g.op("Mul", steps, number(2 * math.pi)), denominator)
@@ -237,7 +234,7 @@ def _signal_size(g, x: Value, axes: Sequence[int]) -> Value | float:
         return float(math.prod(sizes))
     shape = g.op("Shape", x)
     picked = g.op("Gather", shape, g.constant(torch.tensor(list(axes))), axis_i=0)
-    return sh._reduce_helper(g, "ReduceProd", picked, [0], keepdims_i=0)
+    return sh.reduce_helper(g, "ReduceProd", picked, [0], keepdims_i=0)
 
 
 _NORM_POWER = {None: 0.0, "backward": 0.0, "ortho": 0.5, "forward": 1.0}
@@ -250,7 +247,7 @@ def _normalized(g, pairs: Value, size: Value | float, power: float, dtype: torch
         return pairs
     if isinstance(size, float):
         return g.op("Mul", pairs, g.constant(torch.tensor(size ** -power, dtype=dtype)))
-    scale = g.op("Pow", sh._cast_to(g, size, dtype), g.constant(torch.tensor(power, dtype=dtype)))
+    scale = g.op("Pow", sh.cast_to(g, size, dtype), g.constant(torch.tensor(power, dtype=dtype)))
     return g.op("Div", pairs, scale)
 
 
@@ -268,7 +265,7 @@ def _fourier(g, x: Value, complex_input: bool, axes: Sequence[int], mode: str | 
     already, PyTorch's by n ** (1 - power)."""
     dtype = x.type().dtype()
     if dtype is None or not dtype.is_floating_point:  # integers transform as float32
-        x, dtype = sh._cast_to(g, x, torch.float32), torch.float32
+        x, dtype = sh.cast_to(g, x, torch.float32), torch.float32
     pairs = _as_signal(g, x, complex_input)
     batch_added = 0 in axes  # DFT's first axis is a batch axis: add one
     if batch_added:
@@ -295,8 +292,7 @@ def _complex_rank(g, x: Value, op: str) -> int:
     return rank - is_complex(g, 0)
 
 
-@pack.symbolic("aten::fft_fftn", since=17)
-@sh.accepts_complex
+@pack.symbolic("aten::fft_fftn", since=17, accepts_complex=True)
 def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
              norm: Value | None = None) -> Value:
     """fft_fftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor
@@ -314,7 +310,6 @@ def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
 def _one_dim_fft(name: str, inverse: bool, onesided: bool):
     op = f"aten::{name}"
 
-    @sh.accepts_complex
     def symbolic(g, self: Value, n: Value | None = None, dim: Value | None = None,
                  norm: Value | None = None) -> Value:
         _no_signal_size(n, op)
@@ -334,11 +329,11 @@ def _one_dim_fft(name: str, inverse: bool, onesided: bool):
 
 for _name, _inverse, _onesided in (("fft_fft", False, False), ("fft_ifft", True, False),
                                    ("fft_rfft", False, True)):
-    pack.symbolic(f"aten::{_name}", since=17)(_one_dim_fft(_name, _inverse, _onesided))
+    pack.symbolic(f"aten::{_name}", since=17, accepts_complex=True)(
+        _one_dim_fft(_name, _inverse, _onesided))
 
 
-@pack.symbolic("aten::fft_irfft", since=17)
-@sh.accepts_complex
+@pack.symbolic("aten::fft_irfft", since=17, accepts_complex=True)
 def fft_irfft(g, self: Value, n: Value | None = None, dim: Value | None = None,
               norm: Value | None = None) -> Value:
     """fft_irfft(Tensor self, SymInt? n=None, int dim=-1, str? norm=None) -> Tensor

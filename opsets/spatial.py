@@ -52,7 +52,7 @@ def _int64_vector(g, items: list[int | Value]) -> Value:
     if _is_static(items):
         return g.constant(torch.tensor(items, dtype=torch.int64))
     parts = [g.constant(torch.tensor([item], dtype=torch.int64)) if isinstance(item, int)
-             else sh._reshape_helper(g, sh._cast_to(g, item, torch.int64), [1])
+             else sh._reshape_helper(g, sh.cast_to(g, item, torch.int64), [1])
              for item in items]
     return g.op("Concat", *parts, axis_i=0)
 
@@ -81,7 +81,7 @@ def _pad_value(g, input: Value, value: Value | float | None) -> Value:
     dtype = input.type().dtype() or torch.float32
     const = sh._maybe_get_const(value, "f") if isinstance(value, Value) else value
     if isinstance(const, Value):
-        return sh._cast_to(g, const, dtype)
+        return sh.cast_to(g, const, dtype)
     return g.constant(torch.tensor(0 if const is None else const).to(dtype))
 
 
@@ -287,8 +287,8 @@ class _Resample:
         if static is not None:
             return g.constant(torch.tensor([1.0, 1.0, *static], dtype=torch.float32))
         rank = 2 + self.spatial
-        out = sh._cast_to(g, _int64_vector(g, self.sizes), torch.float32)
-        size = sh._cast_to(g, _shape_slice(g, self.input, 2, rank), torch.float32)
+        out = sh.cast_to(g, _int64_vector(g, self.sizes), torch.float32)
+        size = sh.cast_to(g, _shape_slice(g, self.input, 2, rank), torch.float32)
         return g.op("Concat", g.constant(torch.ones(2)), g.op("Div", out, size), axis_i=0)
 
 

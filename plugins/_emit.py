@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import torch
 
 from oxport.context import ATEN_DOMAIN, GraphContext
 from oxport.ir import Type, Value
-from oxport.walk import python_op_arguments, ts_attributes
+from oxport.plugins.autograd import python_op_arguments
+from oxport.walk import ts_attributes
+
+if TYPE_CHECKING:
+    from oxport.frontends.view import SourceNode
 
 
 def string_constant(g: GraphContext, text: str) -> Value:
@@ -36,7 +40,7 @@ def onnx_inputs(g: GraphContext, args: Sequence[Any]) -> list[Any]:
     return result
 
 
-def overload_name(node: torch._C.Node) -> str:
+def overload_name(node: SourceNode) -> str:
     """The ATen overload of a node (``"Tensor"`` for ``aten::mul.Tensor``), or ``""``."""
     schema = node.schema()
     if not schema.startswith("aten::"):
@@ -44,14 +48,14 @@ def overload_name(node: torch._C.Node) -> str:
     return torch._C.parse_schema(schema).overload_name
 
 
-def emit_aten(g: GraphContext, node: torch._C.Node, inputs: Sequence[Value | None]) -> Any:
+def emit_aten(g: GraphContext, node: SourceNode, inputs: Sequence[Value | None]) -> Any:
     """``node`` as ``org.pytorch.aten::ATen[operator=..., overload_name=...]``."""
     op_name = node.kind().partition("::")[2]
     return g.at(op_name, *onnx_inputs(g, inputs), overload_name=overload_name(node),
                 outputs=node.outputsSize(), **ts_attributes(node))
 
 
-def emit_as_is(g: GraphContext, node: torch._C.Node, inputs: Sequence[Value | None]) -> Any:
+def emit_as_is(g: GraphContext, node: SourceNode, inputs: Sequence[Value | None]) -> Any:
     """``node`` unchanged, as a custom op of its own namespace (``foo::bar`` ->
     domain ``foo``, ``aten::x`` -> ``org.pytorch.aten``); an autograd Function stays one
     ``prim::PythonOp`` node carrying its ``name`` and ``module``."""
@@ -60,7 +64,7 @@ def emit_as_is(g: GraphContext, node: torch._C.Node, inputs: Sequence[Value | No
     attrs = ts_attributes(node)
     args: Sequence[Any] = inputs
     if node.kind() == "prim::PythonOp":
-        args = python_op_arguments(node, inputs)
+        args, _ = python_op_arguments(node, inputs)
         attrs["name_s"] = node.pyname()
     return g.op(f"{domain}::{op_name}", *onnx_inputs(g, args), outputs=node.outputsSize(),
                 **attrs)

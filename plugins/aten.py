@@ -13,9 +13,7 @@ ATen nodes run only where a runtime implements them (PyTorch-backed runtimes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oxport.context import GraphContext
 from oxport.hookspecs import hookimpl
@@ -23,18 +21,20 @@ from oxport.ir import Value
 from oxport.plugins._emit import emit_as_is, emit_aten
 from oxport.registry import Registrar
 
+if TYPE_CHECKING:
+    from oxport.frontends.view import SourceNode
+
 
 class AtenExport:
     """Every aten op as ``ATen``, whatever symbolics exist."""
 
     preempt = True
     keeps_autograd_functions = False
-    provenance: Any = None
 
-    def claims(self, node: torch._C.Node) -> bool:
+    def claims(self, node: SourceNode) -> bool:
         return node.kind().startswith("aten::")
 
-    def convert(self, g: GraphContext, node: torch._C.Node,
+    def convert(self, g: GraphContext, node: SourceNode,
                 inputs: Sequence[Value | None]) -> Any:
         return emit_aten(g, node, inputs)
 
@@ -44,12 +44,11 @@ class AtenFallback:
 
     preempt = False
     keeps_autograd_functions = True
-    provenance: Any = None
 
-    def claims(self, node: torch._C.Node) -> bool:
+    def claims(self, node: SourceNode) -> bool:
         return node.kind().startswith("aten::") or node.kind() == "prim::PythonOp"
 
-    def convert(self, g: GraphContext, node: torch._C.Node,
+    def convert(self, g: GraphContext, node: SourceNode,
                 inputs: Sequence[Value | None]) -> Any:
         if node.kind() == "prim::PythonOp":
             return emit_as_is(g, node, inputs)

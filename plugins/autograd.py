@@ -14,6 +14,7 @@ In the order torch.onnx uses:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,9 +23,21 @@ from oxport import OpPack
 from oxport.context import GraphContext
 from oxport.errors import OnnxExporterError, SymbolicDeclined
 from oxport.ir import Type, Value
+from oxport.walk import ts_attributes
 
 pack = OpPack("oxport.autograd")
 _OP = "prim::PythonOp"
+
+
+@pack.arguments(_OP)
+def python_op_arguments(node: torch._C.Node,
+                        inputs: Sequence[Value | None]) -> tuple[list[Any], dict[str, Any]]:
+    """A ``prim::PythonOp``'s call arguments, for every symbolic of the op: its Function's
+    arguments as it got them (the non-tensor ones, Python values, in their places among
+    the tensor inputs), and its attributes with ``name=``, the Function's class name."""
+    scalars, tensors = iter(node.scalar_args()), iter(inputs)
+    args = [next(scalars) if conv == "c" else next(tensors) for conv in node.cconv()]
+    return args, {**ts_attributes(node), "name": node.pyname()}
 
 
 @pack.symbolic(_OP, since=7)
@@ -37,11 +50,10 @@ def python_op(g: GraphContext, *args: Any, name: str = "", **_attrs: Any) -> Any
     symbolic = getattr(function, "symbolic", None)
     if symbolic is not None:
         return symbolic(g, *args)
-    if not g.conversion.autograd_inlining:
+    if not g.autograd_inlining:
         raise SymbolicDeclined(_OP, f"the autograd Function {name} has no static symbolic "
                                     "method and autograd_inlining=False")
-    keeper = next((n for n, f in g.conversion.fallbacks
-                   if getattr(f, "keeps_autograd_functions", False)), None)
+    keeper = g.fallback_keeping_autograd_functions()
     if keeper is not None:
         raise SymbolicDeclined(_OP, f"the {keeper!r} fallback keeps the autograd Function "
                                     f"{name} as one node")
@@ -55,12 +67,12 @@ def python_op(g: GraphContext, *args: Any, name: str = "", **_attrs: Any) -> Any
 def _inline(g: GraphContext, node: torch._C.Node, args: tuple[Any, ...], name: str) -> Any:
     subgraph = node.g("Subgraph").copy()
     torch._C._jit_pass_dce(subgraph)
-    inputs = [g.conversion.lookup(v) for v in node.inputs()]
+    inputs = [g.value_of(v) for v in node.inputs()]
     if len(list(subgraph.inputs())) != len(inputs):
         raise SymbolicDeclined(_OP, f"the recorded forward of {name} does not take the "
                                     "Function's tensor inputs")
     order = _output_order(node, subgraph, args, name)
-    outputs = g.conversion.convert_subgraph(subgraph, g.graph, inputs)
+    outputs = g.convert_subgraph(subgraph, inputs)
     ordered = tuple(outputs[i] for i in order)
     return ordered[0] if len(ordered) == 1 else ordered
 

@@ -10,9 +10,7 @@ consumes the model must implement these ops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oxport.context import GraphContext
 from oxport.hookspecs import hookimpl
@@ -20,18 +18,20 @@ from oxport.ir import Value
 from oxport.plugins._emit import emit_as_is
 from oxport.registry import Registrar
 
+if TYPE_CHECKING:
+    from oxport.frontends.view import SourceNode
+
 
 class Fallthrough:
     """Any op without a symbolic (and without blocks), kept as it is."""
 
     preempt = False
     keeps_autograd_functions = True
-    provenance: Any = None
 
-    def claims(self, node: torch._C.Node) -> bool:
+    def claims(self, node: SourceNode) -> bool:
         return not list(node.blocks())
 
-    def convert(self, g: GraphContext, node: torch._C.Node,
+    def convert(self, g: GraphContext, node: SourceNode,
                 inputs: Sequence[Value | None]) -> Any:
         return emit_as_is(g, node, inputs)
 

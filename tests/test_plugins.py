@@ -302,7 +302,9 @@ def test_a_declared_pack_registering_a_fallback_is_an_error(install):
         oxport_register_symbolics=oxport.hookimpl(
             lambda registry: registry.register("custom_ops::foo_forward", lambda g, x: x, 9)),
         oxport_register_fallbacks=oxport.hookimpl(
-            lambda registry: registry.register_fallback("my-fallback", types.SimpleNamespace())))
+            lambda registry: registry.register_fallback("my-fallback", types.SimpleNamespace(
+                preempt=False, keeps_autograd_functions=False, claims=lambda node: False,
+                convert=lambda g, node, inputs: None))))
     install("my-pack", plugin, declares=("custom_ops::foo_forward",))
     manager = plugins.load()
     with pytest.raises(RegistryError, match=r"fallbacks and oxport_register_fallbacks, which "

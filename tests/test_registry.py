@@ -82,7 +82,7 @@ def test_non_string_name():
 def test_qualified_names_accepted(name):
     pack = OpPack("p")
     pack.symbolic(name, since=9)(sym_a)
-    assert pack.symbolics() == [(name, sym_a, 9, False)]
+    assert pack.symbolics() == [(name, sym_a, 9, False, False)]
 
 
 @pytest.mark.parametrize("since", [0, 1, MIN_OPSET - 1, MAX_OPSET + 1, "newest+1", "9", 9.0,

@@ -177,8 +177,8 @@ def _finding(info: Any, graph: Any, registry: RegistryView) -> OpFinding:
             how = how_to_set("fallbacks", name)
             if name in modes and not advising_cli():
                 how = f"operator_export_type=OperatorExportTypes.{modes[name].name} or {how}"
-            fallbacks.append(f"the {name!r} fallback ({fallback.provenance}) would export it: "
-                             f"{how}")
+            fallbacks.append(f"the {name!r} fallback ({registry.fallback_providers[name]}) "
+                             f"would export it: {how}")
     return OpFinding(info.kind, info.count, list(info.sources), info.min_opset, info.reason,
                      providers, fallbacks)
 

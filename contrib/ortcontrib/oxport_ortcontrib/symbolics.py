@@ -67,7 +67,7 @@ def _trilu(upper: bool):
         if isinstance(k, int):
             inputs = [self] if k == 0 else [self, g.constant(torch.tensor(k))]
         else:
-            inputs = [self, sh._cast_to(g, diagonal, torch.int64)]
+            inputs = [self, sh.cast_to(g, diagonal, torch.int64)]
         return g.op(f"{DOMAIN}::Trilu", *inputs, upper_i=int(upper))
     trilu.__name__ = "triu" if upper else "tril"
     trilu.__doc__ = f"``com.microsoft::Trilu`` with ``upper={int(upper)}``."
