@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import oxport  # noqa: E402
 from benchmarks.models import BY_NAME  # noqa: E402
-from oxport import pipeline  # noqa: E402
+from oxport.exporter import pipeline  # noqa: E402
 from oxport.frontends.torchscript import baked_sizes  # noqa: E402
 
 DEFAULT = ["bert-base", "gpt2-small", "lstm-lm", "t5-small", "llama-style"]

@@ -20,8 +20,8 @@ _SOURCES = {
         "unconvertible_op_details", "unconvertible_ops", "unregister_custom_op_symbolic"],
         "oxport.api"),
     **dict.fromkeys(["disable_log", "enable_log", "is_in_onnx_export",
-                     "select_model_mode_for_export"], "oxport.exporting"),
-    **dict.fromkeys(["ExportResult", "ExportWarning"], "oxport.result"),
+                     "select_model_mode_for_export"], "oxport.exporter.state"),
+    **dict.fromkeys(["ExportResult", "ExportWarning"], "oxport.exporter.result"),
     "GraphContext": "oxport.context", "SymbolicContext": "oxport.context",
     **dict.fromkeys(["CheckerError", "OnnxExporterError", "SymbolicValueError",
                      "UnsupportedOperatorError"], "oxport.errors"),
@@ -65,7 +65,8 @@ if TYPE_CHECKING:
         SymbolicValueError,
         UnsupportedOperatorError,
     )
-    from oxport.exporting import (
+    from oxport.exporter.result import ExportResult, ExportWarning
+    from oxport.exporter.state import (
         disable_log,
         enable_log,
         is_in_onnx_export,
@@ -73,5 +74,4 @@ if TYPE_CHECKING:
     )
     from oxport.hookspecs import hookimpl
     from oxport.registry import OpPack
-    from oxport.result import ExportResult, ExportWarning
     from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode

@@ -1,7 +1,7 @@
 """The public API: ``export`` and its companions, with torch.onnx's signatures and semantics.
 
-Each checks its arguments once into an :class:`~oxport.options.ExportOptions` and hands
-it to :func:`oxport.pipeline.convert`, which runs the export's phases.
+Each checks its arguments once into an :class:`~oxport.exporter.options.ExportOptions` and hands
+it to :func:`oxport.exporter.pipeline.convert`, which runs the export's phases.
 """
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from typing import IO, Any
 
 import torch
 
-from oxport import pipeline, progress, serialize
 from oxport import plugin_manager as plugin_loader
+from oxport import serialize
 from oxport.errors import InvalidExportArgumentError
-from oxport.exporting import gc_paused
-from oxport.options import ExportOptions, check_target, with_kwargs
-from oxport.pretty import pretty
+from oxport.exporter import pipeline, progress
+from oxport.exporter.options import ExportOptions, check_target, with_kwargs
+from oxport.exporter.pretty import pretty
+from oxport.exporter.result import ExportResult
+from oxport.exporter.state import gc_paused
 from oxport.registry import Layer, Provenance
-from oxport.result import ExportResult
 from oxport.types import MIN_OPSET, OperatorExportTypes, TrainingMode
 from oxport.walk import Unconvertible
 

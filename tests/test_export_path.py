@@ -18,9 +18,10 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import progress, serialize
-from oxport.frontends.torchscript import trace
+from oxport import serialize
 from oxport.errors import InvalidExportArgumentError
+from oxport.exporter import progress
+from oxport.frontends.torchscript import trace
 
 
 def test_lazy_weights_are_computed_when_written_and_in_model_protos():

@@ -10,7 +10,7 @@ import torch
 from rich.console import Console
 
 import oxport
-from oxport import progress
+from oxport.exporter import progress
 
 
 class Recorder:

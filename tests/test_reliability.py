@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import oxport
-from oxport import exporting
+from oxport.exporter import state as exporting
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 

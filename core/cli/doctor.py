@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from oxport import api, pipeline, plugins
+from oxport import api, plugins
 from oxport.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -34,7 +34,8 @@ from oxport.cli.common import (
 from oxport.cli.export import random_input
 from oxport.diagnose import report
 from oxport.errors import OnnxExporterError, advising_cli, how_to_set
-from oxport.options import check_opset
+from oxport.exporter import pipeline
+from oxport.exporter.options import check_opset
 from oxport.registry import RegistryView
 from oxport.types import DEFAULT_OPSET, TrainingMode
 

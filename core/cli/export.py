@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from oxport import progress, serialize
+from oxport import serialize
 from oxport.cli import examples
 from oxport.cli.common import (
     EXIT_FAILED,
@@ -34,6 +34,7 @@ from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
 )
+from oxport.exporter import progress
 from oxport.types import DEFAULT_OPSET
 
 EXIT_CODES = f"""exit status:

@@ -309,7 +309,7 @@ class _CtrlC:
 
 @contextlib.contextmanager
 def _ctrl_c_stops_the_command() -> Iterator[None]:
-    from oxport import progress
+    from oxport.exporter import progress
 
     if threading.current_thread() is not threading.main_thread():  # signals reach only it
         yield

@@ -21,14 +21,18 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from oxport import api, pipeline, serialize
+from oxport import api, serialize
 from oxport.diagnose.verification import (
     VerificationOptions,
     compare,
     ort_session,
     run_ort,
 )
-from oxport.exporting import exporting, select_model_mode_for_export
+from oxport.exporter import pipeline
+from oxport.exporter.options import check_model, check_opset, check_training
+from oxport.exporter.pretty import pretty
+from oxport.exporter.result import ExportResult
+from oxport.exporter.state import exporting, select_model_mode_for_export
 from oxport.frontends import arguments
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
@@ -39,9 +43,6 @@ from oxport.frontends.view import (
     constant,
 )
 from oxport.ir import Type
-from oxport.options import check_model, check_opset, check_training
-from oxport.pretty import pretty
-from oxport.result import ExportResult
 from oxport.types import TrainingMode
 from oxport.walk import source_of
 

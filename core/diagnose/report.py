@@ -28,7 +28,7 @@ from oxport import serialize
 from oxport.ir import Graph, Node, Value
 
 if TYPE_CHECKING:
-    from oxport.result import ExportResult
+    from oxport.exporter.result import ExportResult
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 

@@ -28,11 +28,11 @@ from torch.utils import _pytree as pytree
 from oxport import api, serialize
 from oxport.diagnose import report
 from oxport.errors import OnnxExporterError
-from oxport.exporting import exporting, select_model_mode_for_export
+from oxport.exporter.result import ExportResult
+from oxport.exporter.state import exporting, select_model_mode_for_export
 from oxport.frontends import arguments
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.torchscript import trace
-from oxport.result import ExportResult
 from oxport.types import TrainingMode
 from oxport.walk import source_of
 

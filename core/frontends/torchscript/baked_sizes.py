@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from oxport.process_hooks import SharedHook
+from oxport.exporter.process_hooks import SharedHook
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OXPORT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep

@@ -27,6 +27,7 @@ from oxport.errors import (
     OnnxExporterError,
     UnsupportedOperatorError,
 )
+from oxport.exporter.process_hooks import SharedHook
 from oxport.frontends.arguments import (
     Flattened,
     as_input,
@@ -40,7 +41,6 @@ from oxport.frontends.arguments import (
 )
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, script_passes
-from oxport.process_hooks import SharedHook
 
 _DEPRECATION_MESSAGES = r".*torch\.jit\.(trace|trace_method|script|script_method).*deprecated.*"
 

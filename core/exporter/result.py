@@ -11,7 +11,8 @@ from typing import IO, Any
 import onnx
 import torch
 
-from oxport import progress, serialize
+from oxport import serialize
+from oxport.exporter import progress
 from oxport.frontends import arguments
 from oxport.ir import Graph
 from oxport.registry import SymbolicEntry

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from oxport.options import check_training
-from oxport.process_hooks import SharedHook
+from oxport.exporter.options import check_training
+from oxport.exporter.process_hooks import SharedHook
 from oxport.types import TrainingMode
 
 # -- in an export ---------------------------------------------------------------------

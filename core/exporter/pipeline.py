@@ -14,9 +14,19 @@ from typing import Any
 import torch
 
 from oxport import plugin_manager as plugin_loader
-from oxport import progress, serialize
+from oxport import serialize
 from oxport.errors import InvalidExportArgumentError, how_to_set
-from oxport.exporting import (
+from oxport.exporter import progress
+from oxport.exporter.options import (
+    ExportOptions,
+    check_front_end_options,
+    check_model,
+    check_opset,
+    check_training,
+)
+from oxport.exporter.pretty import pretty
+from oxport.exporter.result import ExportResult, ExportWarning, input_leaves
+from oxport.exporter.state import (
     capture_garbage_collected,
     exporting,
     select_model_mode_for_export,
@@ -27,18 +37,9 @@ from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, trace
 from oxport.ir import Graph
-from oxport.options import (
-    ExportOptions,
-    check_front_end_options,
-    check_model,
-    check_opset,
-    check_training,
-)
 from oxport.passes import dtype_legalization, functions, optimize
 from oxport.passes import folding as passes
-from oxport.pretty import pretty
 from oxport.registry import RegistryView
-from oxport.result import ExportResult, ExportWarning, input_leaves
 from oxport.types import OperatorExportTypes, TrainingMode
 from oxport.walk import Conversion, Unconvertible, user_stacklevel
 

@@ -13,7 +13,7 @@ Listeners registered with :func:`listening` see every phase start, advance and f
 stderr that appears only when the work outlasts ``delay`` seconds, and only on a
 terminal::
 
-    with oxport.progress.display():
+    with oxport.exporter.progress.display():
         oxport.export(model, args, "model.onnx")
 """
 
