@@ -54,7 +54,7 @@ class _QuantizedPack(OpPack):
     def oxport_graph_boundary(self, graph: Graph, front: FrontEnd, input_names: list[str],
                               opset: int) -> None:
         quantized_io.split_inputs(graph, front.example_inputs, input_names, opset)
-        quantized_io.split_outputs(graph, quantized_outputs(front.graph))
+        quantized_io.split_outputs(graph, quantized_outputs(front.graph), output_grid)
 
 
 pack = _QuantizedPack("oxport.quantized", cases="oxport.opsets.cases.quantized")
@@ -224,25 +224,46 @@ def dequantize(g, input: Value) -> Value:
 
 
 # -- fake quantization (quantization-aware training) ---------------------------------------
-def _storage_of_range(op: str, quant_min: int, quant_max: int) -> torch.dtype:
-    """uint8 for (0, 255), int8 for (-128, 127): the ranges QuantizeLinear rounds into."""
-    storage = {(0, 255): torch.uint8, (-128, 127): torch.int8}.get((quant_min, quant_max))
+#: The integer type QuantizeLinear rounds each (quant_min, quant_max) range into; (0, 127),
+#: the range of PyTorch's default activation fake-quantization (``reduce_range``), rounds
+#: into uint8 and is clipped to 127.
+_RANGE_STORAGE = {(0, 255): torch.uint8, (-128, 127): torch.int8, (0, 127): torch.uint8}
+#: The first opset whose Clip takes integers (torch.onnx: "requires opset 13 Clip").
+_INTEGER_CLIP = 13
+
+
+def _storage_of_range(g, op: str, quant_min: int, quant_max: int) -> torch.dtype:
+    """The storage type of a fake-quantization range QuantizeLinear (and for (0, 127) an
+    integer Clip) can express."""
+    storage = _RANGE_STORAGE.get((quant_min, quant_max))
     if storage is None:
         raise SymbolicValueError(
             f"{op} with (quant_min, quant_max) = ({quant_min}, {quant_max}): ONNX QuantizeLinear "
-            "rounds into (0, 255) or (-128, 127) only; use one of those ranges in the observer.")
+            "rounds into (0, 255) or (-128, 127) only (and (0, 127) with a Clip); use one of "
+            "those ranges in the observer.")
+    if _clipped(storage, quant_max) and g.opset < _INTEGER_CLIP:
+        sh._onnx_opset_unsupported_detailed(
+            op, g.opset, _INTEGER_CLIP, "the range (0, 127) needs a Clip of integers")
     return storage
+
+
+def _clipped(storage: torch.dtype, quant_max: int) -> bool:
+    """Whether a range ends below its storage type's maximum (and needs a Clip)."""
+    return quant_max < torch.iinfo(storage).max
 
 
 def _fake_quantize(g, op: str, x: Value, scale: Value, zero_point: Value, quant_min: Value,
                    quant_max: Value, axis: int | None = None) -> Value:
-    storage = _storage_of_range(op, sh._get_const(quant_min, "i", "quant_min"),
-                                sh._get_const(quant_max, "i", "quant_max"))
+    low, high = sh._get_const(quant_min, "i", "quant_min"), sh._get_const(quant_max, "i",
+                                                                          "quant_max")
+    storage = _storage_of_range(g, op, low, high)
     scale = sh.cast_to(g, g.as_value(scale), torch.float32)
     zero_point = sh.cast_to(g, g.as_value(zero_point), storage)
     if axis is None:  # per tensor: scalar parameters
         scale, zero_point = (sh._reshape_helper(g, v, []) for v in (scale, zero_point))
     q = g.op("QuantizeLinear", x, scale, zero_point, axis_i=axis)
+    if _clipped(storage, high):
+        q = g.op("Clip", q, None, g.constant(torch.tensor(high, dtype=storage)))
     return g.op("DequantizeLinear", q, scale, zero_point, axis_i=axis)
 
 
@@ -634,6 +655,45 @@ def _rounding(node: Node) -> QParams | None:
     if op in _ROUNDED and not _nearest_resize(node):
         return qparams_of(node.input_values[0])
     return None
+
+
+#: The quantized dtype each integer storage type stands for.
+_QUANTIZED = {storage: dtype for dtype, storage in _STORAGE.items()}
+
+
+def output_grid(graph: Graph, value: Value) -> tuple[Value, Value] | None:
+    """The scale and zero point PyTorch gives ``value``, a float op's result on a quantized
+    tensor: those of the DequantizeLinear it comes from through ops that keep or round
+    onto their input's grid, or an op's fixed qparams; None when there is none."""
+    node = value.producer
+    if node is None or not node.input_values or node.input_values[0] is None \
+            or node.origin == "aten::dequantize":
+        return None
+    if node.op_type == "DequantizeLinear":
+        scale, zero_point = (node.input_values[1:] + [None, None])[:2]
+        return None if zero_point is None else (scale, zero_point)
+    if node.op_type in _FIXED:
+        return _fixed_grid(graph, node.op_type, output_grid(graph, node.input_values[0]))
+    if node.op_type in _SAME_GRID or node.op_type in _ROUNDED or _nearest_resize(node):
+        return output_grid(graph, node.input_values[0])
+    return None
+
+
+def _fixed_grid(graph: Graph, op: str, grid: tuple[Value, Value] | None
+                ) -> tuple[Value, Value] | None:
+    """Constant scale and zero point of an op with fixed output qparams (``_FIXED``)."""
+    storage = grid[1].type().dtype() if grid is not None else None
+    fixed = _FIXED[op].get(_QUANTIZED.get(storage))
+    if fixed is None:
+        return None
+    return (_graph_constant(graph, torch.tensor(fixed[0], dtype=torch.float32)),
+            _graph_constant(graph, torch.tensor(fixed[1], dtype=storage)))
+
+
+def _graph_constant(graph: Graph, tensor: torch.Tensor) -> Value:
+    result = graph.add_node("", "Constant", [], attrs={"value": ("t", tensor)}).output_values[0]
+    result.setType(Type.of(tensor))
+    return result
 
 
 def requantize(graph: Graph, conversion: Any) -> None:

@@ -10,7 +10,7 @@ example is fed part by part is the front end's: :mod:`oxport.frontends.quantized
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -65,19 +65,44 @@ def split_inputs(graph: Graph, examples: Sequence[Any], input_names: list[str],
         graph.inputs = inputs
 
 
-def split_outputs(graph: Graph, quantized: Sequence[bool]) -> None:
-    """Replace each quantized output (a DequantizeLinear's result) by its integer value,
-    scale and zero point."""
+#: Where a quantized output's scale and zero point come from: (scale, zero point) values
+#: for a float value of the graph, or None when it is not on a known quantization grid.
+GridOf = Callable[[Graph, Value], "tuple[Value, Value] | None"]
+
+
+def split_outputs(graph: Graph, quantized: Sequence[bool], grid_of: GridOf) -> None:
+    """Replace each quantized output by its integer value, scale and zero point: a
+    DequantizeLinear's inputs, or the output quantized with the grid ``grid_of`` finds
+    (a float op on a quantized tensor, as ``relu(x)``); an output on no known grid stays
+    float."""
     if not any(quantized) or len(quantized) != len(graph.outputs):
         return
     outputs: list[Value] = []
     for value, split in zip(graph.outputs, quantized):
-        node = value.producer
-        if split and node is not None and node.op_type == "DequantizeLinear":
-            outputs += [v for v in node.input_values if v is not None]
-        else:
-            outputs.append(value)
+        parts = _quantized_parts(graph, value, grid_of) if split else None
+        outputs += parts or [value]
     graph.outputs = outputs
+
+
+def _quantized_parts(graph: Graph, value: Value, grid_of: GridOf) -> list[Value] | None:
+    node = value.producer
+    if node is not None and node.op_type == "DequantizeLinear" and None not in node.input_values:
+        parts = list(node.input_values)
+    else:
+        grid = grid_of(graph, value)
+        if grid is None:
+            return None
+        parts = [graph.add_node("", "QuantizeLinear", [value, *grid]).output_values[0], *grid]
+        parts[0].setType(Type.tensor(grid[1].type().dtype(), None))
+    _give_shape(parts[0], value)
+    return parts
+
+
+def _give_shape(integer: Value, dequantized: Value) -> None:
+    """The integer value the shape of its dequantized float: a quantized op's
+    QuantizeLinear is made before the walker knows its output's shape."""
+    if integer.type().shape is None and dequantized.type().shape is not None:
+        integer.setType(Type.tensor(integer.type().dtype(), dequantized.type().shape))
 
 
 def _cast(graph: Graph, value: Value, to: int, dtype: torch.dtype) -> Value:

@@ -32,8 +32,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
                                         "ignore:.*quantiz.*:UserWarning")
 
 
-def _run(model: nn.Module, *inputs: torch.Tensor, opset: int) -> tuple[list, onnx.ModelProto]:
-    proto = oxport.convert(model, inputs, opset_version=opset).model_proto()
+def _run(model: nn.Module, *inputs: torch.Tensor, opset: int,
+         example: tuple | None = None) -> tuple[list, onnx.ModelProto]:
+    """ONNX Runtime's outputs on ``inputs`` (the feeds; ``example``: the args exported,
+    when they differ, as a quantized tensor's three parts)."""
+    proto = oxport.convert(model, example or inputs, opset_version=opset).model_proto()
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
@@ -170,11 +173,99 @@ def test_qint32_activations_are_declined():
 def test_a_quantized_argument_loads_the_pack_that_splits_it():
     """A quantized argument that meets no quantized op is still three inputs: it stands for
     ``aten::dequantize``, so the quantized pack loads (on demand, in a manager of its own
-    here) and its ``oxport_graph_boundary`` hook splits it."""
+    here) and its ``oxport_graph_boundary`` hook splits it; relu's quantized result leaves
+    as three outputs, quantized again with the argument's scale and zero point."""
     x = torch.quantize_per_tensor(torch.randn(2, 3), 0.1, 2, torch.quint8)
     proto = oxport.convert(nn.ReLU(), (x,), opset_version=17,
                            disable_plugins=["oxport.signal"]).model_proto()
     assert [i.name for i in proto.graph.input] == ["input_value", "input_scale",
                                                   "input_zero_point"]
-    assert [n.op_type for n in proto.graph.node] == ["Cast", "Cast", "DequantizeLinear", "Relu"]
+    assert [n.op_type for n in proto.graph.node] == ["Cast", "Cast", "DequantizeLinear", "Relu",
+                                                    "QuantizeLinear"]
 
+
+# -- quantized tensors at the graph's edges --------------------------------------------------
+_U8, _F32 = onnx.TensorProto.UINT8, onnx.TensorProto.FLOAT
+
+
+class _Call(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _conv2d() -> nn.Module:
+    torch.manual_seed(0)
+    conv = torch.ao.nn.quantized.Conv2d(3, 4, 3)
+    conv.set_weight_bias(torch.quantize_per_tensor(torch.randn(4, 3, 3, 3), 0.05, 0,
+                                                   torch.qint8), torch.randn(4))
+    conv.scale, conv.zero_point = 0.2, 100
+    return conv
+
+
+def _linear() -> nn.Module:
+    torch.manual_seed(0)
+    linear = torch.ao.nn.quantized.Linear(6, 5)
+    linear.set_weight_bias(torch.quantize_per_tensor(torch.randn(5, 6), 0.05, 0, torch.qint8),
+                           torch.randn(5))
+    linear.scale, linear.zero_point = 0.3, 120
+    return linear
+
+
+#: (name, model, input shape, output shape): quantized results of quantized ops (whose
+#: QuantizeLinear is made before the output's shape is known) and of float ops on a
+#: quantized argument: on its grid (relu, reshapes, selections), rounded onto it (pools,
+#: clamps, leaky_relu), or on fixed qparams (sigmoid, tanh, hardsigmoid).
+_QUANTIZED_RESULTS = [
+    ("conv2d_module", _conv2d, (1, 3, 8, 8), (1, 4, 6, 6)),
+    ("linear_module", _linear, (2, 6), (2, 5)),
+    ("relu", lambda: nn.ReLU(), (1, 4, 2, 3), (1, 4, 2, 3)),
+    ("view", lambda: _Call(lambda x: x.view(1, 4, 6)), (1, 4, 2, 3), (1, 4, 6)),
+    ("transpose", lambda: _Call(lambda x: x.transpose(1, 2)), (1, 4, 2, 3), (1, 2, 4, 3)),
+    ("select", lambda: _Call(lambda x: x.select(1, 1)), (1, 4, 2, 3), (1, 2, 3)),
+    ("expand", lambda: _Call(lambda x: x.expand(2, 4, 2, 3)), (1, 4, 2, 3), (2, 4, 2, 3)),
+    ("as_strided", lambda: _Call(lambda x: torch.as_strided(x, (2, 2), (1, 2))), (1, 4, 2, 3),
+     (2, 2)),
+    ("flatten", lambda: _Call(torch.flatten), (1, 2, 3, 4), (24,)),
+    ("adaptive_avg_pool2d", lambda: nn.AdaptiveAvgPool2d((5, 7)), (2, 3, 10, 14), (2, 3, 5, 7)),
+    ("hardtanh", lambda: nn.Hardtanh(-0.5, 0.7), (1, 4, 2, 3), (1, 4, 2, 3)),
+    ("leaky_relu", lambda: nn.LeakyReLU(), (1, 4, 2, 3), (1, 4, 2, 3)),
+    ("sigmoid", lambda: nn.Sigmoid(), (1, 4, 2, 3), (1, 4, 2, 3)),
+    ("tanh", lambda: nn.Tanh(), (1, 4, 2, 3), (1, 4, 2, 3)),
+    ("hardsigmoid", lambda: nn.Hardsigmoid(), (1, 4, 2, 3), (1, 4, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("name, make, shape, out_shape", _QUANTIZED_RESULTS,
+                         ids=[case[0] for case in _QUANTIZED_RESULTS])
+def test_a_quantized_result_is_three_outputs(name, make, shape, out_shape):
+    """As torch.onnx: a quantized output is its integer value (with its shape), its scale
+    (float) and its zero point (in the storage type); ONNX Runtime gives eager's."""
+    model = make().eval()
+    x = torch.quantize_per_tensor(torch.randn(shape, generator=torch.Generator().manual_seed(1)),
+                                  0.26, 128, torch.quint8)
+    want = model(x)
+    got, proto = _run(model, x.int_repr(), torch.tensor(x.q_scale(), dtype=torch.float64),
+                      torch.tensor(x.q_zero_point()), opset=17, example=(x,))
+    types = [(o.type.tensor_type.elem_type,
+              tuple(d.dim_value for d in o.type.tensor_type.shape.dim))
+             for o in proto.graph.output]
+    assert types == [(_U8, out_shape), (_F32, ()), (_U8, ())]
+    np.testing.assert_array_equal(got[0], want.int_repr().numpy())
+    assert got[1] == np.float32(want.q_scale()) and got[2] == want.q_zero_point()
+
+
+def test_fake_quantize_to_0_127_clips_the_integers():
+    """PyTorch's default activation fake-quantization rounds into (0, 127): QuantizeLinear
+    into uint8, then an integer Clip (opset 13, as torch.onnx); values above 127 steps
+    saturate there."""
+    model = _Call(lambda x: torch.fake_quantize_per_tensor_affine(x, 0.5, 3, 0, 127))
+    x = torch.tensor([150.0, 127.0, 60.0, -5.0, 1.2, 30.0])
+    (got,), proto = _run(model, x, opset=13)
+    np.testing.assert_array_equal(got, model(x).numpy())
+    assert "Clip" in [n.op_type for n in proto.graph.node]
+    with pytest.raises(UnsupportedOperatorError, match="opset 13 would support it"):
+        oxport.convert(model, (x,), opset_version=12)

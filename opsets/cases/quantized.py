@@ -334,6 +334,13 @@ pack.case("aten::fake_quantize_per_tensor_affine",
           lambda x, s, z: torch.fake_quantize_per_tensor_affine(x, s, z, 0, 255), (2, 6),
           lambda: torch.tensor([0.02]), lambda: torch.tensor([100], dtype=torch.int32),
           name="tensor_qparams", min_opset=13)
+pack.case("aten::fake_quantize_per_tensor_affine",
+          lambda x: torch.fake_quantize_per_tensor_affine(x * 40, 0.5, 3, 0, 127), (2, 6),
+          name="range_0_127", min_opset=13)
+pack.case("aten::fake_quantize_per_channel_affine",
+          lambda x: torch.fake_quantize_per_channel_affine(
+              x * 40, torch.tensor([0.5, 0.25]), torch.tensor([3, 0], dtype=torch.int32), 0,
+              0, 127), (2, 6), name="range_0_127")
 pack.case("aten::fake_quantize_per_channel_affine",
           lambda x: torch.fake_quantize_per_channel_affine(
               x, torch.tensor([0.01, 0.05, 0.1]), torch.tensor([0, 10, -5], dtype=torch.int32), 1,
