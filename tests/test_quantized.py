@@ -269,3 +269,20 @@ def test_fake_quantize_to_0_127_clips_the_integers():
     assert "Clip" in [n.op_type for n in proto.graph.node]
     with pytest.raises(UnsupportedOperatorError, match="opset 13 would support it"):
         oxport.convert(model, (x,), opset_version=12)
+
+
+class _QuantizedInterpolate(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = torch.quantize_per_tensor(x, 0.04, 128, torch.quint8)
+        return F.interpolate(q, scale_factor=1.5).dequantize()
+
+
+def test_scripted_interpolate_of_a_quantized_tensor():
+    """A scripted graph leaves ``quantize_per_tensor``'s result untyped; the rank that
+    F.interpolate's ``input.dim()`` reads comes from TorchScript's shape analysis, so its
+    loop over the dims unrolls and the scale factors are constants."""
+    model = torch.jit.script(_QuantizedInterpolate())
+    x = torch.randn(4, 3, 2, 2, generator=torch.Generator().manual_seed(0))
+    (got,), proto = _run(model, x, opset=17)
+    np.testing.assert_array_equal(got, model(x).numpy())
+    assert "Loop" not in [n.op_type for n in proto.graph.node]
