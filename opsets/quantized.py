@@ -670,8 +670,8 @@ def output_grid(graph: Graph, value: Value) -> tuple[Value, Value] | None:
             or node.origin == "aten::dequantize":
         return None
     if node.op_type == "DequantizeLinear":
-        scale, zero_point = (node.input_values[1:] + [None, None])[:2]
-        return None if zero_point is None else (scale, zero_point)
+        parts = node.input_values
+        return (parts[1], parts[2]) if len(parts) == 3 and parts[2] is not None else None
     if node.op_type in _FIXED:
         return _fixed_grid(graph, node.op_type, output_grid(graph, node.input_values[0]))
     if node.op_type in _SAME_GRID or node.op_type in _ROUNDED or _nearest_resize(node):
