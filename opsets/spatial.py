@@ -121,26 +121,30 @@ def _pad_wrap(g, input: Value, pad: list[int | Value], mode: str,
               value: Value | float | None, op: str) -> Value:
     """Pad from opset 19, where circular padding is the 'wrap' mode: for run-time widths
     only, as ONNX Runtime (1.31) has no 'wrap' kernel."""
-    if mode != "circular" or (_is_static(pad) and all(p >= 0 for p in pad)):
+    if mode != "circular" or _is_static(pad):
         return _pad_input(g, input, pad, mode, value, op)
     pads = _int64_vector(g, _onnx_pads(pad, _rank(input, op), op))
     return g.op("Pad", input, pads, mode_s="wrap")
 
 
 def _circular(g, input: Value, pad: list[int | Value], op: str) -> Value:
-    """Circular padding as Slice + Concat along each padded dim (before Pad's 'wrap')."""
-    if not _is_static(pad) or any(p < 0 for p in pad):
+    """Circular padding as Slice + Concat along each padded dim (before Pad's 'wrap'): as
+    PyTorch does, negative widths crop first, then positive ones wrap the cropped tensor."""
+    if not _is_static(pad):
         sh._onnx_opset_unsupported_detailed(op, g.opset, 19,
-                                            "circular padding by run-time or negative widths")
+                                            "circular padding by run-time widths")
     out = input
     for i in range(len(pad) // 2):
         axis, before, after = -1 - i, pad[2 * i], pad[2 * i + 1]
         if g.opset < 11:
             axis += _rank(input, op)
+        if before < 0 or after < 0:
+            out = sh._slice_helper(g, out, [axis], [max(0, -before)],
+                                   [after if after < 0 else _INT_MAX])
         parts = [out]
-        if before:
+        if before > 0:
             parts.insert(0, sh._slice_helper(g, out, [axis], [-before], [_INT_MAX]))
-        if after:
+        if after > 0:
             parts.append(sh._slice_helper(g, out, [axis], [0], [after]))
         if len(parts) > 1:
             out = g.op("Concat", *parts, axis_i=axis)

@@ -182,3 +182,7 @@ pack.case("aten::affine_grid_generator",
           dynamic_axes={"x": {2: "h", 3: "w"}}, min_opset=20)
 pack.case("aten::pad", lambda x: F.pad(x, (2, 1), mode="circular"), (2, 3, 4),
           name="circular_1d", min_opset=11)
+pack.case("aten::pad", lambda x: F.pad(x, (-1, -2), mode="circular"), (2, 3, 6),
+          name="circular_negative")
+pack.case("aten::pad", lambda x: F.pad(x, (-1, 2, 2, -1), mode="circular"), (1, 2, 5, 6),
+          name="circular_crop_then_wrap")
