@@ -246,10 +246,21 @@ class _Resample:
         self.spatial = spatial
         self.sizes: list[int | Value] | None = None
         self.scales: list[float] | None = None
+        #: Scale factors computed at run time: a 1-D tensor, one per spatial dim.
+        self.scale_tensor: Value | None = None
         if not sh._is_none(output_size):
             self.sizes = _int_items(g, output_size, op)
+        elif len(scales) == 1 and self._run_time_vector(scales[0]):
+            self.scale_tensor = scales[0]
         else:
             self.scales = self._parse_scales(scales)
+
+    def _run_time_vector(self, scale: Value) -> bool:
+        """Whether ``scale`` is the .vec overload's scale_factors as a 1-D tensor computed at
+        run time (a scripted list comprehension the walker turned into a Loop)."""
+        sizes = scale.type().varyingSizes() if sh._is_tensor(scale) else None
+        return not scale.is_const and sizes is not None and len(sizes) == 1 \
+            and sizes[0] in (None, self.spatial)
 
     def _parse_scales(self, scales: tuple[Value, ...]) -> list[float]:
         # The .vec overload passes one float[] (scale_factors); others one float per dim.
@@ -257,7 +268,8 @@ class _Resample:
         for scale in scales:
             const = sh._maybe_get_const(scale, "fs")
             if isinstance(const, Value) or const is None:
-                sh._unimplemented(self.op, "scale factors computed at run time")
+                sh._unimplemented(self.op, "scale factors computed at run time, not as "
+                                           "one 1-D tensor")
             values.extend(const)
         if len(values) == 1:
             values = values * self.spatial
@@ -272,6 +284,8 @@ class _Resample:
 
     def static_scales(self) -> list[float] | None:
         """Scale factors (output / input), exact enough that floor(in * s) == out."""
+        if self.scale_tensor is not None:
+            return None
         if self.scales is not None:
             return self.scales
         in_sizes = self.input_sizes()
@@ -290,6 +304,9 @@ class _Resample:
         static = self.static_scales()
         if static is not None:
             return g.constant(torch.tensor([1.0, 1.0, *static], dtype=torch.float32))
+        if self.scale_tensor is not None:
+            return g.op("Concat", g.constant(torch.ones(2)),
+                        sh.cast_to(g, self.scale_tensor, torch.float32), axis_i=0)
         rank = 2 + self.spatial
         out = sh.cast_to(g, _int64_vector(g, self.sizes), torch.float32)
         size = sh.cast_to(g, _shape_slice(g, self.input, 2, rank), torch.float32)
@@ -353,7 +370,8 @@ def _linear_by_matmul(g, resample: _Resample, align_corners: bool) -> Value:
     opsets before 11, whose Upsample and Resize-10 have no half-pixel or align_corners
     coordinates): needs static input and output sizes."""
     sizes = resample.input_sizes()
-    if sizes is None or (resample.sizes is not None and not _is_static(resample.sizes)):
+    if sizes is None or resample.scale_tensor is not None or (
+            resample.sizes is not None and not _is_static(resample.sizes)):
         sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 11,
                                             "linear resampling to a run-time size")
     rank = 2 + resample.spatial
