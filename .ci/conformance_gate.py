@@ -72,7 +72,8 @@ def planned_runs(floors: dict) -> list[Run]:
     """Every run the floors name: the full classes, then the samples."""
     full = [Run(int(opset), mode) for opset, modes in floors["full"].items() for mode in modes]
     sample = floors.get("sample", {})
-    return full + [Run(int(opset), sample["mode"], sample=True) for opset in sample.get("floor", {})]
+    return full + [Run(int(opset), sample["mode"], sample=True)
+                   for opset in sample.get("floor", {})]
 
 
 def run_suite(corpus: Path, run: Run, exporter: str, out: Path,
