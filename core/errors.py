@@ -7,9 +7,12 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
+from torch.onnx import OnnxExporterError as _TorchOnnxExporterError
 
-class OnnxExporterError(RuntimeError):
-    """Base class of every error raised while exporting."""
+
+class OnnxExporterError(_TorchOnnxExporterError):
+    """Base class of every error raised while exporting: a ``torch.onnx.OnnxExporterError``
+    (a ``RuntimeError``), so code catching torch.onnx's errors catches oxport's."""
 
 
 class InvalidExportArgumentError(OnnxExporterError, ValueError):

@@ -414,8 +414,11 @@ def _scalar_of(value: Any) -> Any:
 def result_dtype(*operands: Any) -> torch.dtype | None:
     """The dtype PyTorch's type promotion gives ``operands`` (None when unknown)."""
     probes = [p for p in (_probe(o) for o in operands) if p is not None]
-    if not probes:
-        return None
+    if not probes:  # Python numbers only (scripted ``int ** float``): as 0-d tensors
+        scalars = [s for s in map(_scalar_of, operands) if s is not None]
+        if not scalars:
+            return None
+        probes = [torch.tensor(scalars[0])]
     out = probes[0]
     for probe in probes[1:]:
         out = torch.empty(out.shape if out.dim() >= probe.dim() else probe.shape,

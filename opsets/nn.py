@@ -358,20 +358,20 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
     embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)
 
     Sum, mean or max over bags, with a one-hot (bags x positions) membership matrix
-    (static lengths before opset 11)."""
+    (static lengths before opset 11); indices past ``include_last_offset``'s last offset
+    are in no bag."""
     if sh._get_tensor_rank(indices) != 1:
         sh._unimplemented("aten::embedding_bag", "indices that are not 1-D")
     dtype = weight.type().dtype() or torch.float32
     rows = g.op("Gather", weight, indices, axis_i=0)
     if not sh._is_none(per_sample_weights):
         rows = g.op("Mul", rows, sh._unsqueeze_helper(g, per_sample_weights, [1]))
-    starts = offsets
-    if include_last_offset:
-        starts = sh._slice_helper(g, offsets, [0], [0], [-1])
     one = g.constant(torch.tensor(1))
     positions = _positions(g, indices)
+    # With include_last_offset the last offset ends the last bag: the positions from it on
+    # fall in a bag past the last, which no bag matches.
     started = g.op("Not", g.op("Less", sh._unsqueeze_helper(g, positions, [1]),
-                               sh._unsqueeze_helper(g, starts, [0])))
+                               sh._unsqueeze_helper(g, offsets, [0])))
     bag_of = g.op("Sub", sh._reducesum_helper(
         g, sh.cast_to(g, started.setType(Type.tensor(torch.bool)), torch.int64), [1],
         keepdims_i=0), one)

@@ -16,6 +16,7 @@ import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
+from oxport.errors import SymbolicDeclined
 from oxport.ir import Type, Value
 from oxport.opsets.creation import range_values
 from oxport.opsets.indexing import (
@@ -79,6 +80,16 @@ def copy_(g, self: Value, src: Value, non_blocking: Value | None = None) -> Valu
 
 
 pack.alias(copy_, "aten::copy", since=8)  # torch.export's functional form of copy_
+
+
+@pack.symbolic("aten::set_", since=7)
+def set_(g, self: Value, source: Value | None = None) -> Value:
+    """set_.source_Tensor(Tensor(a!) self, Tensor source) -> Tensor(a!)
+
+    ``self.set_(source)``: ``self`` becomes ``source``, its shape and dtype too."""
+    if source is None or not sh._is_tensor(source):
+        raise SymbolicDeclined("aten::set_", "only set_(source) with a source tensor converts")
+    return g.op("Identity", source)
 
 
 # -- functional writes into a view (torch.export's graphs) ---------------------------------

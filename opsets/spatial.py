@@ -121,26 +121,30 @@ def _pad_wrap(g, input: Value, pad: list[int | Value], mode: str,
               value: Value | float | None, op: str) -> Value:
     """Pad from opset 19, where circular padding is the 'wrap' mode: for run-time widths
     only, as ONNX Runtime (1.31) has no 'wrap' kernel."""
-    if mode != "circular" or (_is_static(pad) and all(p >= 0 for p in pad)):
+    if mode != "circular" or _is_static(pad):
         return _pad_input(g, input, pad, mode, value, op)
     pads = _int64_vector(g, _onnx_pads(pad, _rank(input, op), op))
     return g.op("Pad", input, pads, mode_s="wrap")
 
 
 def _circular(g, input: Value, pad: list[int | Value], op: str) -> Value:
-    """Circular padding as Slice + Concat along each padded dim (before Pad's 'wrap')."""
-    if not _is_static(pad) or any(p < 0 for p in pad):
+    """Circular padding as Slice + Concat along each padded dim (before Pad's 'wrap'): as
+    PyTorch does, negative widths crop first, then positive ones wrap the cropped tensor."""
+    if not _is_static(pad):
         sh._onnx_opset_unsupported_detailed(op, g.opset, 19,
-                                            "circular padding by run-time or negative widths")
+                                            "circular padding by run-time widths")
     out = input
     for i in range(len(pad) // 2):
         axis, before, after = -1 - i, pad[2 * i], pad[2 * i + 1]
         if g.opset < 11:
             axis += _rank(input, op)
+        if before < 0 or after < 0:
+            out = sh._slice_helper(g, out, [axis], [max(0, -before)],
+                                   [after if after < 0 else _INT_MAX])
         parts = [out]
-        if before:
+        if before > 0:
             parts.insert(0, sh._slice_helper(g, out, [axis], [-before], [_INT_MAX]))
-        if after:
+        if after > 0:
             parts.append(sh._slice_helper(g, out, [axis], [0], [after]))
         if len(parts) > 1:
             out = g.op("Concat", *parts, axis_i=axis)
@@ -242,10 +246,21 @@ class _Resample:
         self.spatial = spatial
         self.sizes: list[int | Value] | None = None
         self.scales: list[float] | None = None
+        #: Scale factors computed at run time: a 1-D tensor, one per spatial dim.
+        self.scale_tensor: Value | None = None
         if not sh._is_none(output_size):
             self.sizes = _int_items(g, output_size, op)
+        elif len(scales) == 1 and self._run_time_vector(scales[0]):
+            self.scale_tensor = scales[0]
         else:
             self.scales = self._parse_scales(scales)
+
+    def _run_time_vector(self, scale: Value) -> bool:
+        """Whether ``scale`` is the .vec overload's scale_factors as a 1-D tensor computed at
+        run time (a scripted list comprehension the walker turned into a Loop)."""
+        sizes = scale.type().varyingSizes() if sh._is_tensor(scale) else None
+        return not scale.is_const and sizes is not None and len(sizes) == 1 \
+            and sizes[0] in (None, self.spatial)
 
     def _parse_scales(self, scales: tuple[Value, ...]) -> list[float]:
         # The .vec overload passes one float[] (scale_factors); others one float per dim.
@@ -253,7 +268,8 @@ class _Resample:
         for scale in scales:
             const = sh._maybe_get_const(scale, "fs")
             if isinstance(const, Value) or const is None:
-                sh._unimplemented(self.op, "scale factors computed at run time")
+                sh._unimplemented(self.op, "scale factors computed at run time, not as "
+                                           "one 1-D tensor")
             values.extend(const)
         if len(values) == 1:
             values = values * self.spatial
@@ -268,6 +284,8 @@ class _Resample:
 
     def static_scales(self) -> list[float] | None:
         """Scale factors (output / input), exact enough that floor(in * s) == out."""
+        if self.scale_tensor is not None:
+            return None
         if self.scales is not None:
             return self.scales
         in_sizes = self.input_sizes()
@@ -286,6 +304,9 @@ class _Resample:
         static = self.static_scales()
         if static is not None:
             return g.constant(torch.tensor([1.0, 1.0, *static], dtype=torch.float32))
+        if self.scale_tensor is not None:
+            return g.op("Concat", g.constant(torch.ones(2)),
+                        sh.cast_to(g, self.scale_tensor, torch.float32), axis_i=0)
         rank = 2 + self.spatial
         out = sh.cast_to(g, _int64_vector(g, self.sizes), torch.float32)
         size = sh.cast_to(g, _shape_slice(g, self.input, 2, rank), torch.float32)
@@ -349,7 +370,8 @@ def _linear_by_matmul(g, resample: _Resample, align_corners: bool) -> Value:
     opsets before 11, whose Upsample and Resize-10 have no half-pixel or align_corners
     coordinates): needs static input and output sizes."""
     sizes = resample.input_sizes()
-    if sizes is None or (resample.sizes is not None and not _is_static(resample.sizes)):
+    if sizes is None or resample.scale_tensor is not None or (
+            resample.sizes is not None and not _is_static(resample.sizes)):
         sh._onnx_opset_unsupported_detailed(resample.op, g.opset, 11,
                                             "linear resampling to a run-time size")
     rank = 2 + resample.spatial

@@ -254,6 +254,19 @@ def test_error_classes_share_one_base():
         assert issubclass(cls, OnnxExporterError)
 
 
+def test_errors_are_torch_onnx_errors():
+    """A drop-in: code that catches torch.onnx's exporter error catches oxport's (a 5-D
+    GridSample below opset 20, which torch.onnx refuses too)."""
+    class Volumetric(torch.nn.Module):
+        def forward(self, x, grid):
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+    with pytest.raises(torch.onnx.OnnxExporterError, match="GridSample over a 5-D"):
+        oxport.convert(Volumetric(), (torch.randn(1, 1, 2, 3, 2), torch.randn(1, 3, 2, 4, 3)),
+                       opset_version=17)
+    assert issubclass(OnnxExporterError, RuntimeError)
+
+
 def _scripted_qat_conv_bn() -> torch.jit.ScriptModule:
     """A scripted QAT conv-bn-relu: its weight goes through aten::fused_moving_avg_obs_fake_quant
     (which torch.onnx does not export either), and TorchScript gives that value no sizes."""

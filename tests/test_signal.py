@@ -48,3 +48,22 @@ def test_stft_matches_torch_onnx_and_eager(opset: int) -> None:
             session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
             got = session.run(None, {"x": signal.numpy()})[0]
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_complex_output_is_its_real_pairs_where_torch_onnx_refuses() -> None:
+    """``stft(..., return_complex=True)`` returned as it is: torch.onnx refuses the export
+    (a SymbolicValueError, which the corpus's test_stft_wrong_return_complex expects);
+    oxport's file gives eager's ``view_as_real`` of it (docs/differences.md)."""
+    def spectrum(x: torch.Tensor) -> torch.Tensor:
+        return torch.stft(x, 16, window=torch.ones(16), center=False, return_complex=True)
+
+    module, x = testing.as_module(spectrum), torch.randn(1, 32)
+    with pytest.raises(torch.onnx.errors.SymbolicValueError):
+        torch.onnx.export(module, (x,), io.BytesIO(), opset_version=17, dynamo=False)
+    result = oxport.convert(module, (x,), opset_version=17)
+    session = ort.InferenceSession(result.model_proto().SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got = session.run(None, result.feeds((x,)))[0]
+    np.testing.assert_allclose(got, torch.view_as_real(spectrum(x)).numpy(), rtol=1e-4,
+                               atol=1e-4)

@@ -150,7 +150,13 @@ def _script_int_divisions(x: torch.Tensor) -> torch.Tensor:
     return (x // 3 + x % 3) * torch.div(x, 4, rounding_mode="trunc")
 
 
+def _script_scale_by_size(x: torch.Tensor) -> torch.Tensor:
+    return x * x.size()[-1] ** -0.5  # int ** float is a float: the product stays fp16
+
+
 pack.case("aten::add", _script_int_float, _ints(), name="script_int_float", script=True)
+pack.case("aten::pow", _script_scale_by_size, _half(2, 3), name="script_int_float",
+          script=True, **_HALF)
 pack.case("aten::clamp", _script_clamp, _X, name="script", script=True)
 pack.case("aten::floor_divide", _script_int_divisions, _ints(), name="script", script=True)
 

@@ -111,6 +111,12 @@ pack.case("aten::embedding_bag",
           torch.nn.EmbeddingBag(10, 3, mode="mean", include_last_offset=True, padding_idx=2),
           lambda: torch.tensor([2, 4, 2, 3, 5]), lambda: torch.tensor([0, 1, 3, 5]),
           name="mean_last_offset_padding_idx")
+# Indices past the last offset (its documentation says there are none): eager's sum leaves
+# them out, its mean and max do not quite (mean counts them, max takes them); torch.onnx's
+# file and oxport's leave them out in every mode.
+pack.case("aten::embedding_bag",
+          torch.nn.EmbeddingBag(10, 3, mode="sum", include_last_offset=True), _indices(10, 7),
+          lambda: torch.tensor([0, 2, 5, 6]), name="sum_past_last_offset")
 pack.case("aten::bilinear", torch.nn.Bilinear(3, 4, 5), (2, 3), (2, 4))
 pack.case("aten::bilinear", torch.nn.Bilinear(3, 2, 4, bias=False), (2, 3, 3), (2, 3, 2),
           name="3d_no_bias")

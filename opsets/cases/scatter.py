@@ -72,6 +72,9 @@ pack.case("aten::copy_", InPlaceIndexedAssignment(), (3, 4), (4,), name="seed", 
 pack.case("aten::copy_", _copy_rows, (3, 4), (3, 1), name="slices", min_opset=11,
           input_names=["x", "v"], dynamic_axes={"x": [0], "v": [0]})
 pack.case("aten::copy_", lambda x, y: x.copy_(y) * 1, (2, 3), (3,), name="whole")
+pack.case("aten::set_", lambda x, y: x.set_(y), (2, 3), (4, 6))
+pack.case("aten::set_", lambda x, y: x.set_(y) + x, (2, 3), (5, 2), name="read_after",
+          input_names=["x", "y"], dynamic_axes={"x": [0, 1], "y": [0, 1]})
 pack.case("aten::index_put", lambda x, i, v: x.index_put((i,), v), (4, 3), _long(0, 2), (3,),
           min_opset=11)
 pack.case("aten::index_put", lambda x, i, v: x.index_put((i,), v, accumulate=True), (4, 3),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -144,6 +146,25 @@ def _interpolate_trilinear(x: torch.Tensor) -> torch.Tensor:
 
 
 pack.case("aten::__interpolate", _interpolate_nearest, (1, 2, 3, 4), script=True, min_opset=9)
+
+
+def _nearest_by_scale(x: torch.Tensor) -> torch.Tensor:
+    return F.interpolate(x, mode="nearest", scale_factor=2.0)
+
+
+@functools.cache
+def _scripted_nearest_by_scale() -> torch.jit.ScriptFunction:
+    """F.interpolate scripted: it builds its scale list in a loop, a run-time tensor here."""
+    return torch.jit.script(_nearest_by_scale)
+
+
+class _TracedCallsScriptedInterpolate(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _scripted_nearest_by_scale()(x)
+
+
+pack.case("aten::upsample_nearest3d", _TracedCallsScriptedInterpolate, (1, 2, 4, 4, 6),
+          name="run_time_scales", min_opset=9)
 pack.case("aten::__interpolate", _interpolate_size, (1, 2, 5), name="size", script=True)
 pack.case("aten::__interpolate", _interpolate_bilinear, (1, 2, 3, 4), name="bilinear",
           script=True)
@@ -182,3 +203,7 @@ pack.case("aten::affine_grid_generator",
           dynamic_axes={"x": {2: "h", 3: "w"}}, min_opset=20)
 pack.case("aten::pad", lambda x: F.pad(x, (2, 1), mode="circular"), (2, 3, 4),
           name="circular_1d", min_opset=11)
+pack.case("aten::pad", lambda x: F.pad(x, (-1, -2), mode="circular"), (2, 3, 6),
+          name="circular_negative")
+pack.case("aten::pad", lambda x: F.pad(x, (-1, 2, 2, -1), mode="circular"), (1, 2, 5, 6),
+          name="circular_crop_then_wrap")
