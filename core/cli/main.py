@@ -264,13 +264,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an argument the chosen command does not know is reported with
+    that command's usage (argparse's own parser would print the top-level one)."""
+
+    commands: Any = None  # the subparsers action, set by build_parser
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            name = getattr(parsed, "command", None)
+            after = name in argv and extras[0] in argv[argv.index(name) + 1:]
+            parser = self.commands.choices[name] if after else self
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser. Only the command ``argv`` names gets its options (importing its module,
     and torch for most): ``oxport --help`` lists the commands without importing any."""
-    parser = argparse.ArgumentParser(prog="oxport", description="oxport: PyTorch to ONNX, "
-                                     "built from plugins.")
+    parser = _Parser(prog="oxport", description="oxport: PyTorch to ONNX, built from plugins.")
     parser.add_argument("--version", action="version", version=f"oxport {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.commands = parser.add_subparsers(dest="command", required=True,
+                                                  metavar="COMMAND")
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, (help, where) in COMMANDS.items():
         if name == chosen:
