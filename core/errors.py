@@ -121,6 +121,14 @@ def how_to_set(param: str, value: Any = None) -> str:
     return f"{param}={[value]!r}" if param in _LIST_PARAMS else f"{param}={value!r}"
 
 
+def front_end(dynamo: bool) -> str:
+    """How to choose a front end, in the caller's words: ``with dynamo=False`` from Python,
+    ``without --dynamo`` from the command line (``export {front_end(False)}``)."""
+    if advising_cli():
+        return "with --dynamo" if dynamo else "without --dynamo"
+    return f"with dynamo={dynamo}"
+
+
 class DynamicAxesWarning(UserWarning):
     """``dynamic_axes`` names something that is neither an input nor an output: the entry is
     ignored, as torch.onnx does (``warnings.simplefilter("error", DynamicAxesWarning)``

@@ -251,6 +251,14 @@ def test_unknown_fallback_is_a_usage_error(capsys, tmp_path):
         "'nowhere' fallback" in err
 
 
+def test_unknown_plugin_names_the_plugins_flag(capsys, tmp_path):
+    status, _, err = run_main(capsys, "--example", "mlp", "-o", str(tmp_path / "m.onnx"),
+                              "--plugins", "nosuch")
+    assert status == EXIT_FAILED and "Plugins nosuch were asked for (--plugins or " \
+        "OXPORT_PLUGINS)" in err and "export(plugins=" not in err
+    assert not (tmp_path / "m.onnx").exists()
+
+
 def test_load_target_accepts_a_file_path_and_dotted_attributes(tmp_path):
     (tmp_path / "nets.py").write_text("class Holder:\n    value = 42\n")
     assert load_target(f"{tmp_path / 'nets.py'}:Holder.value") == 42

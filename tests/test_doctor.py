@@ -15,6 +15,7 @@ import torch
 
 from oxport import cli
 from oxport.cli.doctor import diagnose
+from oxport.errors import advice_for_cli
 
 DEMO = """
     import torch
@@ -219,6 +220,23 @@ def test_doctor_dynamo_lists_ops_with_the_fx_source_lines(tmp_path):
     assert sorted(op["sources"]) == sorted(
         f"{tmp_path / 'doctor_export.py'}({line}): forward" for line in (cond_line, cond_line + 1))
     assert "'fallthrough' fallback" in op["fallbacks"][0]
+
+
+class RaisesAlways(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("this model takes no inputs of this size")
+
+
+def test_dynamo_capture_error_advises_by_what_fails():
+    # The forward raises in eager PyTorch too: the TorchScript front end is no way out.
+    raising = diagnose(RaisesAlways(), (torch.randn(2),), dynamo=True)
+    assert "raises in eager PyTorch on these inputs too (ValueError: this model takes" \
+        in raising.error and "dynamo=False" not in raising.error
+    # Only torch.export fails: from the command line the advice names the flag.
+    with advice_for_cli():
+        uncaptured = diagnose(CallsTwice(), (torch.randn(2),), dynamo=True)
+    assert "Export without --dynamo (the TorchScript front end)" in uncaptured.error
+    assert "dynamo=False" not in uncaptured.error
 
 
 def test_diagnose_dynamo_in_process():
