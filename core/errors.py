@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -132,4 +132,11 @@ def front_end(dynamo: bool) -> str:
 class DynamicAxesWarning(UserWarning):
     """``dynamic_axes`` names something that is neither an input nor an output: the entry is
     ignored, as torch.onnx does (``warnings.simplefilter("error", DynamicAxesWarning)``
-    makes it an error)."""
+    makes it an error). ``key`` is the name, ``inputs`` and ``outputs`` the model's."""
+
+    def __init__(self, message: str, key: str = "", inputs: Sequence[str] = (),
+                 outputs: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.key = key
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)

@@ -240,8 +240,10 @@ def test_invalid_export_arguments_are_usage_errors(capsys, tmp_path):
     status, _, err = run_main(capsys, "--example", "mlp", "-o", str(tmp_path / "m.onnx"),
                               "--dynamic-axis", "images:0:batch")
     assert status == EXIT_USAGE
-    assert "--dynamic-axis names 'images', which is neither an input nor an output" in err
-    assert "name them with --input-names and --output-names first" in err
+    assert "--dynamic-axis names 'images', which is neither an input nor an output of the " \
+        "model (inputs: input; outputs: output). Use one of these names" in err
+    assert "ignored" not in err  # refused, as the exit status says
+    assert not (tmp_path / "m.onnx").exists()
 
 
 def test_unknown_fallback_is_a_usage_error(capsys, tmp_path):

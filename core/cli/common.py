@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from oxport.errors import DynamicAxesWarning
 from oxport.types import MAX_OPSET, MIN_OPSET
 
 #: Exit statuses shared by the commands (``oxport export --help`` documents them).
@@ -36,6 +37,17 @@ DTYPES: dict[str, torch.dtype] = {
 
 class UsageError(Exception):
     """What the user typed cannot work; the message says why and what to type instead."""
+
+
+def unknown_axis_name(warning: DynamicAxesWarning) -> UsageError:
+    """The error for a ``--dynamic-axis`` that names neither an input nor an output: the
+    user named it on purpose, so it is refused rather than ignored (as the Python API, like
+    torch.onnx, ignores such a ``dynamic_axes`` key with a warning)."""
+    return UsageError(
+        f"--dynamic-axis names {warning.key!r}, which is neither an input nor an output of "
+        f"the model (inputs: {', '.join(warning.inputs) or 'none'}; outputs: "
+        f"{', '.join(warning.outputs) or 'none'}). Use one of these names, or name them with "
+        "--input-names and --output-names first.")
 
 
 def parse_shape(text: str) -> tuple[tuple[int, ...], torch.dtype]:

@@ -28,6 +28,7 @@ from oxport.cli.common import (
     load_target,
     opset_arg,
     shape_arg,
+    unknown_axis_name,
 )
 from oxport.errors import (
     DynamicAxesWarning,
@@ -140,7 +141,9 @@ def run_export(args: argparse.Namespace) -> int:
             summary = _export(args)
         except UsageError as exc:
             return _fail(args, EXIT_USAGE, str(exc), caught)
-        except (InvalidExportArgumentError, DynamicAxesWarning) as exc:
+        except DynamicAxesWarning as exc:
+            return _fail(args, EXIT_USAGE, str(unknown_axis_name(exc)), caught)
+        except InvalidExportArgumentError as exc:
             return _fail(args, EXIT_USAGE, str(exc), caught)
         except VerificationFailed as exc:
             return _fail(args, EXIT_MISMATCH, str(exc), caught)

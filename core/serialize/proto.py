@@ -17,7 +17,6 @@ from oxport.errors import (
     DynamicAxesWarning,
     InvalidExportArgumentError,
     OnnxExporterError,
-    how_to_set,
     spelled,
 )
 from oxport.frontends.arguments import dynamic_axis_pairs
@@ -313,11 +312,11 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
     result: dict[str, dict[int, str]] = {}
     for key, spec in dynamic_axes.items():
         if key not in inputs and key not in outputs:
-            warnings.warn(
-                f"oxport: {spelled('dynamic_axes')} names {key!r}, which is "
-                f"neither an input nor an output (inputs {inputs}, outputs {outputs}): name "
-                f"them with {how_to_set('input_names')} and {how_to_set('output_names')} first. "
-                "The entry is ignored, as torch.onnx does.", DynamicAxesWarning, stacklevel=2)
+            warnings.warn(DynamicAxesWarning(
+                f"oxport: dynamic_axes names {key!r}, which is neither an input nor an output "
+                f"(inputs {inputs}, outputs {outputs}): name them with input_names and "
+                "output_names first. The entry is ignored, as torch.onnx does.",
+                key, inputs, outputs), stacklevel=2)
             continue
         if isinstance(spec, (Mapping, list, tuple)):
             pairs = dynamic_axis_pairs(key, spec)
