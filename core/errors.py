@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
+import re
+import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+_OXPORT_DIR = os.path.dirname(os.path.abspath(__file__))
+#: A source line as the walker records each node's: ``path/to/model.py(12): forward``.
+_SOURCE_LINE = re.compile(r"(?P<path>[^\n]+?)\((?P<line>\d+)\)(?::|$)")
 
 
 class OnnxExporterError(RuntimeError):
@@ -140,3 +148,26 @@ class DynamicAxesWarning(UserWarning):
         self.key = key
         self.inputs = list(inputs)
         self.outputs = list(outputs)
+
+
+# -- warnings at the user's line -----------------------------------------------------------
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first caller outside oxport."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_OXPORT_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_at_source(message: str, category: type[Warning], source: str) -> None:
+    """Warn at ``source``, the line of the model's code that caused the warning
+    (``path.py(12): forward``, as the walker records each node's): it names the user's
+    file whether the export runs from Python or from the command line. Without a source
+    line, the warning is attributed to the first caller outside oxport."""
+    found = _SOURCE_LINE.match(source.strip()) if source else None
+    if found is None:
+        warnings.warn(message, category, stacklevel=user_stacklevel())
+        return
+    path = found["path"]
+    warnings.warn_explicit(message, category, path, int(found["line"]),
+                           module=os.path.splitext(os.path.basename(path))[0])

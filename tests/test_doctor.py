@@ -222,6 +222,14 @@ def test_doctor_dynamo_lists_ops_with_the_fx_source_lines(tmp_path):
     assert "'fallthrough' fallback" in op["fallbacks"][0]
 
 
+def test_tracer_warnings_in_torchs_own_code_are_no_pitfalls():
+    # torch's attention raises TracerWarnings on its own size checks: nothing to act on.
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    found = diagnose(torch.nn.TransformerEncoder(layer, 2).eval(), (torch.randn(2, 5, 16),))
+    assert not found.would_fail
+    assert not [p for p in found.pitfalls if "torch" in p.location], found.to_text()
+
+
 class RaisesAlways(torch.nn.Module):
     def forward(self, x):
         raise ValueError("this model takes no inputs of this size")

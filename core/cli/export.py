@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import sysconfig
 import time
 import traceback
 import warnings
@@ -35,8 +36,13 @@ from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
 )
+from oxport.diagnose import report
 from oxport.exporter import progress
 from oxport.types import DEFAULT_OPSET
+
+#: oxport's own code and the folder of console-script launchers (the ``oxport`` command).
+_OXPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SCRIPTS_DIR = os.path.join(sysconfig.get_path("scripts"), "")
 
 EXIT_CODES = f"""exit status:
   {EXIT_OK}  the model was written (and, with --verify, matches eager PyTorch)
@@ -112,7 +118,10 @@ def add_export_command(sub: Any, help: str) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary (or error)")
     p.add_argument("--debug", action="store_true",
                    help="show tracebacks and oxport's log on errors")
-    p.set_defaults(run=run_export)
+    p.add_argument("--show-tracer-warnings", action="store_true",
+                   help="also show the TracerWarnings raised in torch's and other libraries' "
+                        "code (by default they are counted in one line)")
+    p.set_defaults(run=run_export, model_source="")
 
 
 def _dynamic_axis_arg(text: str) -> tuple[str, int, str | None]:
@@ -182,21 +191,61 @@ def _fail(args: argparse.Namespace, status: int, message: str,
 def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessage]
                     ) -> list[str]:
     """Each distinct warning as one line on stderr (unless --json), with the file and line
-    that caused it (the model's code, for a TracerWarning); returns them."""
-    texts = list(dict.fromkeys(f"{_where(w)}{w.category.__name__}: "
-                               f"{' '.join(str(w.message).split())}" for w in caught))
+    that caused it in the model's code (see :func:`_where`); returns them. TracerWarnings
+    raised in torch's or another library's code are counted in one line instead, unless
+    --show-tracer-warnings."""
+    hidden = [] if args.show_tracer_warnings else [w for w in caught if _from_library(w)]
+    texts = list(dict.fromkeys(_warning_text(w, args.model_source)
+                               for w in caught if w not in hidden))
+    count = len(dict.fromkeys(_warning_text(w, "") for w in hidden))
+    if count:
+        texts.append(f"{count} TracerWarning{'s were' if count != 1 else ' was'} raised in "
+                     "torch's or another library's code, not in the model's: "
+                     "--show-tracer-warnings shows them")
     if not args.json:
         for text in texts:
             print(f"oxport: warning: {text}", file=sys.stderr)
     return texts
 
 
-def _where(warning: warnings.WarningMessage) -> str:
-    """``models/net.py:12: `` (relative to the current folder when inside it), or ''."""
-    if not warning.filename or warning.filename.startswith("<"):
-        return ""
-    path = os.path.relpath(warning.filename)
-    return f"{warning.filename if path.startswith('..') else path}:{warning.lineno}: "
+def _warning_text(warning: warnings.WarningMessage, model_source: str) -> str:
+    return (f"{_where(warning, model_source)}{warning.category.__name__}: "
+            f"{' '.join(str(warning.message).split())}")
+
+
+def _from_library(warning: warnings.WarningMessage) -> bool:
+    """A TracerWarning whose line is in torch's or another installed library's code."""
+    return issubclass(warning.category, torch.jit.TracerWarning) \
+        and report.library_file(warning.filename)
+
+
+def _where(warning: warnings.WarningMessage, model_source: str) -> str:
+    """``models/net.py:12: `` (relative to the current folder when inside it): where the
+    warning was raised, or, when that is oxport's own code or its launcher rather than a
+    line of the model or a library it calls, ``model_source`` (the model's ``forward``)."""
+    filename = warning.filename or ""
+    if filename.startswith("<") or filename == "sys" or _oxports(filename):
+        return f"{model_source}: " if model_source else ""
+    return f"{_shown_path(filename)}:{warning.lineno}: "
+
+
+def _oxports(filename: str) -> bool:
+    """Whether ``filename`` is oxport's code (its built-in examples aside) or a launcher."""
+    path = os.path.abspath(filename)
+    return path != examples.__file__ and (path.startswith(_OXPORT_DIR)
+                                          or path.startswith(_SCRIPTS_DIR))
+
+
+def _shown_path(filename: str) -> str:
+    """A path relative to the current folder when inside it, else as it is."""
+    path = os.path.relpath(filename)
+    return filename if path.startswith("..") else path
+
+
+def _model_source(model: Any) -> str:
+    """``models/net.py:12``: where the model's ``forward`` is defined ('' when unknown)."""
+    code = getattr(getattr(type(model), "forward", None), "__code__", None)
+    return f"{_shown_path(code.co_filename)}:{code.co_firstlineno}" if code else ""
 
 
 # -- the export ---------------------------------------------------------------------------
@@ -211,6 +260,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     with progress.display():
         with progress.phase("load"):
             model, inputs, names = _model_and_inputs(args)
+        args.model_source = _model_source(model)
         input_names = args.input_names or names[0]
         output_names = args.output_names or names[1]
         dynamic_axes: dict[str, dict[int, str]] = {}

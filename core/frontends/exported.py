@@ -33,7 +33,12 @@ from torch.fx.experimental import _config as fx_config
 from torch.fx.experimental import proxy_tensor
 from torch.utils import _pytree as pytree
 
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError, front_end
+from oxport.errors import (
+    InvalidExportArgumentError,
+    OnnxExporterError,
+    front_end,
+    user_stacklevel,
+)
 from oxport.frontends.arguments import Flattened, dynamic_axis_pairs, leaf_paths
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
@@ -425,7 +430,7 @@ class _Reader:
             warnings.warn(
                 "oxport: torch.export fixed dynamic axes the model's code makes static: "
                 + "; ".join(fixed) + ". The ONNX model only works at these sizes.",
-                UserWarning, stacklevel=2)
+                UserWarning, stacklevel=user_stacklevel())
         graph = SourceGraph()
         tensors, names, examples = [], [], []
         for node in user:
@@ -865,7 +870,7 @@ def read(program: torch.export.ExportedProgram,
             "tested or turned into Python numbers). The ONNX model cannot check them and is "
             "only right at sizes where they hold: capture at example sizes that take the "
             "general path (or, for code that tests torch.jit.is_tracing(), export "
-            f"{front_end(False)}).", UserWarning, stacklevel=3)
+            f"{front_end(False)}).", UserWarning, stacklevel=user_stacklevel())
     return FrontEnd(graph, examples, list(input_names or names), params, [],
                     [*notes, *more],
                     evaluate=(functools.partial(_evaluate, program, reader.env)
