@@ -164,6 +164,44 @@ def test_doctor_usage_errors(tmp_path, monkeypatch, capsys):
     assert exited.value.code == 2 and "is not a shape" in capsys.readouterr().err
 
 
+TAGGER = """
+    import torch
+
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(5, 4)
+
+        def forward(self, tokens):
+            rows = int(tokens.size(0))
+            return self.embed(tokens).reshape(rows, -1)
+
+
+    def tokens():
+        return (torch.tensor([[1, 2, 4], [0, 3, 3]]),)
+"""
+
+
+def test_doctor_takes_the_inputs_names_and_dynamic_axes_export_takes(tmp_path):
+    (tmp_path / "doctor_tagger.py").write_text(textwrap.dedent(TAGGER))
+    # Random ints in [0, 10) overflow the 5-token vocabulary: the note says what to do.
+    random = doctor(tmp_path, "doctor_tagger:Tagger", "--input", "2x3:int64")
+    assert random.returncode == 1 and "IndexError" in random.stdout
+    assert "give them with --inputs-from MODULE:FN" in random.stdout
+    valid = doctor(tmp_path, "doctor_tagger:Tagger", "--inputs-from", "doctor_tagger:tokens",
+                   "--input-names", "tokens", "--dynamic-axis", "tokens:0:batch", "--json")
+    assert valid.returncode == 0, valid.stderr
+    pitfalls = json.loads(valid.stdout)["pitfalls"]
+    fixed = [p for p in pitfalls if p["kind"] == "dynamic-axis"]
+    assert len(fixed) == 1 and fixed[0]["code"] == "rows = int(tokens.size(0))"
+    assert "dynamic_axes makes dynamic (batch)" in fixed[0]["advice"]
+    wrong = doctor(tmp_path, "doctor_tagger:Tagger", "--inputs-from", "doctor_tagger:tokens",
+                   "--dynamic-axis", "image:0:batch")
+    assert wrong.returncode == 2 and "--dynamic-axis names 'image', which is neither an " \
+        "input nor an output of the model (inputs: tokens;" in wrong.stderr
+
+
 class InPlaceShape(torch.nn.Module):
     """The seed's in-place-on-shape example."""
 

@@ -25,10 +25,12 @@ from oxport.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     UsageError,
+    add_input_options,
     comma_list,
+    dynamic_axes_of,
+    given_inputs,
     load_target,
     opset_arg,
-    shape_arg,
     unknown_axis_name,
 )
 from oxport.errors import (
@@ -79,19 +81,9 @@ def add_export_command(sub: Any, help: str) -> None:
     p.add_argument("-o", "--output", metavar="PATH",
                    help="the ONNX file to write (default: FACTORY.onnx, or NAME.onnx for "
                         "--example NAME)")
-    p.add_argument("--input", action="append", type=shape_arg, default=[], metavar="SHAPE",
-                   help="an input as SIZExSIZE...[:DTYPE], e.g. 1x3x224x224:float32 "
-                        "(repeatable, in forward's order; random values: floats normal, "
-                        "ints in [0, 10), bools either)")
-    p.add_argument("--inputs-from", metavar="MODULE:FN",
-                   help="a function returning the args tuple (or a tensor), or the tuple itself")
-    p.add_argument("--input-names", type=comma_list, metavar="A,B", help="names of the inputs")
+    add_input_options(p)
     p.add_argument("--output-names", type=comma_list, metavar="A,B",
                    help="names of the outputs")
-    p.add_argument("--dynamic-axis", action="append", type=_dynamic_axis_arg, default=[],
-                   metavar="NAME:AXIS[:LABEL]",
-                   help="an axis whose size may change at run time, e.g. input:0:batch "
-                        "(repeatable; NAME is an input or output name)")
     p.add_argument("--opset", type=opset_arg,
                    help=f"the ai.onnx opset (default: {DEFAULT_OPSET})")
     p.add_argument("--fallback", action="append", default=[], metavar="NAME",
@@ -122,20 +114,6 @@ def add_export_command(sub: Any, help: str) -> None:
                    help="also show the TracerWarnings raised in torch's and other libraries' "
                         "code (by default they are counted in one line)")
     p.set_defaults(run=run_export, model_source="")
-
-
-def _dynamic_axis_arg(text: str) -> tuple[str, int, str | None]:
-    name, _, rest = text.partition(":")
-    axis_text, _, label = rest.partition(":")
-    try:
-        axis = int(axis_text)
-    except ValueError:
-        axis = None
-    if not name or axis is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not NAME:AXIS[:LABEL]; write e.g. input:0:batch (axis 0 of the "
-            "input called 'input' is named 'batch').")
-    return name, axis, label or None
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -263,9 +241,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         args.model_source = _model_source(model)
         input_names = args.input_names or names[0]
         output_names = args.output_names or names[1]
-        dynamic_axes: dict[str, dict[int, str]] = {}
-        for name, axis, label in args.dynamic_axis:
-            dynamic_axes.setdefault(name, {})[axis] = label or f"{name}_dim{axis}"
+        dynamic_axes = dynamic_axes_of(args)
         if args.script:
             model = _script(model)
         path = args.output or f"{args.example or args.target.rpartition(':')[2]}.onnx"
@@ -297,10 +273,8 @@ def _model_and_inputs(args: argparse.Namespace
         names = (example.input_names, example.output_names)
     else:
         model = _model(args.target)
-    if args.inputs_from:
-        inputs = _inputs_from(args.inputs_from)
-    elif args.input:
-        inputs = tuple(random_input(shape, dtype) for shape, dtype in args.input)
+    given = given_inputs(args)
+    inputs = given if given is not None else inputs
     if inputs is None:
         raise UsageError(
             f"Give the inputs of {type(model).__name__}.forward: --input SHAPE[:DTYPE] for "
@@ -326,24 +300,6 @@ def _model(target: str) -> Any:
     if not isinstance(obj, (torch.nn.Module, torch.jit.ScriptFunction)):
         raise UsageError(f"{target!r} returned a {type(obj).__name__}, not a torch.nn.Module.")
     return obj
-
-
-def _inputs_from(target: str) -> tuple[Any, ...]:
-    obj = load_target(target)
-    if callable(obj):
-        obj = obj()
-    if isinstance(obj, list):
-        obj = tuple(obj)
-    return obj if isinstance(obj, tuple) else (obj,)
-
-
-def random_input(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A random tensor: normal floats, ints in [0, 10), random bools."""
-    if dtype.is_floating_point:
-        return torch.randn(shape).to(dtype)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape).bool()
-    return torch.randint(0, 10, shape, dtype=dtype)
 
 
 def _script(model: Any) -> Any:

@@ -109,7 +109,7 @@ class Pitfall:
     """A tracing pitfall found at one source line."""
 
     #: ``branch``, ``python-value``, ``numpy``, ``constant-tensor``, ``tensor-data``,
-    #: ``inplace-shape``, ``loop``, ``unused-input``.
+    #: ``inplace-shape``, ``loop``, ``unused-input``, ``dynamic-axis``.
     kind: str
     location: str
     code: str
@@ -189,6 +189,15 @@ def warning_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pitfall]
                     pitfall.count += 1
                 break
     return list(found.values())
+
+
+def dynamic_axis_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pitfall]:
+    """The sizes of dynamic axes that the model's code fixed, from the warnings of a
+    conversion with ``dynamic_axes`` (each at the model's line that fixed it)."""
+    return [Pitfall("dynamic-axis", f"{w.filename}:{w.lineno}", _line(w.filename, w.lineno),
+                    str(w.message).removeprefix("oxport: "))
+            for w in caught if str(w.message).startswith("oxport:")
+            and "dynamic_axes makes dynamic" in str(w.message)]
 
 
 def source_pitfalls(model: Any) -> list[Pitfall]:
