@@ -40,6 +40,7 @@ from oxport.errors import (
 )
 from oxport.diagnose import report
 from oxport.exporter import progress
+from oxport.exporter.options import check_target
 from oxport.types import DEFAULT_OPSET
 
 #: oxport's own code and the folder of console-script launchers (the ``oxport`` command).
@@ -247,18 +248,34 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         path = args.output or f"{args.example or args.target.rpartition(':')[2]}.onnx"
         # A --dynamic-axis naming no input or output is a usage error here, not a warning.
         warnings.simplefilter("error", DynamicAxesWarning)
-        result = oxport.export(
-            model, inputs, path, input_names=input_names or None,
-            output_names=output_names or None, opset_version=args.opset,
-            dynamic_axes=dynamic_axes or None, fallbacks=args.fallback,
-            plugins=args.plugins, disable_plugins=args.no_plugin or None,
-            external_data=True if args.external_data else None, dynamo=args.dynamo)
-        exported = time.perf_counter() - started
+        check_target(path)
+        result = oxport.convert(
+            model, inputs, input_names=input_names or None, output_names=output_names or None,
+            opset_version=args.opset, dynamic_axes=dynamic_axes or None,
+            fallbacks=args.fallback, plugins=args.plugins,
+            disable_plugins=args.no_plugin or None, dynamo=args.dynamo, check=False)
+        # Verified before it is written: a Ctrl-C while verifying leaves no file. A model
+        # that fails verification is written, for inspection.
         verdict = None
-        if args.verify:
-            with progress.phase("verify", result.timings):
-                verdict = verify(model, inputs, args, input_names, output_names, dynamic_axes)
+        try:
+            if args.verify:
+                with progress.phase("verify", result.timings):
+                    verdict = verify(model, inputs, args, input_names, output_names,
+                                     dynamic_axes)
+        except VerificationFailed:
+            _write(result, path, args)
+            raise
+        _write(result, path, args)
+        exported = time.perf_counter() - started - result.timings.get("verify", 0.0)
     return _summary(path, type(model).__name__, args, result, exported, verdict)
+
+
+def _write(result: Any, path: str, args: argparse.Namespace) -> None:
+    """Write the model to ``path``, then check it (an invalid model stays written, for
+    inspection, as :func:`oxport.export` leaves it)."""
+    result.save(path, external_data=True if args.external_data else None)
+    with progress.phase("check", result.timings):
+        serialize.check(result.serialized)
 
 
 def _model_and_inputs(args: argparse.Namespace
