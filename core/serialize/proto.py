@@ -67,11 +67,13 @@ class Namer:
         self.names[id(value)] = name
         return name
 
-    def name(self, value: Value) -> str:
+    def name(self, value: Value, base: str = "") -> str:
+        """``value``'s name: the one it has, else ``base`` (by default the value's own
+        name) made unique."""
         found = self.names.get(id(value))
         if found is not None:
             return found
-        base = clean_name(value.name) or "v"
+        base = clean_name(base or value.name) or "v"
         name, n = base, 1
         while name in self.used:
             name = f"{base}.{n}"
@@ -79,6 +81,16 @@ class Namer:
         self.used.add(name)
         self.names[id(value)] = name
         return name
+
+
+def _module_path_name(value: Value) -> str:
+    """An output's name after the module that made it, ``classifier/Gemm`` (as torch.onnx
+    names a node ``/classifier/Gemm``); '' (its own name) when it was made at the top
+    level."""
+    producer = value.producer
+    if producer is None or not producer.scope:
+        return ""
+    return f"{producer.scope}/{producer.op_type}"
 
 
 def clean_name(name: str) -> str:
@@ -151,6 +163,8 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
         namer.claim(value, name)
     for value in [*graph.inputs, *params, *constants]:
         namer.name(value)
+    for value in graph.outputs:
+        namer.name(value, _module_path_name(value))
 
     axes = _dynamic_axes(dynamic_axes, [namer.name(v) for v in graph.inputs],
                          [namer.name(v) for v in graph.outputs])
