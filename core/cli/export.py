@@ -33,12 +33,12 @@ from oxport.cli.common import (
     opset_arg,
     unknown_axis_name,
 )
+from oxport.diagnose import report
 from oxport.errors import (
     DynamicAxesWarning,
     InvalidExportArgumentError,
     OnnxExporterError,
 )
-from oxport.diagnose import report
 from oxport.exporter import progress
 from oxport.exporter.options import check_target
 from oxport.types import DEFAULT_OPSET
@@ -174,8 +174,9 @@ def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessa
     raised in torch's or another library's code are counted in one line instead, unless
     --show-tracer-warnings."""
     hidden = [] if args.show_tracer_warnings else [w for w in caught if _from_library(w)]
+    hidden_ids = {id(w) for w in hidden}
     texts = list(dict.fromkeys(_warning_text(w, args.model_source)
-                               for w in caught if w not in hidden))
+                               for w in caught if id(w) not in hidden_ids))
     count = len(dict.fromkeys(_warning_text(w, "") for w in hidden))
     if count:
         texts.append(f"{count} TracerWarning{'s were' if count != 1 else ' was'} raised in "
@@ -188,6 +189,7 @@ def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessa
 
 
 def _warning_text(warning: warnings.WarningMessage, model_source: str) -> str:
+    """``models.py:12: UserWarning: the message on one line``."""
     return (f"{_where(warning, model_source)}{warning.category.__name__}: "
             f"{' '.join(str(warning.message).split())}")
 

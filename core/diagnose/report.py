@@ -202,7 +202,8 @@ def dynamic_axis_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pit
 
 def source_pitfalls(model: Any) -> list[Pitfall]:
     """Pitfalls read from the ``forward`` code of the model and its submodules (outside
-    torch and the other installed libraries): ``Tensor.data``, NumPy calls, and in-place updates of sizes from ``.shape``."""
+    torch and the other installed libraries): ``Tensor.data``, NumPy calls, and in-place
+    updates of sizes from ``.shape``."""
     found: list[Pitfall] = []
     for fn in _forward_functions(model):
         try:
