@@ -18,6 +18,7 @@ from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
     spelled,
+    user_stacklevel,
 )
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.ir import Graph, Node, Type, Value
@@ -330,7 +331,7 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
                 f"oxport: dynamic_axes names {key!r}, which is neither an input nor an output "
                 f"(inputs {inputs}, outputs {outputs}): name them with input_names and "
                 "output_names first. The entry is ignored, as torch.onnx does.",
-                key, inputs, outputs), stacklevel=2)
+                key, inputs, outputs), stacklevel=user_stacklevel())
             continue
         if isinstance(spec, (Mapping, list, tuple)):
             pairs = dynamic_axis_pairs(key, spec)
