@@ -44,7 +44,7 @@ from typing import Any
 import pluggy
 
 from oxport import hookspecs
-from oxport.errors import PluginError, RegistryError, how_to_set
+from oxport.advice import PluginError, RegistryError, how_to_set
 from oxport.registry import Layer, Provenance, Registrar, SymbolicRegistry, vet_symbolic
 
 if sys.version_info >= (3, 12):
@@ -436,8 +436,8 @@ class PluginManager:
                        if n not in loaded and n not in self.selection.block]
             if missing:
                 raise PluginError(
-                    f"Plugins {', '.join(missing)} were asked for (OXPORT_PLUGINS or "
-                    "export(plugins=...)) but are not installed. Installed plugins: "
+                    f"Plugins {', '.join(missing)} were asked for ({how_to_set('plugins')} "
+                    "or OXPORT_PLUGINS) but are not installed. Installed plugins: "
                     f"{', '.join(installed) or 'none'}.")
         names = {ep.name for ep in available}
         unknown = [n for n in self.selection.block if n not in names]

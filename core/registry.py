@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from oxport import torch_onnx_compat
-from oxport.errors import RegistryError
+from oxport.advice import RegistryError
 from oxport.hookspecs import hookimpl
 from oxport.opset_versions import MAX_OPSET, MIN_OPSET
 

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import logging
 import os
-import sys
 import sysconfig
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +31,8 @@ from oxport.errors import (
     UnsupportedOperatorError,
     advising_cli,
     how_to_set,
+    user_stacklevel,
+    warn_at_source,
 )
 from oxport.frontends.base import FrontEnd
 from oxport.ir import COMPLEX_OF_REAL, Graph, Type, Value
@@ -538,10 +539,10 @@ class Conversion:
             grouped.setdefault((use.kind, use.fallback), []).append(use.source or "unknown")
         for (kind, fallback), sources in grouped.items():
             where = "; ".join(dict.fromkeys(sources[:3])) + ("; ..." if len(sources) > 3 else "")
-            warnings.warn(
+            warn_at_source(
                 f"oxport: {kind} ({len(sources)} use{'s' if len(sources) != 1 else ''}) was "
                 f"exported by the {fallback!r} fallback, not by a symbolic; at {where}",
-                FallbackWarning, stacklevel=user_stacklevel())
+                FallbackWarning, sources[0])
 
     def raise_if_unconvertible(self) -> None:
         if not self.unconvertible:
@@ -770,14 +771,6 @@ def _stamp_calls(nodes: list[Any], ts_node: SourceNode) -> None:
     for node in nodes:
         node.calls = calls
         node.scope = node.scope or scope
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` that attributes a warning to the first caller outside oxport."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_OXPORT_DIR + os.sep):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def ts_attributes(node: SourceNode) -> dict[str, Any]:

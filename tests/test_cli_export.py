@@ -49,6 +49,19 @@ MODELS = """
     class Twice(torch.nn.Module):
         def forward(self, x):
             return torch.ops.clitest.twice(x) + 1
+
+    class Sized(torch.nn.Module):
+        def forward(self, x):
+            rows = int(x.size(0))  # a dynamic size made a Python number
+            return x.reshape(rows, -1) * 2
+
+    class Tagged(torch.nn.Module):
+        def forward(self, x):
+            return {"y": x * 2, "tag": "fixed"}  # the str output is dropped, with a warning
+
+    def make_encoder():
+        layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+        return torch.nn.TransformerEncoder(layer, 2)
 """
 
 WRONG = """
@@ -131,6 +144,41 @@ def test_inputs_from_opset_script_and_external_data(work):
     assert summary["file_size"] == sum((work / f).stat().st_size
                                        for f in ("scripted.onnx", "scripted.onnx.data"))
     assert onnx.load(work / "scripted.onnx").opset_import[0].version == 13
+
+
+def _line_of(text: str) -> int:
+    """The line of ``models.py`` holding ``text``."""
+    return 1 + textwrap.dedent(MODELS).splitlines().index(text)
+
+
+def test_warnings_name_the_models_file_and_line(work):
+    result = oxport_export("models:Sized", "--input", "2x3", "--dynamic-axis", "x:0:batch",
+                           "-o", "sized.onnx", cwd=work)
+    assert result.returncode == 0, result.stderr
+    line = _line_of("        rows = int(x.size(0))  # a dynamic size made a Python number")
+    assert f"oxport: warning: models.py:{line}: UserWarning: oxport: a size that " \
+        "dynamic_axes makes dynamic (batch)" in result.stderr
+    # A warning without a source line names the model's forward, not oxport's launcher.
+    result = oxport_export("models:Tagged", "--input", "2x3", "-o", "tagged.onnx", cwd=work)
+    assert result.returncode == 0, result.stderr
+    line = _line_of("class Tagged(torch.nn.Module):") + 1
+    assert f"oxport: warning: models.py:{line}: UserWarning: oxport: the str output" \
+        in result.stderr
+    assert "oxport/" not in result.stderr and "runpy" not in result.stderr
+
+
+def test_library_tracer_warnings_are_counted_unless_asked_for(work):
+    result = oxport_export("models:make_encoder", "--input", "2x5x16", "-o", "enc.onnx",
+                           cwd=work)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("oxport: warning")]
+    assert len(warned) == 1 and "TracerWarnings were raised in torch's or another " \
+        "library's code, not in the model's: --show-tracer-warnings shows them" in warned[0]
+    result = oxport_export("models:make_encoder", "--input", "2x5x16", "-o", "enc.onnx",
+                           "--show-tracer-warnings", cwd=work)
+    assert result.returncode == 0, result.stderr
+    shown = [line for line in result.stderr.splitlines() if "TracerWarning: " in line]
+    assert shown and all("torch" in line for line in shown)
 
 
 def test_fallback_flag_keeps_the_op(work):
@@ -240,8 +288,10 @@ def test_invalid_export_arguments_are_usage_errors(capsys, tmp_path):
     status, _, err = run_main(capsys, "--example", "mlp", "-o", str(tmp_path / "m.onnx"),
                               "--dynamic-axis", "images:0:batch")
     assert status == EXIT_USAGE
-    assert "--dynamic-axis names 'images', which is neither an input nor an output" in err
-    assert "name them with --input-names and --output-names first" in err
+    assert "--dynamic-axis names 'images', which is neither an input nor an output of the " \
+        "model (inputs: input; outputs: output). Use one of these names" in err
+    assert "ignored" not in err  # refused, as the exit status says
+    assert not (tmp_path / "m.onnx").exists()
 
 
 def test_unknown_fallback_is_a_usage_error(capsys, tmp_path):
@@ -249,6 +299,14 @@ def test_unknown_fallback_is_a_usage_error(capsys, tmp_path):
                               "--fallback", "nowhere")
     assert status == EXIT_USAGE and "--fallback nowhere: no loaded plugin provides the " \
         "'nowhere' fallback" in err
+
+
+def test_unknown_plugin_names_the_plugins_flag(capsys, tmp_path):
+    status, _, err = run_main(capsys, "--example", "mlp", "-o", str(tmp_path / "m.onnx"),
+                              "--plugins", "nosuch")
+    assert status == EXIT_FAILED and "Plugins nosuch were asked for (--plugins or " \
+        "OXPORT_PLUGINS)" in err and "export(plugins=" not in err
+    assert not (tmp_path / "m.onnx").exists()
 
 
 def test_load_target_accepts_a_file_path_and_dotted_attributes(tmp_path):

@@ -250,6 +250,18 @@ def test_ops_rejects_a_bad_opset(tmp_path, capsys):
         assert info.value.code == 2 and expected in capsys.readouterr().err
 
 
+def test_an_unknown_option_of_a_command_prints_that_commands_usage(capsys):
+    for argv, usage in ((["ops", "--bogus"], "usage: oxport ops "),
+                        (["plugins", "--check", "extra"], "usage: oxport plugins "),
+                        (["--bogus", "ops"], "usage: oxport [-h]")):
+        with pytest.raises(SystemExit) as info:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.startswith(usage), err
+        assert f"unrecognized arguments: {argv[-1] if argv[0] != '--bogus' else '--bogus'}" \
+            in err
+
+
 def test_unknown_allow_list_names(tmp_path):
     result = oxport_cli("plugins", "--check", cwd=tmp_path, OXPORT_PLUGINS="nope")
     assert result.returncode == 1

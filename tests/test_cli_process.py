@@ -99,6 +99,47 @@ def test_ctrl_c_on_a_terminal(tmp_path):
     assert not list(tmp_path.glob("*.onnx*"))
 
 
+def test_ctrl_c_while_verifying_leaves_no_file(tmp_path):
+    """SIGINT during --verify (the model's eager run, after the conversion): exit 130 and
+    no file, since the model is written only once it is verified."""
+    (tmp_path / "slow_eager.py").write_text(textwrap.dedent("""
+        import time
+        import torch
+        import oxport
+
+        class SlowEager(torch.nn.Module):
+            def forward(self, x):
+                if not oxport.is_in_onnx_export():
+                    print("in the eager forward", flush=True)
+                    time.sleep(60)
+                return x + 1
+
+        def make():
+            return SlowEager()
+    """))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: oxport on a terminal
+        os.chdir(tmp_path)
+        os.execvpe(sys.executable, [*OXPORT, "export", "slow_eager:make", "--input", "2",
+                                    "--verify"], env())
+    output = b""
+    deadline = time.monotonic() + 240
+    while b"in the eager forward" not in output and time.monotonic() < deadline:
+        output += _read(fd)
+    os.kill(pid, signal.SIGINT)
+    while True:
+        chunk = _read(fd)
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    text = output.decode()
+    assert os.waitstatus_to_exitcode(status) == EXIT_INTERRUPTED, text
+    assert "oxport: interrupted" in text, text
+    assert "Traceback" not in text
+    assert not list(tmp_path.glob("*.onnx*"))
+
+
 def _read(fd: int) -> bytes:
     try:
         return os.read(fd, 4096)

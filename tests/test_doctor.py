@@ -15,6 +15,7 @@ import torch
 
 from oxport import cli
 from oxport.cli.doctor import diagnose
+from oxport.errors import advice_for_cli
 
 DEMO = """
     import torch
@@ -163,6 +164,44 @@ def test_doctor_usage_errors(tmp_path, monkeypatch, capsys):
     assert exited.value.code == 2 and "is not a shape" in capsys.readouterr().err
 
 
+TAGGER = """
+    import torch
+
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(5, 4)
+
+        def forward(self, tokens):
+            rows = int(tokens.size(0))
+            return self.embed(tokens).reshape(rows, -1)
+
+
+    def tokens():
+        return (torch.tensor([[1, 2, 4], [0, 3, 3]]),)
+"""
+
+
+def test_doctor_takes_the_inputs_names_and_dynamic_axes_export_takes(tmp_path):
+    (tmp_path / "doctor_tagger.py").write_text(textwrap.dedent(TAGGER))
+    # Random ints in [0, 10) overflow the 5-token vocabulary: the note says what to do.
+    random = doctor(tmp_path, "doctor_tagger:Tagger", "--input", "2x3:int64")
+    assert random.returncode == 1 and "IndexError" in random.stdout
+    assert "give them with --inputs-from MODULE:FN" in random.stdout
+    valid = doctor(tmp_path, "doctor_tagger:Tagger", "--inputs-from", "doctor_tagger:tokens",
+                   "--input-names", "tokens", "--dynamic-axis", "tokens:0:batch", "--json")
+    assert valid.returncode == 0, valid.stderr
+    pitfalls = json.loads(valid.stdout)["pitfalls"]
+    fixed = [p for p in pitfalls if p["kind"] == "dynamic-axis"]
+    assert len(fixed) == 1 and fixed[0]["code"] == "rows = int(tokens.size(0))"
+    assert "dynamic_axes makes dynamic (batch)" in fixed[0]["advice"]
+    wrong = doctor(tmp_path, "doctor_tagger:Tagger", "--inputs-from", "doctor_tagger:tokens",
+                   "--dynamic-axis", "image:0:batch")
+    assert wrong.returncode == 2 and "--dynamic-axis names 'image', which is neither an " \
+        "input nor an output of the model (inputs: tokens;" in wrong.stderr
+
+
 class InPlaceShape(torch.nn.Module):
     """The seed's in-place-on-shape example."""
 
@@ -219,6 +258,31 @@ def test_doctor_dynamo_lists_ops_with_the_fx_source_lines(tmp_path):
     assert sorted(op["sources"]) == sorted(
         f"{tmp_path / 'doctor_export.py'}({line}): forward" for line in (cond_line, cond_line + 1))
     assert "'fallthrough' fallback" in op["fallbacks"][0]
+
+
+def test_tracer_warnings_in_torchs_own_code_are_no_pitfalls():
+    # torch's attention raises TracerWarnings on its own size checks: nothing to act on.
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    found = diagnose(torch.nn.TransformerEncoder(layer, 2).eval(), (torch.randn(2, 5, 16),))
+    assert not found.would_fail
+    assert not [p for p in found.pitfalls if "torch" in p.location], found.to_text()
+
+
+class RaisesAlways(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("this model takes no inputs of this size")
+
+
+def test_dynamo_capture_error_advises_by_what_fails():
+    # The forward raises in eager PyTorch too: the TorchScript front end is no way out.
+    raising = diagnose(RaisesAlways(), (torch.randn(2),), dynamo=True)
+    assert "raises in eager PyTorch on these inputs too (ValueError: this model takes" \
+        in raising.error and "dynamo=False" not in raising.error
+    # Only torch.export fails: from the command line the advice names the flag.
+    with advice_for_cli():
+        uncaptured = diagnose(CallsTwice(), (torch.randn(2),), dynamo=True)
+    assert "Export without --dynamo (the TorchScript front end)" in uncaptured.error
+    assert "dynamo=False" not in uncaptured.error
 
 
 def test_diagnose_dynamo_in_process():

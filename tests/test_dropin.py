@@ -267,9 +267,10 @@ def test_input_names_name_inputs_before_unused_ones_are_dropped():
             return y + 1
 
     x = torch.randn(2, 3)
-    with pytest.warns(oxport.errors.DynamicAxesWarning, match="'zz'"):
+    with pytest.warns(oxport.errors.DynamicAxesWarning, match="'zz'") as warned:
         result = oxport.convert(UsesY(), (x, x), input_names=["a", "b"],
                                 dynamic_axes={"a": {0: "n"}, "b": {0: "batch"}, "zz": [0]})
+    assert warned[0].filename == __file__  # the caller's line, not oxport's
     proto = result.model_proto()
     assert [i.name for i in proto.graph.input] == ["b"]
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"

@@ -16,6 +16,7 @@ from torch import nn
 
 import oxport
 from oxport import OperatorExportTypes, TrainingMode, plugin_manager, walk
+from oxport.errors import InvalidExportArgumentError
 from tests.helpers import load
 
 torch.manual_seed(0)
@@ -101,6 +102,22 @@ def test_args_trailing_dict_holds_named_arguments(tmp_path):
     assert [i.name for i in load(f).graph.input] == ["x", "y"]
     expected = Pair()(x, y=y, repeat=2)
     np.testing.assert_allclose(_run(f, x, y)[0], expected.numpy(), **TOL)
+
+
+class SumsList(nn.Module):
+    def forward(self, xs: list) -> torch.Tensor:
+        return xs[0] + xs[1] * 2
+
+
+def test_args_list_is_one_argument_as_torch_onnx_passes_it(tmp_path):
+    """torch.onnx traces ``args=[a, b]`` as ``forward([a, b])``: one argument, a list."""
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    f = str(tmp_path / "m.onnx")
+    oxport.export(SumsList(), [a, b], f)
+    assert len(load(f).graph.input) == 2
+    np.testing.assert_allclose(_run(f, a, b)[0], SumsList()([a, b]).numpy(), **TOL)
+    with pytest.raises(InvalidExportArgumentError, match="missing"):
+        oxport.export(Recurrent(), [a, b], io.BytesIO())  # forward(x, state): one argument
 
 
 class TakesDict(nn.Module):

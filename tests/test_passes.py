@@ -115,3 +115,31 @@ def test_folding_chains_in_one_pass():
     assert passes.fold_constants(graph, 13) == 3
     np.testing.assert_array_equal(graph.outputs[0].const.numpy(),
                                   (np.arange(6.0).reshape(2, 3) ** 2).T.astype(np.float32))
+
+
+class RelativeBuckets(torch.nn.Module):
+    """T5's relative position buckets on a static length: log(0) and a cast of -inf fold."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        position = torch.arange(6)
+        distance = (position[None, :] - position[:, None]).abs()
+        large = 4 + (torch.log(distance.float() / 4) / np.log(8) * 4).to(torch.long)
+        large = torch.min(large, torch.full_like(large, 7))
+        return x + torch.where(distance < 4, distance, large).float()
+
+
+def test_folding_non_finite_values_warns_nothing_and_matches_onnx_runtime(recwarn):
+    import io
+
+    import onnxruntime as ort
+
+    import oxport
+
+    x = torch.randn(6, 6)
+    buffer = io.BytesIO()
+    oxport.export(RelativeBuckets(), (x,), buffer)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)], \
+        [str(w.message) for w in recwarn]
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    np.testing.assert_allclose(got, RelativeBuckets()(x).numpy())

@@ -22,6 +22,7 @@ import oxport
 from oxport import serialize
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.testing import max_runtime_opset
+from tests.helpers import export_proto
 
 torch.manual_seed(0)
 TOL = {"rtol": 1e-4, "atol": 1e-6}
@@ -452,3 +453,23 @@ def test_tied_weights_are_stored_once(tmp_path):
         assert len(names) == count  # without bias the folded weight transpose is shared too
         assert names.count("a.weight") == bias
         np.testing.assert_allclose(_run(f, x), model(x).detach().numpy(), **TOL)
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        self.classifier = torch.nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.features(x)
+        return self.classifier(h), h, x * 2
+
+
+def test_unnamed_outputs_follow_the_module_path_that_made_them():
+    x = torch.randn(2, 4)
+    outputs = [o.name for o in export_proto(Classifier().eval(), (x,)).graph.output]
+    assert outputs[:2] == ["classifier/Gemm", "features.1/Relu"]
+    assert outputs[2].startswith("Mul")  # made at the top level: its own name
+    given = export_proto(Classifier().eval(), (x,), output_names=["logits"]).graph.output
+    assert [o.name for o in given][:2] == ["logits", "features.1/Relu"]

@@ -1,5 +1,5 @@
-"""Helpers shared by the ``oxport`` subcommands: shape strings, ``MODULE:ATTR`` targets,
-and the exit statuses.
+"""Helpers shared by the ``oxport`` subcommands: the options giving a model's inputs, shape
+strings, ``MODULE:ATTR`` targets, and the exit statuses.
 
 Every problem with what the user typed raises :class:`UsageError`, whose message is one
 paragraph naming the problem and the fix; commands turn it into :data:`EXIT_USAGE`.
@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from oxport.errors import DynamicAxesWarning
 from oxport.types import MAX_OPSET, MIN_OPSET
 
 #: Exit statuses shared by the commands (``oxport export --help`` documents them).
@@ -36,6 +37,91 @@ DTYPES: dict[str, torch.dtype] = {
 
 class UsageError(Exception):
     """What the user typed cannot work; the message says why and what to type instead."""
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """The options giving the model's inputs, their names and dynamic axes (``oxport export``
+    and ``oxport doctor`` share them): read them with :func:`given_inputs` and
+    :func:`dynamic_axes_of`."""
+    parser.add_argument("--input", action="append", type=shape_arg, default=[],
+                        metavar="SHAPE",
+                        help="an input as SIZExSIZE...[:DTYPE], e.g. 1x3x224x224:float32 "
+                             "(repeatable, in forward's order; random values: floats normal, "
+                             "ints in [0, 10), bools either)")
+    parser.add_argument("--inputs-from", metavar="MODULE:FN",
+                        help="a function returning the args tuple (or a tensor), or the tuple "
+                             "itself (instead of --input: e.g. valid token ids)")
+    parser.add_argument("--input-names", type=comma_list, metavar="A,B",
+                        help="names of the inputs")
+    parser.add_argument("--dynamic-axis", action="append", type=dynamic_axis_arg, default=[],
+                        metavar="NAME:AXIS[:LABEL]",
+                        help="an axis whose size may change at run time, e.g. input:0:batch "
+                             "(repeatable; NAME is an input or output name)")
+
+
+def given_inputs(args: argparse.Namespace) -> tuple[Any, ...] | None:
+    """The inputs ``--inputs-from`` or ``--input`` give (random values for the latter), or
+    None when neither is given."""
+    if args.inputs_from:
+        return inputs_from(args.inputs_from)
+    if args.input:
+        return tuple(random_input(shape, dtype) for shape, dtype in args.input)
+    return None
+
+
+def inputs_from(target: str) -> tuple[Any, ...]:
+    """The args tuple ``--inputs-from MODULE:FN`` names (FN called when callable)."""
+    obj = load_target(target)
+    if callable(obj):
+        obj = obj()
+    if isinstance(obj, list):
+        obj = tuple(obj)
+    return obj if isinstance(obj, tuple) else (obj,)
+
+
+def random_input(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A random tensor: normal floats, ints in [0, 10), random bools."""
+    if dtype.is_floating_point:
+        return torch.randn(shape).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape).bool()
+    return torch.randint(0, 10, shape, dtype=dtype)
+
+
+def dynamic_axis_arg(text: str) -> tuple[str, int, str | None]:
+    """An argparse ``type`` for ``--dynamic-axis``: ``"input:0:batch"`` ->
+    ``("input", 0, "batch")`` (the label is optional)."""
+    name, _, rest = text.partition(":")
+    axis_text, _, label = rest.partition(":")
+    try:
+        axis = int(axis_text)
+    except ValueError:
+        axis = None
+    if not name or axis is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not NAME:AXIS[:LABEL]; write e.g. input:0:batch (axis 0 of the "
+            "input called 'input' is named 'batch').")
+    return name, axis, label or None
+
+
+def dynamic_axes_of(args: argparse.Namespace) -> dict[str, dict[int, str]]:
+    """The ``dynamic_axes`` the ``--dynamic-axis`` options give (unlabelled axes are named
+    ``NAME_dimAXIS``)."""
+    dynamic_axes: dict[str, dict[int, str]] = {}
+    for name, axis, label in args.dynamic_axis:
+        dynamic_axes.setdefault(name, {})[axis] = label or f"{name}_dim{axis}"
+    return dynamic_axes
+
+
+def unknown_axis_name(warning: DynamicAxesWarning) -> UsageError:
+    """The error for a ``--dynamic-axis`` that names neither an input nor an output: the
+    user named it on purpose, so it is refused rather than ignored (as the Python API, like
+    torch.onnx, ignores such a ``dynamic_axes`` key with a warning)."""
+    return UsageError(
+        f"--dynamic-axis names {warning.key!r}, which is neither an input nor an output of "
+        f"the model (inputs: {', '.join(warning.inputs) or 'none'}; outputs: "
+        f"{', '.join(warning.outputs) or 'none'}). Use one of these names, or name them with "
+        "--input-names and --output-names first.")
 
 
 def parse_shape(text: str) -> tuple[tuple[int, ...], torch.dtype]:

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -27,13 +27,15 @@ from oxport.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     UsageError,
+    add_input_options,
+    dynamic_axes_of,
+    given_inputs,
     load_target,
     opset_arg,
-    shape_arg,
+    unknown_axis_name,
 )
-from oxport.cli.export import random_input
 from oxport.diagnose import report
-from oxport.errors import OnnxExporterError, advising_cli, how_to_set
+from oxport.errors import DynamicAxesWarning, OnnxExporterError, advising_cli, how_to_set
 from oxport.exporter import pipeline
 from oxport.exporter.options import check_opset
 from oxport.registry import RegistryView
@@ -53,13 +55,13 @@ def add_doctor_command(sub: Any, help: str) -> None:
         description="Check that a model would export, without writing anything: every op "
                     "that would not convert (count, source line, minimum opset, plugins and "
                     "fallback modes that could serve it) and the tracing pitfalls of its "
-                    "code (.item(), NumPy, Tensor.data, in-place updates of shape values).",
+                    "code (.item(), NumPy, Tensor.data, in-place updates of shape values, "
+                    "sizes of --dynamic-axis axes made Python numbers). The inputs, their "
+                    "names and dynamic axes are given as to `oxport export`.",
         epilog=EXIT_CODES)
     p.add_argument("target", metavar="MODULE:FACTORY",
                    help="an nn.Module, or a callable returning one, e.g. my_models:make_net")
-    p.add_argument("--input", action="append", type=shape_arg, default=[], metavar="SHAPE",
-                   help="an input as SIZExSIZE...[:DTYPE], e.g. 1x3x224x224:float32 "
-                        "(repeatable, in forward's order)")
+    add_input_options(p)
     p.add_argument("--opset", type=opset_arg, default=None,
                    help=f"the target opset (default {DEFAULT_OPSET})")
     p.add_argument("--dynamo", action="store_true",
@@ -134,11 +136,14 @@ class Diagnosis:
 
 
 def diagnose(model: Any, args: Any, opset_version: int | None = None, *,
-             dynamo: bool = False) -> Diagnosis:
+             dynamo: bool = False, input_names: Sequence[str] | None = None,
+             dynamic_axes: Mapping[str, Any] | None = None) -> Diagnosis:
     """Check ``model`` on ``args`` without writing anything: unconvertible ops (through
     the walker's collect-only mode) and tracing pitfalls; when every op converts, a full
-    in-memory conversion catches any other failure. ``dynamo=True`` checks the
-    torch.export front end (as ``export(..., dynamo=True)`` reads the model)."""
+    in-memory conversion (with ``input_names`` and ``dynamic_axes``, whose warnings about
+    sizes of dynamic axes become pitfalls) catches any other failure. ``dynamo=True``
+    checks the torch.export front end (as ``export(..., dynamo=True)`` reads the model).
+    A ``dynamic_axes`` key naming no input or output raises :class:`DynamicAxesWarning`."""
     opset = check_opset(opset_version)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -154,11 +159,14 @@ def diagnose(model: Any, args: Any, opset_version: int | None = None, *,
     error = ""
     if not ops:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = api.convert(model, args, opset_version=opset, dynamo=dynamo)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                warnings.simplefilter("error", DynamicAxesWarning)
+                result = api.convert(model, args, opset_version=opset, dynamo=dynamo,
+                                     input_names=input_names, dynamic_axes=dynamic_axes)
             names = [i.name for i in result.serialized.model.graph.input]
-            pitfalls.append(report.graph_pitfalls(result.graph, names))
+            pitfalls += [report.graph_pitfalls(result.graph, names),
+                         report.dynamic_axis_pitfalls(caught)]
         except OnnxExporterError as exc:
             error = str(exc)
     return Diagnosis(opset, ops, report.merge_pitfalls(*pitfalls), error)
@@ -199,25 +207,39 @@ def run_doctor(args: argparse.Namespace) -> int:
     """The ``oxport doctor`` command; returns the exit status."""
     try:
         model = _model(args.target)
-        if not args.input:
+        torch.manual_seed(0)
+        inputs = given_inputs(args)
+        if inputs is None:
             raise UsageError(
                 f"Give the inputs of {type(model).__name__}.forward: --input SHAPE[:DTYPE] "
-                "for each, e.g. --input 1x3x224x224:float32.")
+                "for each, e.g. --input 1x3x224x224:float32, or --inputs-from MODULE:FN "
+                "returning the args tuple.")
+        try:
+            diagnosis = diagnose(model, inputs, args.opset, dynamo=args.dynamo,
+                                 input_names=args.input_names or None,
+                                 dynamic_axes=dynamic_axes_of(args) or None)
+        except DynamicAxesWarning as exc:
+            raise unknown_axis_name(exc) from None
     except UsageError as exc:
         print(f"oxport doctor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    torch.manual_seed(0)
-    inputs = tuple(random_input(shape, dtype) for shape, dtype in args.input)
-    diagnosis = diagnose(model, inputs, args.opset, dynamo=args.dynamo)
     if args.json:
         print(json.dumps({"target": args.target, **diagnosis.to_json()}, indent=2))
     else:
-        shapes = ", ".join(("x".join(map(str, s)) or "scalar")
-                           + f":{str(d).removeprefix('torch.')}" for s, d in args.input)
         how = " through torch.export (--dynamo)" if args.dynamo else ""
-        print(f"oxport doctor: {args.target} with inputs {shapes}{how}\n")
+        print(f"oxport doctor: {args.target} with inputs {_shapes(inputs)}{how}\n")
         print(diagnosis.to_text())
+        if diagnosis.error and not args.inputs_from:
+            print("\nThe inputs are random (ints in [0, 10)): if the model needs valid values "
+                  "(token ids, indices), give them with --inputs-from MODULE:FN.")
     return EXIT_FAILED if diagnosis.would_fail else EXIT_OK
+
+
+def _shapes(inputs: Sequence[Any]) -> str:
+    """``2x3:float32, scalar:int64`` (other values by their type)."""
+    return ", ".join(
+        f"{'x'.join(map(str, x.shape)) or 'scalar'}:{str(x.dtype).removeprefix('torch.')}"
+        if isinstance(x, torch.Tensor) else type(x).__name__ for x in inputs)
 
 
 def _model(target: str) -> Any:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import sysconfig
 import time
 import traceback
 import warnings
@@ -24,18 +25,27 @@ from oxport.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     UsageError,
+    add_input_options,
     comma_list,
+    dynamic_axes_of,
+    given_inputs,
     load_target,
     opset_arg,
-    shape_arg,
+    unknown_axis_name,
 )
+from oxport.diagnose import report
 from oxport.errors import (
     DynamicAxesWarning,
     InvalidExportArgumentError,
     OnnxExporterError,
 )
 from oxport.exporter import progress
+from oxport.exporter.options import check_target
 from oxport.types import DEFAULT_OPSET
+
+#: oxport's own code and the folder of console-script launchers (the ``oxport`` command).
+_OXPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SCRIPTS_DIR = os.path.join(sysconfig.get_path("scripts"), "")
 
 EXIT_CODES = f"""exit status:
   {EXIT_OK}  the model was written (and, with --verify, matches eager PyTorch)
@@ -72,19 +82,9 @@ def add_export_command(sub: Any, help: str) -> None:
     p.add_argument("-o", "--output", metavar="PATH",
                    help="the ONNX file to write (default: FACTORY.onnx, or NAME.onnx for "
                         "--example NAME)")
-    p.add_argument("--input", action="append", type=shape_arg, default=[], metavar="SHAPE",
-                   help="an input as SIZExSIZE...[:DTYPE], e.g. 1x3x224x224:float32 "
-                        "(repeatable, in forward's order; random values: floats normal, "
-                        "ints in [0, 10), bools either)")
-    p.add_argument("--inputs-from", metavar="MODULE:FN",
-                   help="a function returning the args tuple (or a tensor), or the tuple itself")
-    p.add_argument("--input-names", type=comma_list, metavar="A,B", help="names of the inputs")
+    add_input_options(p)
     p.add_argument("--output-names", type=comma_list, metavar="A,B",
                    help="names of the outputs")
-    p.add_argument("--dynamic-axis", action="append", type=_dynamic_axis_arg, default=[],
-                   metavar="NAME:AXIS[:LABEL]",
-                   help="an axis whose size may change at run time, e.g. input:0:batch "
-                        "(repeatable; NAME is an input or output name)")
     p.add_argument("--opset", type=opset_arg,
                    help=f"the ai.onnx opset (default: {DEFAULT_OPSET})")
     p.add_argument("--fallback", action="append", default=[], metavar="NAME",
@@ -111,21 +111,10 @@ def add_export_command(sub: Any, help: str) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary (or error)")
     p.add_argument("--debug", action="store_true",
                    help="show tracebacks and oxport's log on errors")
-    p.set_defaults(run=run_export)
-
-
-def _dynamic_axis_arg(text: str) -> tuple[str, int, str | None]:
-    name, _, rest = text.partition(":")
-    axis_text, _, label = rest.partition(":")
-    try:
-        axis = int(axis_text)
-    except ValueError:
-        axis = None
-    if not name or axis is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not NAME:AXIS[:LABEL]; write e.g. input:0:batch (axis 0 of the "
-            "input called 'input' is named 'batch').")
-    return name, axis, label or None
+    p.add_argument("--show-tracer-warnings", action="store_true",
+                   help="also show the TracerWarnings raised in torch's and other libraries' "
+                        "code (by default they are counted in one line)")
+    p.set_defaults(run=run_export, model_source="")
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -140,7 +129,9 @@ def run_export(args: argparse.Namespace) -> int:
             summary = _export(args)
         except UsageError as exc:
             return _fail(args, EXIT_USAGE, str(exc), caught)
-        except (InvalidExportArgumentError, DynamicAxesWarning) as exc:
+        except DynamicAxesWarning as exc:
+            return _fail(args, EXIT_USAGE, str(unknown_axis_name(exc)), caught)
+        except InvalidExportArgumentError as exc:
             return _fail(args, EXIT_USAGE, str(exc), caught)
         except VerificationFailed as exc:
             return _fail(args, EXIT_MISMATCH, str(exc), caught)
@@ -179,21 +170,63 @@ def _fail(args: argparse.Namespace, status: int, message: str,
 def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessage]
                     ) -> list[str]:
     """Each distinct warning as one line on stderr (unless --json), with the file and line
-    that caused it (the model's code, for a TracerWarning); returns them."""
-    texts = list(dict.fromkeys(f"{_where(w)}{w.category.__name__}: "
-                               f"{' '.join(str(w.message).split())}" for w in caught))
+    that caused it in the model's code (see :func:`_where`); returns them. TracerWarnings
+    raised in torch's or another library's code are counted in one line instead, unless
+    --show-tracer-warnings."""
+    hidden = [] if args.show_tracer_warnings else [w for w in caught if _from_library(w)]
+    hidden_ids = {id(w) for w in hidden}
+    texts = list(dict.fromkeys(_warning_text(w, args.model_source)
+                               for w in caught if id(w) not in hidden_ids))
+    count = len(dict.fromkeys(_warning_text(w, "") for w in hidden))
+    if count:
+        texts.append(f"{count} TracerWarning{'s were' if count != 1 else ' was'} raised in "
+                     "torch's or another library's code, not in the model's: "
+                     "--show-tracer-warnings shows them")
     if not args.json:
         for text in texts:
             print(f"oxport: warning: {text}", file=sys.stderr)
     return texts
 
 
-def _where(warning: warnings.WarningMessage) -> str:
-    """``models/net.py:12: `` (relative to the current folder when inside it), or ''."""
-    if not warning.filename or warning.filename.startswith("<"):
-        return ""
-    path = os.path.relpath(warning.filename)
-    return f"{warning.filename if path.startswith('..') else path}:{warning.lineno}: "
+def _warning_text(warning: warnings.WarningMessage, model_source: str) -> str:
+    """``models.py:12: UserWarning: the message on one line``."""
+    return (f"{_where(warning, model_source)}{warning.category.__name__}: "
+            f"{' '.join(str(warning.message).split())}")
+
+
+def _from_library(warning: warnings.WarningMessage) -> bool:
+    """A TracerWarning whose line is in torch's or another installed library's code."""
+    return issubclass(warning.category, torch.jit.TracerWarning) \
+        and report.library_file(warning.filename)
+
+
+def _where(warning: warnings.WarningMessage, model_source: str) -> str:
+    """``models/net.py:12: `` (relative to the current folder when inside it): where the
+    warning was raised, or, when that is oxport's own code or its launcher rather than a
+    line of the model or a library it calls, ``model_source`` (the model's ``forward``)."""
+    filename = warning.filename or ""
+    if filename.startswith("<") or filename == "sys" or _oxports(filename):
+        return f"{model_source}: " if model_source else ""
+    return f"{_shown_path(filename)}:{warning.lineno}: "
+
+
+def _oxports(filename: str) -> bool:
+    """Whether ``filename`` is oxport's code (its built-in examples aside) or a launcher."""
+    path = os.path.abspath(filename)
+    return path != examples.__file__ and (path.startswith(_OXPORT_DIR)
+                                          or path.startswith(_SCRIPTS_DIR))
+
+
+def _shown_path(filename: str) -> str:
+    """A path relative to the current folder when inside it, else as it is."""
+    path = os.path.relpath(filename)
+    return filename if path.startswith("..") else path
+
+
+def _model_source(model: Any) -> str:
+    """``models/net.py:12``: where the model's ``forward`` is defined ('' when unknown)."""
+    code = getattr(getattr(type(model), "forward", None), "__code__", None)
+    return f"{_shown_path(code.co_filename)}:{code.co_firstlineno}" if code else ""
 
 
 # -- the export ---------------------------------------------------------------------------
@@ -208,28 +241,43 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     with progress.display():
         with progress.phase("load"):
             model, inputs, names = _model_and_inputs(args)
+        args.model_source = _model_source(model)
         input_names = args.input_names or names[0]
         output_names = args.output_names or names[1]
-        dynamic_axes: dict[str, dict[int, str]] = {}
-        for name, axis, label in args.dynamic_axis:
-            dynamic_axes.setdefault(name, {})[axis] = label or f"{name}_dim{axis}"
+        dynamic_axes = dynamic_axes_of(args)
         if args.script:
             model = _script(model)
         path = args.output or f"{args.example or args.target.rpartition(':')[2]}.onnx"
         # A --dynamic-axis naming no input or output is a usage error here, not a warning.
         warnings.simplefilter("error", DynamicAxesWarning)
-        result = oxport.export(
-            model, inputs, path, input_names=input_names or None,
-            output_names=output_names or None, opset_version=args.opset,
-            dynamic_axes=dynamic_axes or None, fallbacks=args.fallback,
-            plugins=args.plugins, disable_plugins=args.no_plugin or None,
-            external_data=True if args.external_data else None, dynamo=args.dynamo)
-        exported = time.perf_counter() - started
+        check_target(path)
+        result = oxport.convert(
+            model, inputs, input_names=input_names or None, output_names=output_names or None,
+            opset_version=args.opset, dynamic_axes=dynamic_axes or None,
+            fallbacks=args.fallback, plugins=args.plugins,
+            disable_plugins=args.no_plugin or None, dynamo=args.dynamo, check=False)
+        # Verified before it is written: a Ctrl-C while verifying leaves no file. A model
+        # that fails verification is written, for inspection.
         verdict = None
-        if args.verify:
-            with progress.phase("verify", result.timings):
-                verdict = verify(model, inputs, args, input_names, output_names, dynamic_axes)
+        try:
+            if args.verify:
+                with progress.phase("verify", result.timings):
+                    verdict = verify(model, inputs, args, input_names, output_names,
+                                     dynamic_axes)
+        except VerificationFailed:
+            _write(result, path, args)
+            raise
+        _write(result, path, args)
+        exported = time.perf_counter() - started - result.timings.get("verify", 0.0)
     return _summary(path, type(model).__name__, args, result, exported, verdict)
+
+
+def _write(result: Any, path: str, args: argparse.Namespace) -> None:
+    """Write the model to ``path``, then check it (an invalid model stays written, for
+    inspection, as :func:`oxport.export` leaves it)."""
+    result.save(path, external_data=True if args.external_data else None)
+    with progress.phase("check", result.timings):
+        serialize.check(result.serialized)
 
 
 def _model_and_inputs(args: argparse.Namespace
@@ -244,10 +292,8 @@ def _model_and_inputs(args: argparse.Namespace
         names = (example.input_names, example.output_names)
     else:
         model = _model(args.target)
-    if args.inputs_from:
-        inputs = _inputs_from(args.inputs_from)
-    elif args.input:
-        inputs = tuple(random_input(shape, dtype) for shape, dtype in args.input)
+    given = given_inputs(args)
+    inputs = given if given is not None else inputs
     if inputs is None:
         raise UsageError(
             f"Give the inputs of {type(model).__name__}.forward: --input SHAPE[:DTYPE] for "
@@ -273,24 +319,6 @@ def _model(target: str) -> Any:
     if not isinstance(obj, (torch.nn.Module, torch.jit.ScriptFunction)):
         raise UsageError(f"{target!r} returned a {type(obj).__name__}, not a torch.nn.Module.")
     return obj
-
-
-def _inputs_from(target: str) -> tuple[Any, ...]:
-    obj = load_target(target)
-    if callable(obj):
-        obj = obj()
-    if isinstance(obj, list):
-        obj = tuple(obj)
-    return obj if isinstance(obj, tuple) else (obj,)
-
-
-def random_input(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A random tensor: normal floats, ints in [0, 10), random bools."""
-    if dtype.is_floating_point:
-        return torch.randn(shape).to(dtype)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape).bool()
-    return torch.randint(0, 10, shape, dtype=dtype)
 
 
 def _script(model: Any) -> Any:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from oxport import __version__
-from oxport.errors import OnnxExporterError, advice_for_cli
+from oxport.advice import PluginError, RegistryError, advice_for_cli
 from oxport.opset_versions import DEFAULT_OPSET
 
 #: Exit status after Ctrl-C, as shells report a process that SIGINT ended.
@@ -264,13 +264,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an argument the chosen command does not know is reported with
+    that command's usage (argparse's own parser would print the top-level one)."""
+
+    commands: Any = None  # the subparsers action, set by build_parser
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            name = getattr(parsed, "command", None)
+            after = name in argv and extras[0] in argv[argv.index(name) + 1:]
+            parser = self.commands.choices[name] if after else self
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser. Only the command ``argv`` names gets its options (importing its module,
     and torch for most): ``oxport --help`` lists the commands without importing any."""
-    parser = argparse.ArgumentParser(prog="oxport", description="oxport: PyTorch to ONNX, "
-                                     "built from plugins.")
+    parser = _Parser(prog="oxport", description="oxport: PyTorch to ONNX, built from plugins.")
     parser.add_argument("--version", action="version", version=f"oxport {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.commands = parser.add_subparsers(dest="command", required=True,
+                                                  metavar="COMMAND")
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, (help, where) in COMMANDS.items():
         if name == chosen:
@@ -323,6 +341,14 @@ def _ctrl_c_stops_the_command() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _is_oxport_error(exc: Exception) -> bool:
+    """Whether ``exc`` is one of oxport's errors: plugin loading's, or an export's (whose
+    module, which loads torch, is loaded once an export raised one)."""
+    errors = sys.modules.get("oxport.errors")
+    return isinstance(exc, (PluginError, RegistryError)) or (
+        errors is not None and isinstance(exc, errors.OnnxExporterError))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
@@ -336,9 +362,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = args.run(args)
             sys.stdout.flush()  # a closed pipe raises here, not at exit
         return status
-    except OnnxExporterError as exc:
-        print(f"oxport: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("oxport: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -346,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python flushes stdout again at exit: point it at /dev/null so that is silent too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except Exception as exc:  # noqa: BLE001 - oxport's own errors are one line; others raise
+        if not _is_oxport_error(exc):
+            raise
+        print(f"oxport: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

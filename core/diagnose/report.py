@@ -16,7 +16,9 @@ import json
 import linecache
 import os
 import re
+import site
 import sys
+import sysconfig
 import textwrap
 import warnings
 from collections.abc import Iterable, Sequence
@@ -31,6 +33,13 @@ if TYPE_CHECKING:
     from oxport.exporter.result import ExportResult
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
+#: Where installed libraries live (torch, transformers...): code the user does not edit.
+_LIBRARY_DIRS = tuple(os.path.join(os.path.abspath(d), "") for d in {
+    _TORCH_DIR, sysconfig.get_path("stdlib"), sysconfig.get_path("purelib"),
+    sysconfig.get_path("platlib"), *site.getsitepackages(), site.getusersitepackages()})
+#: The built-in example models (``oxport export --example``) are model code.
+_EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli",
+                         "examples.py")
 
 #: ONNX ops whose listed inputs are sizes: a traced size baked into one of them makes
 #: an axis static.
@@ -100,7 +109,7 @@ class Pitfall:
     """A tracing pitfall found at one source line."""
 
     #: ``branch``, ``python-value``, ``numpy``, ``constant-tensor``, ``tensor-data``,
-    #: ``inplace-shape``, ``loop``, ``unused-input``.
+    #: ``inplace-shape``, ``loop``, ``unused-input``, ``dynamic-axis``.
     kind: str
     location: str
     code: str
@@ -153,10 +162,20 @@ _NUMPY_ADVICE = ("NumPy is invisible to the tracer: values computed with numpy h
                  "torch operators on tensors instead.")
 
 
+def library_file(path: str) -> bool:
+    """Whether ``path`` is an installed library's code (torch's, transformers', the standard
+    library's), which the user cannot act on, rather than the model's own."""
+    path = os.path.abspath(path)
+    return path != _EXAMPLES and path.startswith(_LIBRARY_DIRS)
+
+
 def warning_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pitfall]:
-    """The pitfalls that TracerWarnings (grouped by source line) point at."""
+    """The pitfalls that TracerWarnings (grouped by source line) point at in the model's
+    own code (not in torch's or another library's)."""
     found: dict[tuple[str, str], Pitfall] = {}
     for message in caught:
+        if library_file(message.filename):
+            continue
         text = str(message.message)
         for pattern, kind, advice in _WARNING_PITFALLS:
             if pattern.search(text):
@@ -172,9 +191,19 @@ def warning_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pitfall]
     return list(found.values())
 
 
+def dynamic_axis_pitfalls(caught: Iterable[warnings.WarningMessage]) -> list[Pitfall]:
+    """The sizes of dynamic axes that the model's code fixed, from the warnings of a
+    conversion with ``dynamic_axes`` (each at the model's line that fixed it)."""
+    return [Pitfall("dynamic-axis", f"{w.filename}:{w.lineno}", _line(w.filename, w.lineno),
+                    str(w.message).removeprefix("oxport: "))
+            for w in caught if str(w.message).startswith("oxport:")
+            and "dynamic_axes makes dynamic" in str(w.message)]
+
+
 def source_pitfalls(model: Any) -> list[Pitfall]:
     """Pitfalls read from the ``forward`` code of the model and its submodules (outside
-    torch): ``Tensor.data``, NumPy calls, and in-place updates of sizes from ``.shape``."""
+    torch and the other installed libraries): ``Tensor.data``, NumPy calls, and in-place
+    updates of sizes from ``.shape``."""
     found: list[Pitfall] = []
     for fn in _forward_functions(model):
         try:
@@ -226,7 +255,7 @@ def _forward_functions(model: Any) -> list[Any]:
     for module in model.modules():
         fn = getattr(type(module), "forward", None)
         code = getattr(fn, "__code__", None)
-        if code is None or id(fn) in seen or code.co_filename.startswith(_TORCH_DIR):
+        if code is None or id(fn) in seen or library_file(code.co_filename):
             continue
         seen.add(id(fn))
         result.append(fn)

@@ -15,7 +15,12 @@ import torch
 
 from oxport import plugin_manager as plugin_loader
 from oxport import serialize
-from oxport.errors import InvalidExportArgumentError, how_to_set
+from oxport.errors import (
+    InvalidExportArgumentError,
+    how_to_set,
+    user_stacklevel,
+    warn_at_source,
+)
 from oxport.exporter import progress
 from oxport.exporter.options import (
     ExportOptions,
@@ -41,7 +46,7 @@ from oxport.passes import dtype_legalization, functions, optimize
 from oxport.passes import folding as passes
 from oxport.registry import RegistryView
 from oxport.types import OperatorExportTypes, TrainingMode
-from oxport.walk import Conversion, Unconvertible, user_stacklevel
+from oxport.walk import Conversion, Unconvertible
 
 log = logging.getLogger("oxport")
 
@@ -256,16 +261,16 @@ def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
     if not (conversion.traced_size_uses or baked) or not dynamic_inputs:
         return
     dims = optimize.inferred_dims(graph, dynamic_inputs)
-    baked_sizes.warn(baked, front_graph, conversion.env.get, dims, user_stacklevel() + 1)
+    baked_sizes.warn(baked, front_graph, conversion.env.get, dims)
     for value, axis, what, source in conversion.traced_size_uses:
         dim = dims.get(id(value), ())[axis:axis + 1]
         if dim and not isinstance(dim[0], int):
-            warnings.warn(
+            warn_at_source(
                 f"oxport: {what} comes from the traced size of a dimension that dynamic_axes "
                 f"makes dynamic ({dim[0] or 'unnamed'}){f' at {source}' if source else ''}: "
                 "the exported model is only right at sizes that give the same value. Compute "
                 "it from tensor sizes in the model, or keep that axis static.",
-                UserWarning, stacklevel=user_stacklevel())
+                UserWarning, source)
 
 
 def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,

@@ -18,15 +18,15 @@ from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The seed's args forms -> (positional, keyword) arguments.
 
-    A single tensor (or number) is a 1-tuple; a trailing dict holds named arguments
-    (so ``(x, {"a": 1}, {})`` passes the dict positionally). Tensors and Python ints,
+    A single tensor (or number) is a 1-tuple, and so is a list, which is one argument as
+    torch.onnx passes it (``args=[a, b]`` calls ``forward([a, b])``); a trailing dict of
+    a tuple holds named arguments (so ``(x, {"a": 1}, {})`` passes the dict
+    positionally). Tensors and Python ints,
     floats and bools anywhere in the (nested) arguments become graph inputs (see
     :func:`as_input`); other values (None, str...) are hard-coded into the graph.
     """
-    if isinstance(args, (torch.Tensor, int, float, bool)):
+    if isinstance(args, (torch.Tensor, int, float, bool, list)):
         return (args,), {}
-    if isinstance(args, list):
-        args = tuple(args)
     if not isinstance(args, tuple):
         raise InvalidExportArgumentError(
             f"args must be a tuple of inputs or a single tensor, not {type(args).__name__}. "

@@ -33,7 +33,12 @@ from torch.fx.experimental import _config as fx_config
 from torch.fx.experimental import proxy_tensor
 from torch.utils import _pytree as pytree
 
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.errors import (
+    InvalidExportArgumentError,
+    OnnxExporterError,
+    front_end,
+    user_stacklevel,
+)
 from oxport.frontends.arguments import Flattened, dynamic_axis_pairs, leaf_paths
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
@@ -142,11 +147,25 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
             program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
                                           strict=strict)
     except Exception as exc:  # noqa: BLE001 - torch.export's own errors, chained
-        raise OnnxExporterError(
-            f"torch.export could not capture {type(model).__name__}: {type(exc).__name__}: "
-            f"{exc}\nExport with dynamo=False (the TorchScript front end) instead, or fix the "
-            "model where torch.export points.") from exc
+        raise _capture_error(model, wrapper, tensors, exc) from exc
     return program, names, axis_names, notes
+
+
+def _capture_error(model: Any, wrapper: Flattened, tensors: Sequence[torch.Tensor],
+                   exc: Exception) -> OnnxExporterError:
+    """torch.export's failure with the way out that fits it: when the model raises in eager
+    PyTorch on these inputs too, its code (or the inputs) must change, as any front end
+    would fail; else the TorchScript front end may read it."""
+    what = f"torch.export could not capture {type(model).__name__}: {type(exc).__name__}: {exc}"
+    try:
+        with torch.no_grad():
+            wrapper(*tensors)
+    except Exception as eager:  # noqa: BLE001 - the model's own error, quoted
+        return OnnxExporterError(
+            f"{what}\nThe model raises in eager PyTorch on these inputs too "
+            f"({type(eager).__name__}: {eager}): fix the model or give inputs it accepts.")
+    return OnnxExporterError(f"{what}\nExport {front_end(False)} (the TorchScript front end) "
+                             "instead, or fix the model where torch.export points.")
 
 
 def _kept_whole(name: str, kernel: Any, served: Container[str]
@@ -394,7 +413,7 @@ class _Reader:
             else:
                 raise OnnxExporterError(
                     f"The exported program has a {spec.kind.name} input ({spec.target}), which "
-                    "ONNX cannot hold; export with dynamo=False.")
+                    f"ONNX cannot hold; export {front_end(False)}.")
         fixed = []
         for index, node in enumerate(user):
             example = node.meta.get("val")
@@ -411,7 +430,7 @@ class _Reader:
             warnings.warn(
                 "oxport: torch.export fixed dynamic axes the model's code makes static: "
                 + "; ".join(fixed) + ". The ONNX model only works at these sizes.",
-                UserWarning, stacklevel=2)
+                UserWarning, stacklevel=user_stacklevel())
         graph = SourceGraph()
         tensors, names, examples = [], [], []
         for node in user:
@@ -452,7 +471,7 @@ class _Reader:
         else:
             raise OnnxExporterError(
                 f"The exported graph has a {node.op} node ({node.name}), which oxport cannot "
-                "read; export with dynamo=False.")
+                f"read; export {front_end(False)}.")
 
     def inline(self, block: SourceBlock, module: torch.fx.GraphModule,
                inputs: Sequence[SourceValue]) -> list[SourceValue]:
@@ -561,7 +580,7 @@ class _Reader:
                         f"{op._schema.name} mutates {argument.name}, a view of another tensor "
                         f"(at {_user_line(node)}); "
                         "oxport writes whole tensors only: pass the tensor itself, or export "
-                        "with dynamo=False.")
+                        f"{front_end(False)}.")
                 if index is not None:
                     arguments[argument.name] = bases[index]
         written = bases if bases is not None else [
@@ -850,8 +869,8 @@ def read(program: torch.export.ExportedProgram,
             "where " + "; ".join(assumed) + " (values of dynamic axes that the code "
             "tested or turned into Python numbers). The ONNX model cannot check them and is "
             "only right at sizes where they hold: capture at example sizes that take the "
-            "general path (or, for code that tests torch.jit.is_tracing(), export with "
-            "dynamo=False).", UserWarning, stacklevel=3)
+            "general path (or, for code that tests torch.jit.is_tracing(), export "
+            f"{front_end(False)}).", UserWarning, stacklevel=user_stacklevel())
     return FrontEnd(graph, examples, list(input_names or names), params, [],
                     [*notes, *more],
                     evaluate=(functools.partial(_evaluate, program, reader.env)

@@ -176,10 +176,11 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
             folded += 1
             continue
         size = sum(_numel(v.const) for v in inputs if v is not None)
-        results = (_fold_numpy(node, opset)
-                   if size <= FOLD_MAX_ELEMENTS or node.op_type in _VIEWS else None)
-        if results is None and size <= REFERENCE_MAX_ELEMENTS:
-            results = _fold_reference(node, opset)
+        with np.errstate(all="ignore"):  # log(0), 0/0, Cast(inf): ONNX Runtime's values too
+            results = (_fold_numpy(node, opset)
+                       if size <= FOLD_MAX_ELEMENTS or node.op_type in _VIEWS else None)
+            if results is None and size <= REFERENCE_MAX_ELEMENTS:
+                results = _fold_reference(node, opset)
         if results is None or len(results) != len(node.output_values) \
                 or any(isinstance(r, list) for r in results) \
                 or _duplicates(node, key, results, users):  # (a Sequence: no initializer)

@@ -17,8 +17,8 @@ from oxport.errors import (
     DynamicAxesWarning,
     InvalidExportArgumentError,
     OnnxExporterError,
-    how_to_set,
     spelled,
+    user_stacklevel,
 )
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.ir import Graph, Node, Type, Value
@@ -68,11 +68,13 @@ class Namer:
         self.names[id(value)] = name
         return name
 
-    def name(self, value: Value) -> str:
+    def name(self, value: Value, base: str = "") -> str:
+        """``value``'s name: the one it has, else ``base`` (by default the value's own
+        name) made unique."""
         found = self.names.get(id(value))
         if found is not None:
             return found
-        base = clean_name(value.name) or "v"
+        base = clean_name(base or value.name) or "v"
         name, n = base, 1
         while name in self.used:
             name = f"{base}.{n}"
@@ -80,6 +82,16 @@ class Namer:
         self.used.add(name)
         self.names[id(value)] = name
         return name
+
+
+def _module_path_name(value: Value) -> str:
+    """An output's name after the module that made it, ``classifier/Gemm`` (as torch.onnx
+    names a node ``/classifier/Gemm``); '' (its own name) when it was made at the top
+    level."""
+    producer = value.producer
+    if producer is None or not producer.scope:
+        return ""
+    return f"{producer.scope}/{producer.op_type}"
 
 
 def clean_name(name: str) -> str:
@@ -152,6 +164,8 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
         namer.claim(value, name)
     for value in [*graph.inputs, *params, *constants]:
         namer.name(value)
+    for value in graph.outputs:
+        namer.name(value, _module_path_name(value))
 
     axes = _dynamic_axes(dynamic_axes, [namer.name(v) for v in graph.inputs],
                          [namer.name(v) for v in graph.outputs])
@@ -313,11 +327,11 @@ def _dynamic_axes(dynamic_axes: Mapping[str, Any] | None, inputs: list[str],
     result: dict[str, dict[int, str]] = {}
     for key, spec in dynamic_axes.items():
         if key not in inputs and key not in outputs:
-            warnings.warn(
-                f"oxport: {spelled('dynamic_axes')} names {key!r}, which is "
-                f"neither an input nor an output (inputs {inputs}, outputs {outputs}): name "
-                f"them with {how_to_set('input_names')} and {how_to_set('output_names')} first. "
-                "The entry is ignored, as torch.onnx does.", DynamicAxesWarning, stacklevel=2)
+            warnings.warn(DynamicAxesWarning(
+                f"oxport: dynamic_axes names {key!r}, which is neither an input nor an output "
+                f"(inputs {inputs}, outputs {outputs}): name them with input_names and "
+                "output_names first. The entry is ignored, as torch.onnx does.",
+                key, inputs, outputs), stacklevel=user_stacklevel())
             continue
         if isinstance(spec, (Mapping, list, tuple)):
             pairs = dynamic_axis_pairs(key, spec)

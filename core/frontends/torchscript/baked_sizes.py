@@ -25,12 +25,12 @@ import dataclasses
 import dis
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from oxport.errors import warn_at_source
 from oxport.exporter.process_hooks import SharedHook
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -200,7 +200,7 @@ def watching(recorder: Recorder | None) -> contextlib.AbstractContextManager[Non
 
 
 def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[int], Any],
-         dims: Mapping[int, tuple[Any, ...]], stacklevel: int) -> None:
+         dims: Mapping[int, tuple[Any, ...]]) -> None:
     """Warn once per source line for each conversion whose sizes are dynamic in the graph:
     ``graph`` is the traced graph, ``lookup(uid)`` the converted value of its value
     ``uid`` (None if none), ``dims`` the converted values' inferred dims."""
@@ -253,7 +253,7 @@ def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[in
                        "branch the traced sizes took, so the exported model is only right at "
                        "sizes that take it too. Compute both cases with tensor ops "
                        "(torch.where, torch.minimum), or keep those axes static.")
-        warnings.warn(message, UserWarning, stacklevel=stacklevel)
+        warn_at_source(message, UserWarning, record.source)
 
 
 def _taken_by_torch_ops(baked: Sequence[BakedSize],
