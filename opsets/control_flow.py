@@ -128,6 +128,36 @@ def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None 
     return g.graph.materialize(value)
 
 
+def mark_uninitialized(value: Value) -> Value:
+    """Mark ``value`` as the stand-in for a variable a path leaves unset."""
+    value.meta = {**(value.meta or {}), "uninitialized": True}
+    return value
+
+
+def is_uninitialized(value: Value) -> bool:
+    """Whether ``value`` stands for a variable a path leaves unset (``prim::Uninitialized``)."""
+    return bool(value.meta and value.meta.get("uninitialized"))
+
+
+def placeholder(g: Any, t: Type) -> Value:
+    """A value of type ``t`` for a path that leaves a variable unset (it returns early or
+    raises) and never reads it: zeros (unknown sizes 1), an empty Sequence or Optional."""
+    dtype = held_dtype(t)
+    if dtype is None:
+        raise OnnxExporterError(
+            "A variable that one path leaves unset (an early `return` or a `raise`) has a "
+            "dtype unknown on the other path; give it a tensor before the branch.")
+    onnx_dtype = JitScalarType.from_dtype(dtype).onnx_type()
+    if t.kind() == "ListType":
+        return g.op("SequenceEmpty", dtype_i=onnx_dtype).setType(lists.sequence_type(dtype))
+    if t.kind() == "OptionalType":
+        empty = helper.make_tensor_type_proto(onnx_dtype, None)
+        return g.op("Optional", type_tp=empty).setType(optional_type(dtype))
+    shape = [d if isinstance(d, int) else 1 for d in (t.shape or ())]
+    return g.op("Identity", g.constant(torch.zeros(shape, dtype=dtype))).setType(
+        Type.tensor(dtype, shape))
+
+
 def finish_subgraph(sub: Any, outputs: list[Value]) -> list[Value]:
     """Make ``outputs`` the subgraph's outputs; each one is produced inside it (an
     Identity stands in for an outer value, an input, or a repeated value)."""
@@ -230,17 +260,20 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     for name, block in zip(("then_branch", "else_branch"), blocks):
         sub = g.subgraph(name)
         branches.append((sub, sub.convert_block(block, [])))
-    mapped: list[Value | None] = [
-        _chosen_constant(g, ts, [outs[k] for _, outs in branches])
-        if ts.type().kind() in _NO_ONNX_VALUE else None for k, ts in enumerate(ts_outputs)]
+    mapped: list[Value | None] = [_unconverted_output(g, ts, [outs[k] for _, outs in branches])
+                                  for k, ts in enumerate(ts_outputs)]
     kept = [k for k, value in enumerate(mapped) if value is None]
     hints = {k: _dtype_hint([outs[k] for _, outs in branches]) for k in kept}
     optional = {k for k in kept if ts_outputs[k].type().kind() == "OptionalType"
                 and any(may_be_none(outs[k]) for _, outs in branches)}
-    finals = []
-    for sub, outs in branches:
-        values = [runtime_value(sub, outs[k], ts_outputs[k].type(), hints[k],
+    converted = [[None if is_uninitialized(outs[k]) else
+                  runtime_value(sub, outs[k], ts_outputs[k].type(), hints[k],
                                 optional=k in optional) for k in kept]
+                 for sub, outs in branches]
+    finals = []
+    for (sub, _), values, others in zip(branches, converted, reversed(converted)):
+        values = [placeholder(sub, other.type()) if value is None else value
+                  for value, other in zip(values, others)]
         finals.append(finish_subgraph(sub, values))
     if kept:
         result = g.op("If", cond, then_branch_g=branches[0][0].graph,
@@ -254,6 +287,14 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
 
 #: TorchScript values an `if` may choose that have no ONNX form (messages for warnings).
 _NO_ONNX_VALUE = ("StringType", "NoneType", "DeviceObjType")
+
+
+def _unconverted_output(g: Any, ts_output: Any, values: list[Value]) -> Value | None:
+    """An `if` output that needs no ONNX If output: one without an ONNX form, or one that
+    no branch sets (None for the others)."""
+    if ts_output.type().kind() in _NO_ONNX_VALUE:
+        return _chosen_constant(g, ts_output, values)
+    return values[0] if all(map(is_uninitialized, values)) else None
 
 
 def _chosen_constant(g: Any, ts_output: Any, values: list[Value]) -> Value:

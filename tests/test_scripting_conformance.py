@@ -206,6 +206,16 @@ class SequenceThroughLoop(torch.nn.Module):
         return torch.stack(outs)
 
 
+@case(_randn(3, 4))
+class ListGrownByPlusEquals(torch.nn.Module):
+    def forward(self, x):
+        rows: List[Tensor] = []
+        for i in range(x.size(0)):
+            rows += [x[i] * i]
+        rows.pop()
+        return rows
+
+
 # -- None / Optional -------------------------------------------------------------------------
 @case(_randn(3, 2), min_opset=16)
 class NoneBeforeLoop(torch.nn.Module):
@@ -257,6 +267,30 @@ class RaiseInLoop(torch.nn.Module):
                 raise ValueError("negative")
             x = x + z
         return x
+
+
+@case(_randn(3, 2))
+class EarlyReturnInBranch(torch.nn.Module):
+    def forward(self, x):
+        if bool(x.sum() > -100):
+            if bool(x.sum() > 100):
+                x = x + 4
+            else:
+                return x * 2
+        return x
+
+
+@case(_randn(3, 2))
+class EarlyReturnOfList(torch.nn.Module):
+    def forward(self, x):
+        if bool(x.sum() > -100):
+            if bool(x.sum() > 100):
+                x = x + 4
+            else:
+                rows = list(x)
+                rows.append(x[0] * 3)
+                return rows
+        return [x, x]
 
 
 # -- module attributes -------------------------------------------------------------------------
