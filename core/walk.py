@@ -191,7 +191,8 @@ class Conversion:
         user_count = len(ts_inputs) - len(front.params)
         for index, (ts_value, name) in enumerate(zip(ts_inputs[:user_count],
                                                       front.input_names)):
-            value = graph.add_input(name, Type.of(ts_value.type()))
+            value = graph.add_input(name, _named_dims(Type.of(ts_value.type()),
+                                                      front.input_dim_names, index))
             if index < len(front.input_leaves):
                 value.meta = {"arg_leaf": front.input_leaves[index]}
             self.env[ts_value.unique()] = value
@@ -760,6 +761,18 @@ def _calls(scope_name: str) -> tuple[str, ...]:
         if call:
             calls.append(call)
     return tuple(calls)
+
+
+def _named_dims(type_: Type, names: list[dict[int, str]], index: int) -> Type:
+    """An input's type with the dims ``dynamic_axes`` names typed by their names."""
+    named = names[index] if index < len(names) else {}
+    shape = type_.shape
+    if not named or shape is None or type_.kind() != "TensorType":
+        return type_
+    rank = len(shape)
+    by_axis = {axis % rank: name for axis, name in named.items() if -rank <= axis < rank}
+    return type_.with_sizes([by_axis.get(axis, dim) if dim is None else dim
+                             for axis, dim in enumerate(shape)])
 
 
 def _stamp_calls(nodes: list[Any], ts_node: SourceNode) -> None:

@@ -241,6 +241,24 @@ class NoneOnOneBranch(torch.nn.Module):
         return y
 
 
+@case(_randn(3, 2), min_opset=16)
+class OptionalResultOfIf(torch.nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = x
+        if bool(x.sum() > 100):
+            y = None
+        return y
+
+
+@case(_randn(3, 2), min_opset=16)
+class OptionalResultOfLoop(torch.nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = None
+        for i in range(int(x.sum() > -100) * 2):
+            y = x * i
+        return y
+
+
 @case(_randn(3, 2))
 class ValueSetOnlyWhereNothingRaises(torch.nn.Module):
     def forward(self, x):

@@ -99,9 +99,9 @@ def type_proto(t: Type) -> onnx.TypeProto | None:
         elem = t._elem
         if elem is None or elem.dtype() is None:
             return None
-        tensor = helper.make_tensor_type_proto(_onnx(elem.dtype()), None)
         if t.kind() == "OptionalType":
-            return helper.make_optional_type_proto(tensor)
+            return helper.make_optional_type_proto(type_proto(elem))
+        tensor = helper.make_tensor_type_proto(_onnx(elem.dtype()), None)
         return helper.make_sequence_type_proto(tensor)
     if t.dtype() is None:
         return None
