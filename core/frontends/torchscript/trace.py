@@ -340,9 +340,12 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
     graph_outputs = list(graph.outputs())
     if len(graph_outputs) == len(outputs):
         for value, example in zip(graph_outputs, outputs):
+            kind = value.type().kind()
+            if kind in ("ListType", "TupleType"):  # (a list of one tensor, say)
+                continue
             example_type = torch._C.TensorType.create_from_tensor(example)
             example_type = example_type.with_sizes([None] * example.dim())
-            if value.type().kind() == "OptionalType":  # None on other runs: stays Optional
+            if kind == "OptionalType":  # None on other runs: stays Optional
                 example_type = torch._C.OptionalType(example_type)
             value.setType(example_type)
     slots = [slot for _, slot in inputs]
