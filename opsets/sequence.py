@@ -256,7 +256,9 @@ def _joined(g: Any, first: Value, second: Value, ts_list: Any) -> Value:
     if kind == "TensorType":
         return _joined_sequences(g, first, second)
     parts = [as_number_tensor(g, v, kind) for v in (first, second)]
-    return g.op("Concat", *parts, axis_i=0).setType(Type.tensor(number_dtype(kind), [None]))
+    lengths = [(p.type().shape or [None])[0] for p in parts]
+    length = sum(lengths) if all(isinstance(n, int) for n in lengths) else None
+    return g.op("Concat", *parts, axis_i=0).setType(Type.tensor(number_dtype(kind), [length]))
 
 
 def _joined_sequences(g: Any, first: Value, second: Value) -> Value:
