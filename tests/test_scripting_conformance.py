@@ -349,6 +349,31 @@ class BufferAssignedInLoop(torch.nn.Module):
         return self.total * 1
 
 
+@case(_randn(4, 3))
+class AttributesAssignedInForward(torch.nn.Module):
+    """A number, a list and a tensor attribute of a submodule assigned in forward (the
+    tensor with another shape than it had), in a loop and a branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.flag = False
+        self.rows: List[Tensor] = [torch.ones(1)]
+        self.inner = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        self.flag = True
+        self.rows = []
+        self.inner.weight = x[0] * 0
+        for i in range(x.size(0)):
+            self.inner.weight = self.inner.weight + x[i]
+            self.rows.append(x[i] * i)
+        if bool(x.sum() > 100):
+            self.flag = False
+        if self.flag:
+            return self.inner.weight, torch.stack(self.rows)
+        return -self.inner.weight, torch.stack(self.rows)
+
+
 # -- calling conventions ------------------------------------------------------------------------
 class OptionalMask(torch.nn.Module):
     def forward(self, x, mask: Optional[Tensor] = None):

@@ -292,8 +292,8 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
             frozen = torch._C._freeze_module(model._c, preserveParameters=True)
             graph = frozen._get_method(method).graph.copy()
             torch._C._jit_pass_inline(graph)
+            script_passes.attributes_as_values(graph)
             _inline_attributes(graph, model)
-            script_passes.attribute_writes_as_copies(graph)
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
