@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+import onnx
 import torch
 
 from oxport import torch_onnx_compat
@@ -179,9 +180,17 @@ class Conversion:
         graph = self.walk(front)
         outputs = [self.lookup(v) for v in front.graph.outputs()]
         self.raise_if_unconvertible()
-        graph.outputs = [graph.materialize(v) for v in outputs]
+        graph.outputs = [graph.materialize(v) for v in self._without_none(graph, outputs)]
         self.warn_fallback_uses()
         return graph
+
+    def _without_none(self, graph: Graph, outputs: list[Value]) -> list[Value]:
+        """The outputs with those that are always None (a scripted ``return x, None``) as
+        empty Optionals of float from opset 15, as torch.onnx writes them; left out below."""
+        if self.opset < NONE_OUTPUT_OPSET:
+            return [v for v in outputs if not (v.is_const and v.const is None)]
+        return [_empty_optional(graph) if v.is_const and v.const is None else v
+                for v in outputs]
 
     def walk(self, front: FrontEnd) -> Graph:
         """Convert every node (collecting unconvertible ones) without raising or finishing."""
@@ -761,6 +770,17 @@ def _calls(scope_name: str) -> tuple[str, ...]:
         if call:
             calls.append(call)
     return tuple(calls)
+
+
+#: ONNX Optional, which an output that is always None becomes, arrived in opset 15.
+NONE_OUTPUT_OPSET = 15
+
+
+def _empty_optional(graph: Graph) -> Value:
+    """An empty Optional of float tensors."""
+    empty = onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, None)
+    node = graph.add_node("", "Optional", [], 1, {"type": ("tp", empty)})
+    return node.output_values[0].setType(Type("OptionalType", elem=Type.tensor(torch.float32)))
 
 
 def _named_dims(type_: Type, names: list[dict[int, str]], index: int) -> Type:
