@@ -204,8 +204,9 @@ def merge_types(types: list[Type], where: str) -> Type:
             "Cast the value to one dtype on every path.")
     dtype = dtypes.pop() if dtypes else None
     first = types[0]
-    if first.kind() == "ListType":
-        return lists.sequence_type(dtype)
+    if first.kind() == "ListType":  # (an empty one's unknown items say nothing)
+        return lists.sequence_type(dtype, lists.common_rank_shape(
+            [lists.item_shape(t) for t in types]))
     if first.kind() == "OptionalType":  # (an empty one's unknown shape says nothing)
         known = [shape for shape in map(_held_shape, types) if shape is not None]
         return optional_type(dtype, _merged_shape(known) if known else None)
@@ -482,12 +483,20 @@ def _carried_type(g: Any, init: Value, ts_value: Any, optional: bool) -> Type:
                     "prim::Loop", g.opset, SEQUENCE_CONTROL_FLOW_OPSET,
                     "a list of tensors carried through a loop (other than one appended to "
                     "once per iteration) needs Sequence support in Loop")
-            return lists.sequence_type(lists.elem_dtype(init))
+            return lists.sequence_type(lists.elem_dtype(init), _init_item_shape(init))
         return Type.tensor(lists.number_dtype(kind), [None])
     t = init.type()
     if t.kind() in ("IntType", "FloatType", "BoolType", "NumberType"):
         return Type.tensor(t.dtype(), ())
     return _relaxed(t)
+
+
+def _init_item_shape(init: Value) -> Any:
+    """The item shape (rank) of a list entering a loop, when its items or type know it."""
+    if sh._is_packed_list(init):
+        shapes = [i.type().shape for i in sh._unpack_list(init)]
+        return lists.common_rank_shape(shapes) if shapes and None not in shapes else None
+    return lists.item_shape(init.type())
 
 
 def _elem_dtype(value: Value) -> torch.dtype | None:
@@ -502,8 +511,10 @@ def _refine(inner: Value, out: Value) -> None:
     """Give a body input the dtype its body output shows (an empty list's, say)."""
     t, o = inner.type(), out.type()
     elem = lists.element_type(t)
-    if t.kind() == "ListType" and elem is not None and elem.dtype() is None:
-        inner.setType(lists.sequence_type(lists.elem_dtype(out)))
+    if t.kind() == "ListType" and elem is not None and (
+            elem.dtype() is None or (elem.shape is None and lists.item_shape(o) is not None)):
+        inner.setType(lists.sequence_type(lists.elem_dtype(out) or elem.dtype(),
+                                          lists.item_shape(o)))
     elif t.kind() == "OptionalType" and held_dtype(t) is None:
         inner.setType(optional_type(held_dtype(o)))
     elif t.kind() == "TensorType" and t.dtype() is None and o.dtype() is not None:

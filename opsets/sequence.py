@@ -20,8 +20,8 @@ from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
 from oxport.opsets.lists import (
-    as_number_tensor, as_sequence, construct_sequence, elem_dtype, elem_kind, item_type,
-    number_dtype, packed_list, require_sequences, sequence_type)
+    as_number_tensor, as_sequence, construct_sequence, elem_dtype, elem_kind, grown_type,
+    item_type, number_dtype, packed_list, require_sequences, sequence_type)
 
 pack = OpPack("oxport.sequence", cases="oxport.opsets.cases.sequence")
 
@@ -55,8 +55,8 @@ def append(g, self: Value, el: Value) -> Value:
         new = packed_list(g, [*sh._unpack_list(self), el], Type.of(ts_list.type()))
     elif kind == "TensorType":
         require_sequences(g, "aten::append")
-        new = g.op("SequenceInsert", as_sequence(g, self, el.type().dtype()), el)
-        new.setType(sequence_type(el.type().dtype()))
+        seq = as_sequence(g, self, el.type().dtype())
+        new = g.op("SequenceInsert", seq, el).setType(grown_type(seq, el))
     else:
         dtype = number_dtype(kind)
         item = sh._unsqueeze_helper(g, sh.cast_to(g, el, dtype), [0])
@@ -168,7 +168,7 @@ def insert(g, self: Value, index: Value, el: Value) -> None:
         require_sequences(g, "aten::insert")
         seq = as_sequence(g, self, el.type().dtype())
         new = g.op("SequenceInsert", seq, el, _normalized(g, index, g.op("SequenceLength", seq)))
-        new.setType(sequence_type(el.type().dtype()))
+        new.setType(grown_type(seq, el))
     else:
         values = as_number_tensor(g, self, kind)
         at = _normalized(g, index, g.op("Size", values))
@@ -270,13 +270,13 @@ def _joined_sequences(g: Any, first: Value, second: Value) -> Value:
     if sh._is_packed_list(second):
         seq = as_sequence(g, first, dtype, "aten::add.t")
         for item in sh._unpack_list(second):
-            seq = g.op("SequenceInsert", seq, item).setType(sequence_type(dtype))
+            seq = g.op("SequenceInsert", seq, item).setType(grown_type(seq, item))
         return seq
     seq = as_sequence(g, second, dtype, "aten::add.t")
     if sh._is_packed_list(first):
         for position, item in enumerate(sh._unpack_list(first)):
             seq = g.op("SequenceInsert", seq, item, g.constant(torch.tensor(position))
-                       ).setType(sequence_type(dtype))
+                       ).setType(grown_type(seq, item))
         return seq
     return _inserted_all(g, as_sequence(g, first, dtype, "aten::add.t"), seq)
 

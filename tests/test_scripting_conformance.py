@@ -216,6 +216,20 @@ class ListGrownByPlusEquals(torch.nn.Module):
         return rows
 
 
+@case(_randn(5, 3))
+class StackOfScalarsFromLoop(torch.nn.Module):
+    """Empty lists (constants once frozen) grown in a loop, stacked: the stack's rank comes
+    from the items'."""
+
+    def forward(self, x):
+        sums = []
+        maxima = []
+        for i in range(x.size(0)):
+            sums.append(x[i].sum())
+            maxima = maxima + [x[i].max()]
+        return torch.stack(sums), torch.stack(maxima) * 2
+
+
 # -- None / Optional -------------------------------------------------------------------------
 @case(_randn(3, 2), min_opset=16)
 class NoneBeforeLoop(torch.nn.Module):
