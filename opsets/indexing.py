@@ -96,7 +96,10 @@ def _whole(g, base: Value, new: Value) -> Value:
 
 # -- select, slice, narrow ---------------------------------------------------------------
 def _axis(self: Value, dim: Value, op: str) -> int:
-    """The non-negative axis of a constant ``dim`` (a negative one needs the rank)."""
+    """The non-negative axis of a constant ``dim`` (a negative one needs the rank); declines
+    for a list (its own overloads take it)."""
+    if self.type().kind() != "TensorType":
+        sh._unimplemented(op, f"a {self.type()} input")
     axis = sh._get_const(dim, "i", "dim")
     return axis if axis >= 0 else axis % max(rank_of(op, self), 1)
 
