@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+import onnx
 import torch
 
 from oxport import torch_onnx_compat
@@ -180,9 +181,17 @@ class Conversion:
         graph = self.walk(front)
         outputs = [self.lookup(v) for v in front.graph.outputs()]
         self.raise_if_unconvertible()
-        graph.outputs = [graph.materialize(v) for v in outputs]
+        graph.outputs = [graph.materialize(v) for v in self._without_none(graph, outputs)]
         self.warn_fallback_uses()
         return graph
+
+    def _without_none(self, graph: Graph, outputs: list[Value]) -> list[Value]:
+        """The outputs with those that are always None (a scripted ``return x, None``) as
+        empty Optionals of float from opset 15, as torch.onnx writes them; left out below."""
+        if self.opset < NONE_OUTPUT_OPSET:
+            return [v for v in outputs if not (v.is_const and v.const is None)]
+        return [_empty_optional(graph) if v.is_const and v.const is None else v
+                for v in outputs]
 
     def walk(self, front: FrontEnd) -> Graph:
         """Convert every node (collecting unconvertible ones) without raising or finishing."""
@@ -192,7 +201,8 @@ class Conversion:
         user_count = len(ts_inputs) - len(front.params)
         for index, (ts_value, name) in enumerate(zip(ts_inputs[:user_count],
                                                       front.input_names)):
-            value = graph.add_input(name, Type.of(ts_value.type()))
+            value = graph.add_input(name, _named_dims(Type.of(ts_value.type()),
+                                                      front.input_dim_names, index))
             if index < len(front.input_leaves):
                 value.meta = {"arg_leaf": front.input_leaves[index]}
             self.env[ts_value.unique()] = value
@@ -761,6 +771,29 @@ def _calls(scope_name: str) -> tuple[str, ...]:
         if call:
             calls.append(call)
     return tuple(calls)
+
+
+#: ONNX Optional, which an output that is always None becomes, arrived in opset 15.
+NONE_OUTPUT_OPSET = 15
+
+
+def _empty_optional(graph: Graph) -> Value:
+    """An empty Optional of float tensors."""
+    empty = onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, None)
+    node = graph.add_node("", "Optional", [], 1, {"type": ("tp", empty)})
+    return node.output_values[0].setType(Type("OptionalType", elem=Type.tensor(torch.float32)))
+
+
+def _named_dims(type_: Type, names: list[dict[int, str]], index: int) -> Type:
+    """An input's type with the dims ``dynamic_axes`` names typed by their names."""
+    named = names[index] if index < len(names) else {}
+    shape = type_.shape
+    if not named or shape is None or type_.kind() != "TensorType":
+        return type_
+    rank = len(shape)
+    by_axis = {axis % rank: name for axis, name in named.items() if -rank <= axis < rank}
+    return type_.with_sizes([by_axis.get(axis, dim) if dim is None else dim
+                             for axis, dim in enumerate(shape)])
 
 
 def _stamp_calls(nodes: list[Any], ts_node: SourceNode) -> None:

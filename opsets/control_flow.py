@@ -68,8 +68,14 @@ def _list_item_kind(g: Any, ts_type: Any, op: str) -> str:
     return kind
 
 
-def optional_type(dtype: torch.dtype | None) -> Type:
-    return Type("OptionalType", elem=Type.tensor(dtype))
+def optional_type(dtype: torch.dtype | None, shape: Any = None) -> Type:
+    """The type of an ONNX Optional holding a tensor of ``dtype`` (and ``shape``)."""
+    return Type("OptionalType", elem=Type.tensor(dtype, shape))
+
+
+def _held_shape(t: Type) -> Any:
+    elem = lists.element_type(t) if t.kind() == "OptionalType" else t
+    return elem.shape if elem is not None else None
 
 
 def is_runtime_optional(value: Value) -> bool:
@@ -93,7 +99,8 @@ def as_optional(g: Any, value: Value, dtype: torch.dtype | None, op: str) -> Val
             "`h = None` before a loop) needs ONNX Optional")
     if not sh._is_none(value):
         value = g.graph.materialize(value)
-        return g.op("Optional", value).setType(optional_type(value.type().dtype()))
+        return g.op("Optional", value).setType(optional_type(value.type().dtype(),
+                                                             value.type().shape))
     if dtype is None:
         raise OnnxExporterError(
             f"{op}: the dtype of a variable that is None on some paths is unknown here; "
@@ -126,6 +133,37 @@ def runtime_value(g: Any, value: Value, ts_type: Any, dtype: torch.dtype | None 
             "Annotate it as Optional[Tensor], or give it a tensor value before the loop or "
             "branch.")
     return g.graph.materialize(value)
+
+
+def mark_uninitialized(value: Value) -> Value:
+    """Mark ``value`` as the stand-in for a variable a path leaves unset."""
+    value.meta = {**(value.meta or {}), "uninitialized": True}
+    return value
+
+
+def is_uninitialized(value: Value) -> bool:
+    """Whether ``value`` stands for a variable a path leaves unset (``prim::Uninitialized``)."""
+    return bool(value.meta and value.meta.get("uninitialized"))
+
+
+def placeholder(g: Any, t: Type) -> Value:
+    """A value of type ``t`` for a path that leaves a variable unset (it returns early or
+    raises) and never reads it: zeros (unknown sizes 1), an empty Sequence or Optional."""
+    dtype = held_dtype(t)
+    if dtype is None:
+        raise OnnxExporterError(
+            "A variable that one path leaves unset (an early `return` or a `raise`) has a "
+            "dtype unknown on the other path; give it a tensor before the branch.")
+    onnx_dtype = JitScalarType.from_dtype(dtype).onnx_type()
+    if t.kind() == "ListType":
+        return g.op("SequenceEmpty", dtype_i=onnx_dtype).setType(lists.sequence_type(dtype))
+    if t.kind() == "OptionalType":
+        shape = _held_shape(t)
+        empty = helper.make_tensor_type_proto(onnx_dtype, shape)
+        return g.op("Optional", type_tp=empty).setType(optional_type(dtype, shape))
+    shape = [d if isinstance(d, int) else 1 for d in (t.shape or ())]
+    return g.op("Identity", g.constant(torch.zeros(shape, dtype=dtype))).setType(
+        Type.tensor(dtype, shape))
 
 
 def finish_subgraph(sub: Any, outputs: list[Value]) -> list[Value]:
@@ -166,15 +204,20 @@ def merge_types(types: list[Type], where: str) -> Type:
             "Cast the value to one dtype on every path.")
     dtype = dtypes.pop() if dtypes else None
     first = types[0]
-    if first.kind() == "ListType":
-        return lists.sequence_type(dtype)
-    if first.kind() == "OptionalType":
-        return optional_type(dtype)
-    shapes = [t.shape for t in types]
-    shape = None
-    if all(s is not None for s in shapes) and len({len(s) for s in shapes}) == 1:
-        shape = [dims[0] if len(set(dims)) == 1 else None for dims in zip(*shapes)]
-    return Type.tensor(dtype, shape)
+    if first.kind() == "ListType":  # (an empty one's unknown items say nothing)
+        return lists.sequence_type(dtype, lists.common_rank_shape(
+            [lists.item_shape(t) for t in types]))
+    if first.kind() == "OptionalType":  # (an empty one's unknown shape says nothing)
+        known = [shape for shape in map(_held_shape, types) if shape is not None]
+        return optional_type(dtype, _merged_shape(known) if known else None)
+    return Type.tensor(dtype, _merged_shape([t.shape for t in types]))
+
+
+def _merged_shape(shapes: list[Any]) -> list[Any] | None:
+    """One shape for shapes that meet: the rank they share, dims that differ unknown."""
+    if any(s is None for s in shapes) or len({len(s) for s in shapes}) != 1:
+        return None
+    return [dims[0] if len(set(dims)) == 1 else None for dims in zip(*shapes)]
 
 
 def held_dtype(t: Type) -> torch.dtype | None:
@@ -230,30 +273,61 @@ def prim_if(g, condition: Value) -> Value | tuple[Value, ...] | None:
     for name, block in zip(("then_branch", "else_branch"), blocks):
         sub = g.subgraph(name)
         branches.append((sub, sub.convert_block(block, [])))
-    mapped: list[Value | None] = [
-        _chosen_constant(g, ts, [outs[k] for _, outs in branches])
-        if ts.type().kind() in _NO_ONNX_VALUE else None for k, ts in enumerate(ts_outputs)]
+    mapped: list[Value | None] = [_unconverted_output(g, ts, [outs[k] for _, outs in branches])
+                                  for k, ts in enumerate(ts_outputs)]
     kept = [k for k, value in enumerate(mapped) if value is None]
     hints = {k: _dtype_hint([outs[k] for _, outs in branches]) for k in kept}
     optional = {k for k in kept if ts_outputs[k].type().kind() == "OptionalType"
                 and any(may_be_none(outs[k]) for _, outs in branches)}
-    finals = []
-    for sub, outs in branches:
-        values = [runtime_value(sub, outs[k], ts_outputs[k].type(), hints[k],
+    converted = [[None if _takes_other_type(outs[k], k in optional) else
+                  runtime_value(sub, outs[k], ts_outputs[k].type(), hints[k],
                                 optional=k in optional) for k in kept]
+                 for sub, outs in branches]
+    finals = []
+    for (sub, outs), values, others in zip(branches, converted, reversed(converted)):
+        values = [_fill(sub, value, other, outs[k], ts_outputs[k].type(), hints[k],
+                        k in optional) for k, value, other in zip(kept, values, others)]
         finals.append(finish_subgraph(sub, values))
     if kept:
         result = g.op("If", cond, then_branch_g=branches[0][0].graph,
                       else_branch_g=branches[1][0].graph, outputs=len(kept))
         for index, (k, value) in enumerate(zip(kept, [result] if len(kept) == 1 else result)):
-            mapped[k] = value.setType(merge_types(
-                [f[index].type() for f in finals], f"Output {k} of the `if` at "
-                f"{g.source or 'unknown'}"))
+            merged = merge_types([f[index].type() for f in finals], f"Output {k} of the `if` "
+                                 f"at {g.source or 'unknown'}")
+            mapped[k] = value.setType(merged)
+            if merged.kind() == "OptionalType":  # both branches declare the one type
+                for final in finals:
+                    final[index].setType(merged)
     return tuple(mapped) if len(mapped) != 1 else mapped[0]
 
 
 #: TorchScript values an `if` may choose that have no ONNX form (messages for warnings).
 _NO_ONNX_VALUE = ("StringType", "NoneType", "DeviceObjType")
+
+
+def _takes_other_type(value: Value, optional: bool) -> bool:
+    """Whether a branch's value is typed by the other branch's: a variable it leaves unset,
+    or None where the `if` gives an Optional."""
+    return is_uninitialized(value) or (optional and sh._is_none(value))
+
+
+def _fill(g: Any, value: Value | None, other: Value | None, original: Value, ts_type: Any,
+          hint: torch.dtype | None, optional: bool) -> Value:
+    """A branch's output: ``value`` converted, else a placeholder of the other branch's
+    type (an empty Optional for None)."""
+    if value is not None:
+        return value
+    if other is not None:
+        return placeholder(g, other.type())
+    return runtime_value(g, original, ts_type, hint, optional=optional)
+
+
+def _unconverted_output(g: Any, ts_output: Any, values: list[Value]) -> Value | None:
+    """An `if` output that needs no ONNX If output: one without an ONNX form, or one that
+    no branch sets (None for the others)."""
+    if ts_output.type().kind() in _NO_ONNX_VALUE:
+        return _chosen_constant(g, ts_output, values)
+    return values[0] if all(map(is_uninitialized, values)) else None
 
 
 def _chosen_constant(g: Any, ts_output: Any, values: list[Value]) -> Value:
@@ -295,7 +369,8 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
         return None
     scans = {k for k in range(len(initial)) if _is_scan_slot(g, body, k, initial[k])}
     optional = {k for k, (init, ts_out) in enumerate(zip(initial, node.outputs()))
-                if ts_out.type().kind() == "OptionalType" and may_be_none(init)}
+                if ts_out.type().kind() == "OptionalType"
+                and (may_be_none(init) or _body_may_give_none(body, k))}
     types = {k: _carried_type(g, init, ts_value, k in optional)
              for k, (init, ts_value) in enumerate(zip(initial, ts_carried)) if k not in scans}
     sub, inner, body_values, scan_items = _convert_body(g, body, ts_carried, scans, optional,
@@ -313,6 +388,10 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
                                              "prim::Loop", optional=k in optional))
     count = len(initial)
     result = g.op("Loop", *loop_inputs, body_g=sub.graph, outputs=count)
+    carried_keys = [k for k in range(count) if k not in scans]
+    out_types = {k: merge_types([given.type(), returned.type()], "prim::Loop")
+                 if k in optional else inner[k].type()
+                 for k, given, returned in zip(carried_keys, loop_inputs[2:], body_values[1:])}
     results = [result] if count == 1 else list(result)
     carried_out = iter(results[:count - len(scans)])
     scan_out = iter(results[count - len(scans):])
@@ -327,7 +406,7 @@ def prim_loop(g, max_trip: Value, condition: Value, *initial: Value
             mapped.append(lists.stacked_list(g, stacked, Type.of(ts_value.type())))
         else:
             value = next(carried_out)
-            value.setType(inner[k].type())
+            value.setType(out_types[k])
             mapped.append(value)
     return tuple(mapped) if count != 1 else mapped[0]
 
@@ -376,6 +455,13 @@ def _convert_body(g: Any, body: Any, ts_carried: list[Any], scans: set[int],
     return sub, inner, body_values, scan_items
 
 
+def _body_may_give_none(body: Any, k: int) -> bool:
+    """Whether the loop body may give None for carried value ``k`` (it returns None, or an
+    Optional other than the one it was given)."""
+    given, returned = list(body.inputs())[1 + k], list(body.outputs())[1 + k]
+    return returned.type().kind() in ("NoneType", "OptionalType") and returned != given
+
+
 def _hint(ts_value: Any) -> str:
     return ts_value.debugName().split(".")[0] if not ts_value.debugName()[0].isdigit() \
         else "carried"
@@ -397,12 +483,20 @@ def _carried_type(g: Any, init: Value, ts_value: Any, optional: bool) -> Type:
                     "prim::Loop", g.opset, SEQUENCE_CONTROL_FLOW_OPSET,
                     "a list of tensors carried through a loop (other than one appended to "
                     "once per iteration) needs Sequence support in Loop")
-            return lists.sequence_type(lists.elem_dtype(init))
+            return lists.sequence_type(lists.elem_dtype(init), _init_item_shape(init))
         return Type.tensor(lists.number_dtype(kind), [None])
     t = init.type()
     if t.kind() in ("IntType", "FloatType", "BoolType", "NumberType"):
         return Type.tensor(t.dtype(), ())
     return _relaxed(t)
+
+
+def _init_item_shape(init: Value) -> Any:
+    """The item shape (rank) of a list entering a loop, when its items or type know it."""
+    if sh._is_packed_list(init):
+        shapes = [i.type().shape for i in sh._unpack_list(init)]
+        return lists.common_rank_shape(shapes) if shapes and None not in shapes else None
+    return lists.item_shape(init.type())
 
 
 def _elem_dtype(value: Value) -> torch.dtype | None:
@@ -417,8 +511,10 @@ def _refine(inner: Value, out: Value) -> None:
     """Give a body input the dtype its body output shows (an empty list's, say)."""
     t, o = inner.type(), out.type()
     elem = lists.element_type(t)
-    if t.kind() == "ListType" and elem is not None and elem.dtype() is None:
-        inner.setType(lists.sequence_type(lists.elem_dtype(out)))
+    if t.kind() == "ListType" and elem is not None and (
+            elem.dtype() is None or (elem.shape is None and lists.item_shape(o) is not None)):
+        inner.setType(lists.sequence_type(lists.elem_dtype(out) or elem.dtype(),
+                                          lists.item_shape(o)))
     elif t.kind() == "OptionalType" and held_dtype(t) is None:
         inner.setType(optional_type(held_dtype(o)))
     elif t.kind() == "TensorType" and t.dtype() is None and o.dtype() is not None:

@@ -95,13 +95,21 @@ def _whole(g, base: Value, new: Value) -> Value:
 
 
 # -- select, slice, narrow ---------------------------------------------------------------
+def _axis(self: Value, dim: Value, op: str) -> int:
+    """The non-negative axis of a constant ``dim`` (a negative one needs the rank); declines
+    for a list (its own overloads take it)."""
+    if self.type().kind() != "TensorType":
+        sh._unimplemented(op, f"a {self.type()} input")
+    axis = sh._get_const(dim, "i", "dim")
+    return axis if axis >= 0 else axis % max(rank_of(op, self), 1)
+
+
 @pack.symbolic("aten::select", since=7)
 def select(g, self: Value, dim: Value, index: Value) -> Value:
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)
 
     ``x[..., i]``: Gather with a 0-d index (negative indices count from the end)."""
-    rank = rank_of("aten::select", self)
-    axis = sh._get_const(dim, "i", "dim") % rank
+    axis = _axis(self, dim, "aten::select")
     position = scalar_int(g, sh._maybe_get_const(index, "i"))
     if g.opset < 11:  # Gather counts negative indices from the end only from opset 11
         position = normalize_index(g, position, self, axis)
@@ -128,8 +136,7 @@ def slice(g, self: Value, dim: Value | None = None, start: Value | None = None, 
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
 
     Slice (constant bounds below opset 10; run-time bounds and steps from 10)."""
-    rank = rank_of("aten::slice", self)
-    axis = (sh._maybe_get_const(dim, "i") if dim is not None else 0) % max(rank, 1)
+    axis = _axis(self, dim, "aten::slice") if dim is not None else 0
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
     stop = sh._maybe_get_const(end, "i") if end is not None else INT64_MAX
     stride = sh._get_const(step, "i", "step") if step is not None else 1

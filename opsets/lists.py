@@ -36,8 +36,28 @@ def number_dtype(kind: str) -> torch.dtype:
     return _NUMBER_DTYPES.get(kind, torch.int64)
 
 
-def sequence_type(dtype: torch.dtype | None) -> Type:
-    return Type("ListType", elem=Type.tensor(dtype))
+def sequence_type(dtype: torch.dtype | None, shape: Any = None) -> Type:
+    """The type of a Sequence of tensors of ``dtype`` (of ``shape``'s rank, when known)."""
+    return Type("ListType", elem=Type.tensor(dtype, None if shape is None else
+                                             [None] * len(shape)))
+
+
+def item_shape(t: Type) -> Any:
+    """The shape a Sequence type gives its items (only their rank is kept), or None."""
+    elem = element_type(t) if t.kind() == "ListType" else None
+    return elem.shape if elem is not None else None
+
+
+def common_rank_shape(shapes: list[Any]) -> list[None] | None:
+    """The shape of unknown dims of the rank ``shapes`` share (unknown ones aside)."""
+    ranks = {len(s) for s in shapes if s is not None}
+    return [None] * ranks.pop() if len(ranks) == 1 else None
+
+
+def grown_type(seq: Value, item: Value) -> Type:
+    """The type of the Sequence ``seq`` with ``item`` inserted."""
+    dtype = item.type().dtype() or elem_dtype(seq)
+    return sequence_type(dtype, common_rank_shape([item_shape(seq.type()), item.type().shape]))
 
 
 def element_type(t: Type) -> Type | None:
@@ -108,6 +128,8 @@ def as_sequence(g: Any, value: Value, dtype: torch.dtype | None = None,
     built (once); ``dtype`` types an empty one."""
     if value.meta and "stacked" in value.meta:
         return value.graph.materialize(value)
+    if value.is_const and isinstance(value.const, (list, tuple)):  # ([] after freezing)
+        return construct_sequence(g, [g.constant(t) for t in value.const], dtype, op)
     if not sh._is_packed_list(value):
         if dtype is not None and elem_dtype(value) is None:
             value.setType(sequence_type(dtype))  # a loop's list: what other paths show
@@ -135,7 +157,9 @@ def construct_sequence(g: Any, items: list[Value], dtype: torch.dtype | None, op
         infer.infer_value(item, g.opset)
     common = sh.result_dtype(*items)
     items = [sh.cast_to(g, i, common) for i in items] if common is not None else items
-    return g.op("SequenceConstruct", *items).setType(sequence_type(common))
+    shapes = [i.type().shape for i in items]
+    shape = common_rank_shape(shapes) if None not in shapes else None
+    return g.op("SequenceConstruct", *items).setType(sequence_type(common, shape))
 
 
 def as_number_tensor(g: Any, value: Value, kind: str) -> Value:
@@ -165,8 +189,9 @@ def stacked_list(g: Any, stacked: Value, list_type: Type) -> Value:
     def materialize(graph: Graph) -> Value:
         ctx = g.on(graph)
         require_sequences(ctx, "a list appended to in a loop")
+        shape = stacked.type().shape
         return ctx.op("SplitToSequence", stacked, axis_i=0, keepdims_i=0).setType(
-            sequence_type(stacked.type().dtype()))
+            sequence_type(stacked.type().dtype(), shape[1:] if shape else None))
 
     result = g.graph.deferred(list_type, materialize)
     result.meta = {"stacked": stacked}

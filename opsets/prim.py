@@ -81,7 +81,10 @@ def _scalar_cast(dtype: torch.dtype):
             const = value.const
             item = const.item() if isinstance(const, torch.Tensor) else const
             return g.python_constant(int(item) if dtype == torch.int64 else float(item))
-        return sh.cast_to(g, value, dtype)
+        out = sh.cast_to(g, value, dtype)
+        if out.type().dim() != 0:  # a one-element tensor's number is 0-d
+            out = sh._reshape_helper(g, out, []).setType(Type.tensor(dtype, ()))
+        return out
     return convert
 
 
@@ -89,13 +92,13 @@ aten_int = _scalar_cast(torch.int64)
 aten_int.__name__ = "aten_int"
 aten_int.__doc__ = ("Int.Tensor(Tensor a) -> int\n"
                     "and its Scalar, bool, float, str overloads\n\n"
-                    "A cast to int64, folded when constant.")
+                    "A cast to int64 (0-d), folded when constant.")
 pack.symbolic("aten::Int", since=7)(aten_int)
 aten_float = _scalar_cast(torch.float32)
 aten_float.__name__ = "aten_float"
 aten_float.__doc__ = ("Float.Tensor(Tensor a) -> float\n"
                       "and its Scalar, int, bool, str overloads\n\n"
-                      "A cast to float32, folded when constant.")
+                      "A cast to float32 (0-d), folded when constant.")
 pack.symbolic("aten::Float", since=7)(aten_float)
 
 

@@ -241,13 +241,16 @@ def contains(g, values: Value, item: Value) -> Value:
 def uninitialized(g) -> tuple[Value, ...]:
     """Uninitialized() -> Any
 
-    The placeholder a raising branch gives its outputs: unusable if anything reads it."""
+    What a path that returns early or raises gives the variables it leaves unset. An `if`
+    output gets a placeholder of the other branch's type there (the flag TorchScript adds
+    for the early return never picks it); anything else that reads it fails."""
     def materialize(graph: Any) -> Value:
         raise OnnxExporterError(
-            f"A value that is only set on a path that raises an exception is used (at "
-            f"{g.source or 'unknown'}); ONNX has no uninitialized values.")
+            f"A value that is not set on every path (one that returns early or raises "
+            f"leaves it unset) is used (at {g.source or 'unknown'}); ONNX has no "
+            "uninitialized values.")
 
-    return tuple(g.graph.deferred(Type.of(out.type()), materialize)
+    return tuple(cf.mark_uninitialized(g.graph.deferred(Type.of(out.type()), materialize))
                  for out in g.original_node.outputs())
 
 

@@ -20,8 +20,8 @@ from oxport import symbolic_helper as sh
 from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
 from oxport.opsets.lists import (
-    as_number_tensor, as_sequence, construct_sequence, elem_dtype, elem_kind, item_type,
-    number_dtype, packed_list, require_sequences, sequence_type)
+    as_number_tensor, as_sequence, construct_sequence, elem_dtype, elem_kind, grown_type,
+    item_type, number_dtype, packed_list, require_sequences, sequence_type)
 
 pack = OpPack("oxport.sequence", cases="oxport.opsets.cases.sequence")
 
@@ -55,8 +55,8 @@ def append(g, self: Value, el: Value) -> Value:
         new = packed_list(g, [*sh._unpack_list(self), el], Type.of(ts_list.type()))
     elif kind == "TensorType":
         require_sequences(g, "aten::append")
-        new = g.op("SequenceInsert", as_sequence(g, self, el.type().dtype()), el)
-        new.setType(sequence_type(el.type().dtype()))
+        seq = as_sequence(g, self, el.type().dtype())
+        new = g.op("SequenceInsert", seq, el).setType(grown_type(seq, el))
     else:
         dtype = number_dtype(kind)
         item = sh._unsqueeze_helper(g, sh.cast_to(g, el, dtype), [0])
@@ -168,7 +168,7 @@ def insert(g, self: Value, index: Value, el: Value) -> None:
         require_sequences(g, "aten::insert")
         seq = as_sequence(g, self, el.type().dtype())
         new = g.op("SequenceInsert", seq, el, _normalized(g, index, g.op("SequenceLength", seq)))
-        new.setType(sequence_type(el.type().dtype()))
+        new.setType(grown_type(seq, el))
     else:
         values = as_number_tensor(g, self, kind)
         at = _normalized(g, index, g.op("Size", values))
@@ -223,14 +223,81 @@ def list_concat(g, self: Value, other: Value) -> Value:
     """add.t(t[] a, t[] b) -> t[]
 
     ``a + b`` for lists."""
-    list_type = Type.of(g.original_node.output().type())
-    kind = elem_kind(g.original_node.output())
-    if sh._is_packed_list(self) and sh._is_packed_list(other):
-        return packed_list(g, [*sh._unpack_list(self), *sh._unpack_list(other)], list_type)
+    return _joined(g, self, other, g.original_node.output())
+
+
+@pack.symbolic("aten::add_.t", since=7)
+def list_extend_in_place(g, self: Value, other: Value) -> Value:
+    """add_.t(t[](a!) self, t[] b) -> t[]
+
+    ``a += b`` for lists: later uses of ``a`` read the joined list."""
+    ts_list = g.original_node.inputsAt(0)
+    new = _joined(g, self, other, ts_list)
+    _remap(g, ts_list, new)
+    return new
+
+
+@pack.symbolic("aten::extend.t", since=7)
+def list_extend(g, self: Value, other: Value) -> None:
+    """extend.t(t[](a!) self, t[] other) -> ()
+
+    ``a.extend(b)``: later uses of ``a`` read the joined list."""
+    ts_list = g.original_node.inputsAt(0)
+    _remap(g, ts_list, _joined(g, self, other, ts_list))
+
+
+def _joined(g: Any, first: Value, second: Value, ts_list: Any) -> Value:
+    """The list of ``first``'s items then ``second``'s: a packed list when both are, a
+    Sequence for tensors, a Concat for numbers."""
+    list_type = Type.of(ts_list.type())
+    kind = elem_kind(ts_list)
+    if sh._is_packed_list(first) and sh._is_packed_list(second):
+        return packed_list(g, [*sh._unpack_list(first), *sh._unpack_list(second)], list_type)
     if kind == "TensorType":
-        sh._unimplemented("aten::add.t", "concatenating lists of tensors built at run time")
-    parts = [as_number_tensor(g, v, kind) for v in (self, other)]
-    return g.op("Concat", *parts, axis_i=0).setType(Type.tensor(number_dtype(kind), [None]))
+        return _joined_sequences(g, first, second)
+    parts = [as_number_tensor(g, v, kind) for v in (first, second)]
+    lengths = [(p.type().shape or [None])[0] for p in parts]
+    length = sum(lengths) if all(isinstance(n, int) for n in lengths) else None
+    return g.op("Concat", *parts, axis_i=0).setType(Type.tensor(number_dtype(kind), [length]))
+
+
+def _joined_sequences(g: Any, first: Value, second: Value) -> Value:
+    """Two lists of tensors, one of them grown at run time, as one Sequence: the known
+    items of a packed list are inserted one by one (at the front for ``first``), two
+    Sequences are joined by a Loop inserting the second's items."""
+    require_sequences(g, "aten::add.t")
+    dtype = elem_dtype(first) or elem_dtype(second)
+    if sh._is_packed_list(second):
+        seq = as_sequence(g, first, dtype, "aten::add.t")
+        for item in sh._unpack_list(second):
+            seq = g.op("SequenceInsert", seq, item).setType(grown_type(seq, item))
+        return seq
+    seq = as_sequence(g, second, dtype, "aten::add.t")
+    if sh._is_packed_list(first):
+        for position, item in enumerate(sh._unpack_list(first)):
+            seq = g.op("SequenceInsert", seq, item, g.constant(torch.tensor(position))
+                       ).setType(grown_type(seq, item))
+        return seq
+    return _inserted_all(g, as_sequence(g, first, dtype, "aten::add.t"), seq)
+
+
+def _inserted_all(g: Any, target: Value, items: Value) -> Value:
+    """``target`` with every item of the Sequence ``items`` appended (a Loop carrying a
+    Sequence: opset 13)."""
+    if g.opset < 13:
+        sh._onnx_opset_unsupported_detailed(
+            "aten::add.t", g.opset, 13, "joining two lists of tensors built at run time needs "
+            "a Loop carrying a Sequence")
+    dtype = elem_dtype(target) or elem_dtype(items)
+    body = g.subgraph("join_body")
+    iteration = body.graph.add_input(body.graph.fresh_name("iter"), Type.tensor(torch.int64, ()))
+    condition = body.graph.add_input(body.graph.fresh_name("cond"), Type.tensor(torch.bool, ()))
+    grown = body.graph.add_input(body.graph.fresh_name("joined"), sequence_type(dtype))
+    item = body.op("SequenceAt", items, iteration).setType(item_type(items))
+    body.graph.outputs = [body.op("Identity", condition).setType(condition.type()),
+                          body.op("SequenceInsert", grown, item).setType(sequence_type(dtype))]
+    count = g.op("SequenceLength", items).setType(Type.tensor(torch.int64, ()))
+    return g.op("Loop", count, None, target, body_g=body.graph).setType(sequence_type(dtype))
 
 
 @pack.symbolic("aten::slice.t", since=7)

@@ -155,7 +155,12 @@ def view(g, self: Value, size: Value) -> Value:
     view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)
     reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
     """
-    return g.op("Reshape", self, _shape_input(g, size))
+    shape = _shape_input(g, size)
+    out = g.op("Reshape", self, shape)
+    length = (shape.type().shape or [None])[0] if shape.type().dim() == 1 else None
+    if out.type().dim() is None and isinstance(length, int):  # (ONNX infers it from 14)
+        out.setType(Type.tensor(self.type().dtype(), [None] * length))
+    return out
 
 
 pack.alias(view, "aten::reshape", since=7)
@@ -834,13 +839,14 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
     unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]
 
     ``split(n)`` (pieces of n, the last what remains) or ``split([sizes])``."""
-    axis, size = _split_dim(g, "aten::split", self,
-                            dim if dim is not None else g.python_constant(0))
+    dim = dim if dim is not None else g.python_constant(0)
     items = int_list(split_size)
     if items is not None and len(items) == 1 and not sh._is_list(split_size):
         items = None
-    if items is not None:
+    if items is not None:  # the sizes say where to cut: any axis size will do
+        axis = sh._get_const(dim, "i", "dim") % rank_of("aten::split", self)
         return tensor_list(g, _split(g, self, axis, items))
+    axis, size = _split_dim(g, "aten::split", self, dim)
     step = sh._get_const(split_size, "i", "split_size")
     count = max(-(-size // step), 1)
     g.uses_traced_size(self, axis, f"aten::split's number of pieces ({count})")
@@ -1016,9 +1022,18 @@ def _tensor_split_sequence(g, x: Value, count: Value, axis: int) -> Value:
 def unbind(g, self: Value, dim: Value | None = None) -> Value:
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]
 
-    Split into size-1 pieces and squeeze each."""
-    axis, size = _split_dim(g, "aten::unbind", self,
-                            dim if dim is not None else g.python_constant(0), traced=False)
+    Split into size-1 pieces and squeeze each; along an axis whose size only the run knows
+    (a scripted model's dynamic axis), a Sequence of them (SplitToSequence, opset 11)."""
+    dim = dim if dim is not None else g.python_constant(0)
+    rank = rank_of("aten::unbind", self)
+    axis = sh._get_const(dim, "i", "dim") % rank
+    traced = sh.traced_sizes(g.original_node.inputsAt(0)) or []
+    traced = traced if len(traced) == rank else [None] * rank
+    if (self.type().varyingSizes() or [None] * rank)[axis] is None and traced[axis] is None:
+        lists.require_sequences(g, "aten::unbind")
+        return g.op("SplitToSequence", self, axis_i=axis, keepdims_i=0).setType(Type(
+            "ListType", elem=Type.tensor(self.type().dtype(), [None] * (rank - 1))))
+    axis, size = _split_dim(g, "aten::unbind", self, dim, traced=False)
     g.uses_traced_size(self, axis, f"aten::unbind's number of pieces ({size})")
     pieces = _split(g, self, axis, [1] * size, size)
     return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])

@@ -457,3 +457,23 @@ def test_scripted_transformer_encoder_with_padding_not_at_the_end():
             np.testing.assert_allclose(got[mask.numpy()], np.broadcast_to(
                 bias, got[mask.numpy()].shape), atol=1e-5)
             assert mask is at_end or not np.allclose(got[mask.numpy()], want[mask].numpy())
+
+
+class _NoneInTupleResult(torch.nn.Module):
+    def forward(self, x):
+        return (x, (x * 2, None))
+
+
+@pytest.mark.parametrize("opset", [14, 15, 17])
+def test_none_results_are_empty_optionals_from_opset_15(opset):
+    """As torch.onnx writes them: an empty Optional of float per None (ONNX Runtime gives
+    None back); below opset 15, which has no Optional, they are left out."""
+    x = torch.randn(2, 3)
+    result = oxport.convert(torch.jit.script(_NoneInTupleResult()), (x,), opset_version=opset)
+    proto = result.model_proto()
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, result.feeds((x,)))
+    expected = [x.numpy(), (x * 2).numpy()] + ([None] if opset >= 15 else [])
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert (g is None) if e is None else np.allclose(g, e)

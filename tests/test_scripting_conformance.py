@@ -206,6 +206,30 @@ class SequenceThroughLoop(torch.nn.Module):
         return torch.stack(outs)
 
 
+@case(_randn(3, 4))
+class ListGrownByPlusEquals(torch.nn.Module):
+    def forward(self, x):
+        rows: List[Tensor] = []
+        for i in range(x.size(0)):
+            rows += [x[i] * i]
+        rows.pop()
+        return rows
+
+
+@case(_randn(5, 3))
+class StackOfScalarsFromLoop(torch.nn.Module):
+    """Empty lists (constants once frozen) grown in a loop, stacked: the stack's rank comes
+    from the items'."""
+
+    def forward(self, x):
+        sums = []
+        maxima = []
+        for i in range(x.size(0)):
+            sums.append(x[i].sum())
+            maxima = maxima + [x[i].max()]
+        return torch.stack(sums), torch.stack(maxima) * 2
+
+
 # -- None / Optional -------------------------------------------------------------------------
 @case(_randn(3, 2), min_opset=16)
 class NoneBeforeLoop(torch.nn.Module):
@@ -228,6 +252,24 @@ class NoneOnOneBranch(torch.nn.Module):
             y = x * 2
         if y is None:
             return x
+        return y
+
+
+@case(_randn(3, 2), min_opset=16)
+class OptionalResultOfIf(torch.nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = x
+        if bool(x.sum() > 100):
+            y = None
+        return y
+
+
+@case(_randn(3, 2), min_opset=16)
+class OptionalResultOfLoop(torch.nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = None
+        for i in range(int(x.sum() > -100) * 2):
+            y = x * i
         return y
 
 
@@ -257,6 +299,30 @@ class RaiseInLoop(torch.nn.Module):
                 raise ValueError("negative")
             x = x + z
         return x
+
+
+@case(_randn(3, 2))
+class EarlyReturnInBranch(torch.nn.Module):
+    def forward(self, x):
+        if bool(x.sum() > -100):
+            if bool(x.sum() > 100):
+                x = x + 4
+            else:
+                return x * 2
+        return x
+
+
+@case(_randn(3, 2))
+class EarlyReturnOfList(torch.nn.Module):
+    def forward(self, x):
+        if bool(x.sum() > -100):
+            if bool(x.sum() > 100):
+                x = x + 4
+            else:
+                rows = list(x)
+                rows.append(x[0] * 3)
+                return rows
+        return [x, x]
 
 
 # -- module attributes -------------------------------------------------------------------------
@@ -295,6 +361,31 @@ class BufferAssignedInLoop(torch.nn.Module):
         for i in range(x.size(0)):
             self.total = self.total * 0.5 + x[i]
         return self.total * 1
+
+
+@case(_randn(4, 3))
+class AttributesAssignedInForward(torch.nn.Module):
+    """A number, a list and a tensor attribute of a submodule assigned in forward (the
+    tensor with another shape than it had), in a loop and a branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.flag = False
+        self.rows: List[Tensor] = [torch.ones(1)]
+        self.inner = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        self.flag = True
+        self.rows = []
+        self.inner.weight = x[0] * 0
+        for i in range(x.size(0)):
+            self.inner.weight = self.inner.weight + x[i]
+            self.rows.append(x[i] * i)
+        if bool(x.sum() > 100):
+            self.flag = False
+        if self.flag:
+            return self.inner.weight, torch.stack(self.rows)
+        return -self.inner.weight, torch.stack(self.rows)
 
 
 # -- calling conventions ------------------------------------------------------------------------

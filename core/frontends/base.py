@@ -37,6 +37,9 @@ class FrontEnd:
     #: For each user input, the index of the leaf of the flattened args it was made from
     #: (``pytree.tree_leaves(normalize_args(args))``).
     input_leaves: list[int] = dataclasses.field(default_factory=list)
+    #: For each user input, the names ``dynamic_axes`` gives its axes ({axis: name}); the
+    #: walker types those dims by name, so values computed from them carry the name too.
+    input_dim_names: list[dict[int, str]] = dataclasses.field(default_factory=list)
     #: For a graph TorchScript cannot run (the torch.export front end's view): runs the
     #: source program once on the given user inputs and returns the values its nodes
     #: compute, by ``unique()`` (``find_mismatch`` compares partitions with them).

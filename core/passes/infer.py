@@ -99,9 +99,11 @@ def type_proto(t: Type) -> onnx.TypeProto | None:
         elem = t._elem
         if elem is None or elem.dtype() is None:
             return None
-        tensor = helper.make_tensor_type_proto(_onnx(elem.dtype()), None)
         if t.kind() == "OptionalType":
-            return helper.make_optional_type_proto(tensor)
+            return helper.make_optional_type_proto(type_proto(elem))
+        shape = None if elem.shape is None or t.kind() != "ListType" else \
+            [d if isinstance(d, (int, str)) else None for d in elem.shape]
+        tensor = helper.make_tensor_type_proto(_onnx(elem.dtype()), shape)
         return helper.make_sequence_type_proto(tensor)
     if t.dtype() is None:
         return None

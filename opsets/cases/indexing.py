@@ -15,7 +15,16 @@ def _mask(*shape):
     return lambda: torch.rand(*shape) > 0.5
 
 
+def _parts_of_grown_list(x: torch.Tensor) -> torch.Tensor:
+    rows = [x]
+    for i in range(x.size(0)):
+        rows.append(x * i)
+    return rows[1][:, 1] + rows[2][:, 1:].sum(1)  # (items of a Sequence: rank unknown)
+
+
 DYN = {"x": [0, 1]}
+pack.case(["aten::select", "aten::slice"], _parts_of_grown_list, (3, 4), name="unknown_rank",
+          script=True, min_opset=13, input_names=["x"], dynamic_axes=DYN)
 pack.case("aten::select", lambda x: x[1] + x[:, -1].sum(), (3, 4), input_names=["x"],
           dynamic_axes=DYN)
 pack.case("aten::slice", lambda x: x[1:, -3:-1], (3, 4, 5))

@@ -32,7 +32,13 @@ def _int_of(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(int(x.size(0) / 2), -1)
 
 
+def _numbers_of_one_element(x: torch.Tensor) -> torch.Tensor:
+    return torch.tensor([float(x), int(x) * 2.0])
+
+
 pack.case("aten::Int", _int_of, (4, 3), script=True, dynamic_axes=DYNAMIC)
+pack.case(["aten::Int", "aten::Float"], _numbers_of_one_element, (1,), name="one_element",
+          script=True)
 pack.case("aten::Float", _float_scale, (2, 3), script=True, dynamic_axes=DYNAMIC)
 
 

@@ -96,6 +96,29 @@ def _list_concat(x: torch.Tensor) -> torch.Tensor:
     return torch.stack([x] + [x * 2])
 
 
+def _extend_in_place(x: torch.Tensor) -> torch.Tensor:
+    rows: List[torch.Tensor] = []
+    for i in range(x.size(0)):
+        rows += [x[i] * i, x[i] + i]
+    return torch.stack(rows)
+
+
+def _extend(x: torch.Tensor) -> torch.Tensor:
+    rows: List[torch.Tensor] = []
+    for i in range(x.size(0)):
+        rows.extend([x[i] - i])
+    return torch.stack(rows)
+
+
+def _list_concat_grown(x: torch.Tensor) -> torch.Tensor:
+    evens: List[torch.Tensor] = []
+    odds: List[torch.Tensor] = []
+    for i in range(x.size(0)):
+        evens.append(x[i] * 2)
+        odds.append(x[i] * 2 + 1)
+    return torch.stack([x[0]] + evens + odds + [x[1]])
+
+
 def _list_slice(x: torch.Tensor) -> torch.Tensor:
     rows = [x, x * 2, x * 3]
     return torch.stack(rows[1:])
@@ -138,6 +161,11 @@ pack.case("aten::Delete.t", _delete, (2, 3), script=True)
 pack.case("aten::Delete.t", _delete_numbers, (2, 3), name="numbers", script=True, min_opset=9)
 pack.case("aten::Delete.t", _delete_grown, (4, 3), name="grown", script=True, min_opset=11)
 pack.case("aten::add.t", _list_concat, (2, 3), script=True)
+pack.case("aten::add.t", _list_concat_grown, (3, 2), name="grown", script=True, min_opset=13,
+          dynamic_axes=DYNAMIC)
+pack.case("aten::add_.t", _extend_in_place, (3, 2), script=True, min_opset=13,
+          dynamic_axes=DYNAMIC)
+pack.case("aten::extend.t", _extend, (3, 2), script=True, min_opset=13, dynamic_axes=DYNAMIC)
 pack.case("aten::slice.t", _list_slice, (2, 3), script=True)
 pack.case("aten::slice.t", _list_slice_grown, (4, 3), name="grown", script=True, min_opset=13,
           dynamic_axes=DYNAMIC)

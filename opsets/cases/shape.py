@@ -8,6 +8,22 @@ from oxport.opsets.cases import scalar
 from oxport.opsets.shape import pack
 
 DYN = {"x": [0, 1]}
+
+
+# (scripted: a dynamic axis leaves the sizes unknown to the converted graph)
+def _unbind_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return x * len(x.unbind()) + torch.stack(x.unbind(), 1).sum(1)
+
+
+def _split_computed_sizes(x: torch.Tensor) -> torch.Tensor:
+    first, rest = torch.split(x, (1, x.size(1) - 1), dim=1)
+    return rest * first
+
+
+def _reshape_to_joined_sizes(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.size()[:1] + [-1]).transpose(0, 1)
+
+
 pack.case("aten::size", lambda x: x.view(x.size(0), -1), (2, 3, 4), input_names=["x"],
           dynamic_axes={"x": [0]})
 pack.case("aten::size", lambda x: x.view(x.size()[::-1]), (2, 3), name="whole",
@@ -72,6 +88,12 @@ pack.case("aten::unsafe_chunk", lambda x: torch.ops.aten.unsafe_chunk(x, 2), (4,
 pack.case("aten::tensor_split", lambda x: x.tensor_split(3, 1), (2, 7))
 pack.case("aten::tensor_split", lambda x: x.tensor_split([1, -1], 0), (4, 2), name="indices")
 pack.case("aten::unbind", lambda x: [t * 2 for t in x.unbind(1)], (2, 3, 4))
+pack.case("aten::unbind", _unbind_dynamic, (3, 2), name="dynamic", script=True, min_opset=11,
+          input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::split", _split_computed_sizes, (2, 4), name="computed_sizes", script=True,
+          min_opset=11, input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::reshape", _reshape_to_joined_sizes, (2, 3, 4), name="joined_sizes",
+          script=True, input_names=["x"], dynamic_axes=DYN)
 pack.case("aten::contiguous", lambda x: x.contiguous() * 2, (2, 3))
 pack.case("aten::detach", lambda x: x.detach() * 2, (2, 3))
 pack.case("aten::clone", lambda x: x.clone() * 2, (2, 3))

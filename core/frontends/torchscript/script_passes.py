@@ -277,27 +277,123 @@ def tuple_lowering_problem(graph: torch._C.Graph) -> str:
     return "a tuple that cannot be flattened into separate values"
 
 
-# -- tensor attributes assigned in forward ---------------------------------------------------
-def attribute_writes_as_copies(graph: torch._C.Graph) -> None:
-    """``self.state = value`` on a tensor attribute (``prim::SetAttr``, kept by freezing)
-    becomes an in-place copy into the attribute's tensor: later reads see the new value,
-    and inside loops and branches the copy is threaded like any in-place write. (The
-    value must keep the attribute's shape, as a buffer updated in forward does.)"""
+# -- attributes assigned in forward -----------------------------------------------------------
+AttributePath = tuple[str, ...]
+
+
+def attributes_as_values(graph: torch._C.Graph) -> None:
+    """``self.x = value`` (``prim::SetAttr``, kept by freezing) becomes a value: later reads
+    of the attribute read it, and an ``if`` or loop that assigns it returns it from its
+    blocks (a loop carries it). Reads before any assignment read the attribute as it is
+    at export. Any type and shape: a tensor, a number, a list (``self.boxes = []`` then
+    ``self.boxes.append(t)``), None."""
+    written = {_set_path(node) for node in graph.findAllNodes("prim::SetAttr")}
+    written.discard(None)
+    if written:
+        _attributes_in_block(graph, graph.block(), written, {}, _attribute_types(graph))
+
+
+def _attribute_path(value: torch._C.Value) -> AttributePath | None:
+    """The attribute names from the module (the graph's first input) to ``value``."""
+    path: list[str] = []
+    while value.node().kind() == "prim::GetAttr":
+        path.insert(0, value.node().s("name"))
+        value = value.node().inputsAt(0)
+    return tuple(path) if value.node().kind() == "prim::Param" and value.offset() == 0 \
+        else None
+
+
+def _set_path(node: torch._C.Node) -> AttributePath | None:
+    owner = _attribute_path(node.inputsAt(0))
+    return None if owner is None else (*owner, node.s("name"))
+
+
+def _attribute_types(graph: torch._C.Graph) -> dict[AttributePath, torch._C.Type]:
+    """The type of each attribute (and submodule) path the graph reads."""
+    types: dict[AttributePath, torch._C.Type] = {}
+    for node in graph.findAllNodes("prim::GetAttr"):
+        path = _attribute_path(node.output())
+        if path is not None:
+            types.setdefault(path, node.output().type())
     for node in graph.findAllNodes("prim::SetAttr"):
-        value = node.inputsAt(1)
-        if value.type().kind() != "TensorType":
-            continue
-        read = graph.create("prim::GetAttr", [node.inputsAt(0)], 1)
-        read.s_("name", node.s("name"))
-        read.output().setType(torch._C.TensorType.get())
-        read.insertBefore(node)
-        with graph.insert_point_guard(node):
-            blocking = graph.insertConstant(False)
-        copy = graph.create("aten::copy_", [read.output(), value, blocking], 1)
-        copy.output().setType(torch._C.TensorType.get())
-        copy.insertBefore(node)
-        copy.copyMetadata(node)
-        node.destroy()
+        path = _set_path(node)
+        if path is not None:
+            types.setdefault(path, node.inputsAt(1).type())
+    return types
+
+
+def _attributes_in_block(graph: torch._C.Graph, block: torch._C.Block,
+                         written: set[AttributePath], env: dict[AttributePath, torch._C.Value],
+                         types: dict[AttributePath, torch._C.Type]) -> None:
+    """Rewrite the block's attribute reads and writes of ``written`` paths with ``env``
+    (path -> its current value), which the block updates."""
+    for node in list(block.nodes()):
+        kind = node.kind()
+        if kind == "prim::SetAttr" and _set_path(node) in written:
+            env[_set_path(node)] = node.inputsAt(1)
+            node.destroy()
+        elif kind == "prim::GetAttr" and _attribute_path(node.output()) in env:
+            node.output().replaceAllUsesWith(env[_attribute_path(node.output())])
+            node.destroy()
+        elif kind in _CONTROL_FLOW:
+            assigned = sorted({_set_path(n) for n in _nested_nodes(node)
+                               if n.kind() == "prim::SetAttr"} & written)
+            for path in assigned:
+                if path not in env:
+                    env[path] = _read_attribute(graph, node, path, types)
+            if kind == "prim::Loop":
+                _attributes_through_loop(graph, node, assigned, written, env, types)
+            else:
+                _attributes_through_if(graph, node, assigned, written, env, types)
+
+
+def _read_attribute(graph: torch._C.Graph, before: torch._C.Node, path: AttributePath,
+                    types: dict[AttributePath, torch._C.Type]) -> torch._C.Value:
+    """A read of the attribute at ``path`` (as it is at export), inserted before ``before``."""
+    value = next(graph.inputs())
+    for depth in range(1, len(path) + 1):
+        read = graph.create("prim::GetAttr", [value], 1)
+        read.s_("name", path[depth - 1])
+        read.output().setType(types[path[:depth]])
+        read.insertBefore(before)
+        value = read.output()
+    return value
+
+
+def _attributes_through_if(graph: torch._C.Graph, node: torch._C.Node,
+                           assigned: list[AttributePath], written: set[AttributePath],
+                           env: dict[AttributePath, torch._C.Value],
+                           types: dict[AttributePath, torch._C.Type]) -> None:
+    ends = []
+    for block in node.blocks():
+        scope = dict(env)
+        _attributes_in_block(graph, block, written, scope, types)
+        ends.append(scope)
+    for path in assigned:
+        for block, scope in zip(node.blocks(), ends):
+            block.registerOutput(scope[path])
+        out = node.addOutput()
+        out.setType(types[path])
+        env[path] = out
+
+
+def _attributes_through_loop(graph: torch._C.Graph, node: torch._C.Node,
+                             assigned: list[AttributePath], written: set[AttributePath],
+                             env: dict[AttributePath, torch._C.Value],
+                             types: dict[AttributePath, torch._C.Type]) -> None:
+    body = next(node.blocks())
+    scope = dict(env)
+    for path in assigned:
+        node.addInput(env[path])
+        inner = body.addInputToBlock()
+        inner.setType(types[path])
+        scope[path] = inner
+    _attributes_in_block(graph, body, written, scope, types)
+    for path in assigned:
+        body.registerOutput(scope[path])
+        out = node.addOutput()
+        out.setType(types[path])
+        env[path] = out
 
 
 # -- sizes the input types know ------------------------------------------------------------

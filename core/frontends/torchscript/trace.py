@@ -33,6 +33,7 @@ from oxport.frontends.arguments import (
     as_input,
     check_inputs,
     check_signature,
+    dynamic_axis_pairs,
     flatten_outputs,
     is_tensor_list,
     leaf_paths,
@@ -291,8 +292,8 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
             frozen = torch._C._freeze_module(model._c, preserveParameters=True)
             graph = frozen._get_method(method).graph.copy()
             torch._C._jit_pass_inline(graph)
+            script_passes.attributes_as_values(graph)
             _inline_attributes(graph, model)
-            script_passes.attribute_writes_as_copies(graph)
             graph, param_values = torch._C._jit_pass_lower_graph(graph, frozen)
             params = _name_params(model, param_values)
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
@@ -314,13 +315,16 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
                 "pass one value per parameter of its forward.")
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
         examples = []
+        dim_names: list[dict[int, str]] = []
         for index, (value, (example, _)) in enumerate(zip(user_inputs, inputs)):
             name = input_names[index] if input_names and index < len(input_names) \
                 else names[index]
+            entry = _axes_entry(dynamic_axes, name)
+            dim_names.append(_dim_names(name, entry))
             if _is_number(example):
                 example = _number_input(graph, value, example)
             else:
-                value.setType(_example_type(example, _axes(_axes_entry(dynamic_axes, name))))
+                value.setType(_example_type(example, _axes(entry)))
             examples.append(example)
         script_passes.fold_static_sizes(graph)  # before loops carry what their bodies mutate
         script_passes.unroll_number_loops(graph)
@@ -336,11 +340,18 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
     graph_outputs = list(graph.outputs())
     if len(graph_outputs) == len(outputs):
         for value, example in zip(graph_outputs, outputs):
+            kind = value.type().kind()
+            if kind in ("ListType", "TupleType"):  # (a list of one tensor, say)
+                continue
             example_type = torch._C.TensorType.create_from_tensor(example)
-            value.setType(example_type.with_sizes([None] * example.dim()))
+            example_type = example_type.with_sizes([None] * example.dim())
+            if kind == "OptionalType":  # None on other runs: stays Optional
+                example_type = torch._C.OptionalType(example_type)
+            value.setType(example_type)
     slots = [slot for _, slot in inputs]
     return FrontEnd(graph, examples, names, params, [], notes, scripted=True,
-                    input_leaves=[] if None in slots else slots, output_names=output_names)
+                    input_leaves=[] if None in slots else slots, output_names=output_names,
+                    input_dim_names=dim_names)
 
 
 def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
@@ -403,6 +414,16 @@ def _axes(spec: Any) -> set[int]:
     if isinstance(spec, (list, tuple)):
         return {axis for axis in spec if isinstance(axis, int)}
     return set()
+
+
+def _dim_names(name: str, spec: Any) -> dict[int, str]:
+    """{axis: dim name} of a well-formed ``dynamic_axes`` entry (else none: the serializer
+    reports a malformed one)."""
+    if not isinstance(spec, (Mapping, list, tuple)):
+        return {}
+    pairs = dynamic_axis_pairs(name, spec)
+    return {axis: label for axis, label in pairs
+            if isinstance(axis, int) and not isinstance(axis, bool) and isinstance(label, str)}
 
 
 def _example_type(example: Any, dynamic: set[int] = frozenset()) -> torch._C.Type:
