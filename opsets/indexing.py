@@ -324,9 +324,12 @@ def take(g, self: Value, index: Value) -> Value:
 def one_hot(g, self: Value, num_classes: Value) -> Value:
     """one_hot(Tensor self, int num_classes=-1) -> Tensor
 
-    OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1."""
+    OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1, and a
+    ``num_classes`` computed at run time is the depth (as int64)."""
     classes = sh._maybe_get_const(num_classes, "i")
-    if isinstance(classes, int) and classes >= 0:
+    if isinstance(classes, Value):
+        depth = sh.cast_to(g, classes, torch.int64)  # ONNX Runtime's OneHot takes no int32 depth
+    elif classes >= 0:
         depth = g.constant(torch.tensor(classes))
     else:
         depth = g.op("Add", sh.reduce_helper(g, "ReduceMax", self, None, keepdims_i=0),

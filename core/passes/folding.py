@@ -57,14 +57,49 @@ def eliminate_dead_code(graph: Graph) -> int:
     return removed
 
 
-def drop_unused_inputs(graph: Graph) -> list[int]:
+def drop_unused_inputs(graph: Graph, readers: Mapping[int, set[int]] | None = None
+                       ) -> list[int]:
     """Remove the user inputs nothing reads, as torch.onnx does (an input the outputs do
-    not depend on, or whose value the trace baked in); returns their former positions."""
+    not depend on, or whose value the trace baked in); returns their former positions.
+
+    ``readers`` (:func:`input_readers` before folding) keeps an input whose reading was
+    folded away while the source op that read it still computes something at run time:
+    torch.onnx folds the nodes of one source op only all together, when the op's result
+    is a constant, so ``x.view_as(y)`` keeps ``y`` though only its static shape is read."""
     used: set[int] = {id(v) for v in graph.outputs}
     _mark_subgraph_uses(graph, used)
+    if readers:
+        live = live_steps(graph)
+        used.update(key for key, steps in readers.items() if steps & live)
     dropped = [i for i, v in enumerate(graph.inputs) if id(v) not in used]
     graph.inputs = [v for v in graph.inputs if id(v) in used]
     return dropped
+
+
+def input_readers(graph: Graph) -> dict[int, set[int]]:
+    """Graph input id -> the steps (source ops) of the nodes that read it."""
+    inputs = {id(v) for v in graph.inputs}
+    readers: dict[int, set[int]] = {}
+    for node in _all_nodes(graph):
+        for value in node.input_values:
+            if value is not None and id(value) in inputs and node.step is not None:
+                readers.setdefault(id(value), set()).add(node.step)
+    return readers
+
+
+def live_steps(graph: Graph) -> set[int]:
+    """The steps (source ops) some node of the graph still comes from."""
+    return {node.step for node in _all_nodes(graph) if node.step is not None}
+
+
+def _all_nodes(graph: Graph) -> list[Node]:
+    """The graph's nodes and those of its subgraphs."""
+    nodes = []
+    for node in graph.nodes:
+        nodes.append(node)
+        for subgraph in _subgraphs(node):
+            nodes.extend(_all_nodes(subgraph))
+    return nodes
 
 
 def _mark_subgraph_uses(graph: Graph, used: set[int]) -> None:

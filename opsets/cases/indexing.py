@@ -48,6 +48,16 @@ pack.case("aten::take", lambda x, i: torch.take(x, i), (3, 4), _long([[0, 11], [
 pack.case("aten::one_hot", lambda i: torch.nn.functional.one_hot(i, 5), _long([[0, 4], [2, 2]]))
 pack.case("aten::one_hot", lambda i: torch.nn.functional.one_hot(i), _long(3, 0, 1),
           name="classes_from_data")
+
+
+def _one_hot_classes_at_run_time(i: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.one_hot(i, int(n.to(torch.int32)[0]))
+
+
+for _script in (False, True):
+    pack.case("aten::one_hot", _one_hot_classes_at_run_time, _long(3, 0, 1),
+              lambda: torch.tensor([6.0]), name=f"classes_at_run_time{'_script' * _script}",
+              input_names=["i", "n"], script=_script)
 pack.case("aten::bucketize", lambda x, b: torch.bucketize(x, b), (2, 5),
           lambda: torch.tensor([-1.0, 0.0, 0.5, 1.0]), input_names=["x", "b"],
           dynamic_axes={"x": [0, 1], "b": [0]})
