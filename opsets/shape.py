@@ -322,9 +322,11 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     Squeeze the given dims that have size 1 (all such dims without ``dim``).
 
     ``squeeze()`` is a Squeeze without axes: every dim of size 1 at run time goes, as in
-    eager at any size (typed with the traced rank). For given dims, which are 1 comes from
-    the traced sizes, as in the traced graph (a warning names a dynamic one); a dim of
-    unknown size is squeezed.
+    eager at any size (typed with the traced rank). Given dims of static size are removed
+    when 1; from opset 11, a given dim of unknown size, or a ``dim`` computed at run time,
+    goes only if it is 1 at run time (:func:`_squeeze_if_one`). Below 11, which are 1
+    comes from the traced sizes (a warning names a dynamic one); a dim of unknown size is
+    squeezed.
     """
     sizes = self.type().varyingSizes()
     if dim is None:
@@ -338,7 +340,11 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     rank = rank_of("aten::squeeze", self)
     if rank == 0:
         return self
+    if g.opset >= 11 and not sh._is_constant(dim):
+        return _squeeze_if_one(g, self, dim)
     dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
+    if g.opset >= 11 and (sizes is None or any(sizes[d] is None for d in dims)):
+        return _squeeze_if_one(g, self, g.constant(torch.tensor(dims)))
     for axis in dims:
         g.uses_traced_size(self, axis, f"whether squeeze({axis}) removes its dim")
     axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
@@ -347,6 +353,27 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
         # a dim of unknown (data-dependent) size that was not 1 when traced
         axes = [d for d in axes if sizes is not None and sizes[d] == 1]
     return sh._squeeze_helper(g, self, axes) if axes else self
+
+
+def _squeeze_if_one(g, x: Value, dims: Value) -> Value:
+    """``x`` without those of ``dims`` (a 0-d or 1-D int tensor, negative dims allowed)
+    that are 1 at run time: a Reshape to the shape Compressed to the other dims (typed
+    with the traced rank, as torch.onnx's If). Below opset 14 a Reshape reads a 0 as "keep
+    that dim", so an empty dim after a squeezed one is refused by ONNX Runtime."""
+    rank = rank_of("aten::squeeze", x)
+    shape = shape_of(g, x)
+    dims = sh._reshape_helper(g, sh.cast_to(g, dims, torch.int64), [-1, 1])
+    dims = g.op("Mod", g.op("Add", dims, g.constant(torch.tensor(rank))),
+                g.constant(torch.tensor(rank)))
+    hits = sh.cast_to(g, g.op("Equal", dims, g.constant(torch.arange(rank))), torch.int32)
+    named = sh.cast_to(g, sh.reduce_helper(g, "ReduceMax", hits, [0], keepdims_i=0), torch.bool)
+    keep = g.op("Or", g.op("Not", named),
+                g.op("Not", g.op("Equal", shape, g.constant(torch.tensor(1)))))
+    target = g.op("Compress", shape, keep, axis_i=0)
+    out = g.op("Reshape", x, target, allowzero_i=1) if g.opset >= 14 else \
+        g.op("Reshape", x, target)
+    traced = _traced_rank(g)
+    return out.setType(x.type().with_sizes(None if traced is None else [None] * traced))
 
 
 def _traced_rank(g) -> int | None:
@@ -360,8 +387,13 @@ def _traced_rank(g) -> int | None:
 def unsqueeze(g, self: Value, dim: Value) -> Value:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)
 
-    Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis)."""
+    Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis); from
+    opset 13, where the axes are an input, a ``dim`` computed at run time too."""
     rank = rank_of("aten::unsqueeze", self) - is_complex(g, 0, "aten::unsqueeze")
+    if g.opset >= 13 and not sh._is_constant(dim) and not is_complex(g, 0, "aten::unsqueeze"):
+        axes = sh._reshape_helper(g, sh.cast_to(g, dim, torch.int64), [1])
+        return g.op("Unsqueeze", self, axes).setType(
+            self.type().with_sizes([None] * (rank + 1)))
     axis = sh._get_const(dim, "i", "dim")
     return sh._unsqueeze_helper(g, self, [axis if axis >= 0 else axis + rank + 1])
 

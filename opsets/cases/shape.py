@@ -87,7 +87,24 @@ pack.case("aten::squeeze", lambda x: x.squeeze(), (2, 1, 3, 1))
 pack.case("aten::squeeze", lambda x: x.squeeze(-1) + x.squeeze(0).unsqueeze(0).squeeze(-1),
           (2, 3, 1), name="dim")
 pack.case("aten::squeeze", lambda x: x.squeeze((1, 3)), (2, 1, 3, 1), name="dims")
+
+
+def _squeeze_middle(x: torch.Tensor) -> torch.Tensor:
+    return x.squeeze(-2) + 1
+
+
+# Scripted, the dynamic axes' sizes are unknown: the dim goes only if it is 1 at run time.
+pack.case("aten::squeeze", _squeeze_middle, (2, 1, 4), name="dynamic_size", script=True,
+          input_names=["x"], dynamic_axes={"x": [0, 1, 2]}, min_opset=11)
+pack.case("aten::squeeze", _squeeze_middle, (2, 3, 4), name="dynamic_size_not_one",
+          script=True, input_names=["x"], dynamic_axes={"x": [0, 1, 2]}, min_opset=11)
+pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), 1, name="dim_at_run_time",
+          input_names=["x", "d"], min_opset=11)
+pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), -3,
+          name="dim_at_run_time_not_one", input_names=["x", "d"], min_opset=11)
 pack.case("aten::unsqueeze", lambda x: x.unsqueeze(-1).unsqueeze(0), (2, 3))
+pack.case("aten::unsqueeze", lambda x, d: x.unsqueeze(d), (2, 3), -1, name="dim_at_run_time",
+          input_names=["x", "d"], min_opset=13)
 pack.case("aten::expand", lambda x: x.expand(2, -1, 4), (3, 1), name="neg1",
           input_names=["x"], dynamic_axes={"x": [0]})
 pack.case("aten::expand", lambda x, y: x.expand(y.size(0), -1), (1, 3), (4, 2), name="dynamic",
