@@ -22,6 +22,17 @@ pack.case("aten::slice", lambda x: x[1:, -3:-1], (3, 4, 5))
 pack.case("aten::slice", lambda x: x[::2, 1::3], (3, 5), name="step", min_opset=10)
 pack.case("aten::slice", lambda x: x[:, x.size(1) - 2:], (3, 4), name="dynamic", min_opset=10,
           input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::slice", lambda x, e, s: x[:e:s, 1::s] * 2, (7, 5), _long(5), _long(2),
+          name="step_at_run_time", min_opset=10, input_names=["x", "e", "s"])
+
+
+def _write_strided_at_run_time(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    x[::s, 1:] = 1.0
+    return x
+
+
+pack.case("aten::slice", _write_strided_at_run_time, (7, 5), _long(3),
+          name="write_step_at_run_time", min_opset=11, input_names=["x", "s"])
 pack.case("aten::narrow", lambda x: x.narrow(1, 1, 2) + x.narrow(1, -2, 2), (3, 4))
 pack.case("aten::index", lambda x, i: x[i], (4, 3), _long(0, 2, 3))
 pack.case("aten::index", lambda x, i: x[:, i], (4, 3), _long(-1, 0), name="negative")
