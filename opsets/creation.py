@@ -253,14 +253,13 @@ def _as_scalar(g, value: Any, dtype: torch.dtype) -> Value:
 
 def range_values(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> Value:
     """``arange(start, end, step)`` in ``dtype``: a constant when the bounds are, else Range
-    (opset 11) or, at 9 and 10, the indices NonZero finds in a tensor of ones."""
+    (opset 11) or, at 9 and 10, the indices NonZero finds in a tensor of ones. For an
+    integer ``dtype`` the bounds and step are truncated to integers first, as in eager
+    (``arange(2, 8.5, 1.5, dtype=torch.int64)`` is ``[2, ..., 7]``)."""
     if not any(isinstance(v, Value) for v in (start, end, step)):
         return g.constant(torch.arange(start, end, step, dtype=dtype))
-    exact = dtype.is_floating_point or all(
-        not isinstance(v, float) and not (isinstance(v, Value) and v.type().dtype() is not None
-                                          and v.type().dtype().is_floating_point)
-        for v in (start, end, step))
-    compute = dtype if dtype.is_floating_point else torch.int64 if exact else torch.float64
+    compute = dtype if dtype.is_floating_point else torch.int64
+    start, end, step = (_as_scalar(g, v, compute) for v in (start, end, step))
     if g.opset >= 11:
         out = g.op("Range", _as_scalar(g, start, compute), _as_scalar(g, end, compute),
                    _as_scalar(g, step, compute)).setType(Type.tensor(compute, [None]))

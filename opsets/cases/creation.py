@@ -25,6 +25,10 @@ def _arange_float(x: torch.Tensor) -> torch.Tensor:
     return torch.arange(0.5, x.size(0), 0.75, dtype=torch.float64)
 
 
+def _arange_float_bounds_int(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(x.size(0), 8.5, 1.5, dtype=torch.int64)
+
+
 def _linspace_dynamic(x: torch.Tensor) -> torch.Tensor:
     return torch.linspace(-1.0, 2.0, x.size(1))
 
@@ -95,6 +99,10 @@ pack.case("aten::arange", _arange_float, (4, 3), name="dynamic_float", script=Tr
           **_DYN)
 pack.case("aten::arange", lambda x: torch.arange(x.size(0)) * 2, (4, 3), name="traced_dynamic",
           min_opset=9, **_DYN)
+pack.case("aten::arange", _arange_float_bounds_int, (2, 3), name="float_bounds_int_dtype",
+          script=True, min_opset=9, **_DYN)
+pack.case("aten::arange", lambda e: torch.arange(e, dtype=torch.int64), lambda: torch.tensor(8.5),
+          name="float_end_int_dtype", min_opset=9)
 pack.case("aten::_dim_arange", lambda x: torch._dim_arange(x, -1), (2, 5), min_opset=9, **_DYN)
 pack.case("aten::linspace", lambda x: x + torch.linspace(0, 1, 3), _X, name="static")
 pack.case("aten::linspace", _linspace_dynamic, (2, 5), name="dynamic", script=True, min_opset=11,
