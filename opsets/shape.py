@@ -403,12 +403,22 @@ def unsqueeze(g, self: Value, dim: Value) -> Value:
 def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
 
-    Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts)."""
+    Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts), in sizes
+    computed at run time too (from opset 9)."""
     items = int_list(size)
     if items is None:
-        return g.op("Expand", self, sh.cast_to(g, size, torch.int64))
-    return g.op("Expand", self, ints(g, [1 if isinstance(i, int) and i == -1 else i
-                                         for i in items]))
+        target = sh._reshape_helper(g, sh.cast_to(g, size, torch.int64), [-1])
+    else:
+        target = ints(g, [1 if isinstance(i, int) and i == -1 else i for i in items])
+    if g.opset >= 9 and (items is None or any(isinstance(i, Value) for i in items)):
+        target = _ones_for_minus_ones(g, target)  # (Where is from opset 9)
+    return g.op("Expand", self, target)
+
+
+def _ones_for_minus_ones(g, sizes: Value) -> Value:
+    """A 1-D int64 size tensor with its -1s (keep the input's size) made 1s at run time."""
+    keep = g.op("Equal", sizes, g.constant(torch.tensor(-1)))
+    return g.op("Where", keep, g.constant(torch.tensor(1)), sizes)
 
 
 @pack.symbolic("aten::expand_as", since=8)

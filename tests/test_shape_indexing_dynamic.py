@@ -37,6 +37,11 @@ def _put_apart(x, i, j, v):
     return x
 
 
+def _copy_broadcast_from_size(x):
+    x[:, x.size(0):] = torch.tensor([1.0, 2.0, 3.0])  # the trace expands to (2, 3, 3)
+    return x
+
+
 def _put_broadcast(x, i, v):
     x[i, 1:3] = v
     return x
@@ -114,6 +119,8 @@ CASES = [
      ((3, 4, 7), _long([0, 1], [2, 2]), (7,)), {"x": [2], "v": [0]}, [11, 20]),
     ("copy_slice", _copy_columns, ((3, 4), (3, 3)), ((5, 2), (5, 1)),
      {"x": [0, 1], "v": [0, 1]}, [11, 20]),
+    ("copy_broadcast_from_size", _copy_broadcast_from_size, ((2, 5, 3),), ((3, 4, 3),),
+     {"x": [0, 1, 2]}, [11, 20]),
     ("masked_fill", lambda x, m: x.masked_fill(m, -1.0), ((3, 4), torch.rand(4) > 0.5),
      ((5, 2), torch.rand(2) > 0.5), {"x": [0, 1], "m": [0]}, [9, 20]),
     ("masked_scatter", lambda x, m, s: x.masked_scatter(m, s), ((3, 4), torch.rand(3, 4) > 0.5,

@@ -105,6 +105,8 @@ pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), -3,
 pack.case("aten::unsqueeze", lambda x: x.unsqueeze(-1).unsqueeze(0), (2, 3))
 pack.case("aten::unsqueeze", lambda x, d: x.unsqueeze(d), (2, 3), -1, name="dim_at_run_time",
           input_names=["x", "d"], min_opset=13)
+pack.case("aten::expand", lambda x, s: x.expand(s) * 2, (3,), lambda: torch.tensor(-1),
+          name="size_tensor", min_opset=9, input_names=["x", "s"])
 pack.case("aten::expand", lambda x: x.expand(2, -1, 4), (3, 1), name="neg1",
           input_names=["x"], dynamic_axes={"x": [0]})
 pack.case("aten::expand", lambda x, y: x.expand(y.size(0), -1), (1, 3), (4, 2), name="dynamic",
