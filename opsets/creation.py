@@ -10,6 +10,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.shape import ints
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.creation", cases="oxport.opsets.cases.creation")
@@ -62,8 +63,8 @@ def _shape(g, size: Value) -> Shape:
     static = sh._maybe_get_const(size, "is")
     if not isinstance(static, Value):
         return static
-    if sh._is_packed_list(size):
-        return _materialize(g, size, torch.int64)
+    if sh._is_packed_list(size):  # (a 1-element tensor item, ``zeros(t, 1)``, is one size)
+        return ints(g, [sh._maybe_get_const(v, "i") for v in sh._unpack_list(size)])
     return sh.cast_to(g, size, torch.int64)
 
 

@@ -99,6 +99,8 @@ pack.case("aten::arange", _arange_float, (4, 3), name="dynamic_float", script=Tr
           **_DYN)
 pack.case("aten::arange", lambda x: torch.arange(x.size(0)) * 2, (4, 3), name="traced_dynamic",
           min_opset=9, **_DYN)
+pack.case(("aten::zeros", "aten::ones"), lambda n: (torch.zeros(n, 1), torch.ones(n, 2)),
+          lambda: torch.tensor([3]), name="size_from_a_tensor", min_opset=9)
 pack.case("aten::arange", _arange_float_bounds_int, (2, 3), name="float_bounds_int_dtype",
           script=True, min_opset=9, **_DYN)
 pack.case("aten::arange", lambda e: torch.arange(e, dtype=torch.int64), lambda: torch.tensor(8.5),
