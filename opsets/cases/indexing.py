@@ -34,6 +34,13 @@ def _write_strided_at_run_time(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor
 pack.case("aten::slice", _write_strided_at_run_time, (7, 5), _long(3),
           name="write_step_at_run_time", min_opset=11, input_names=["x", "s"])
 pack.case("aten::narrow", lambda x: x.narrow(1, 1, 2) + x.narrow(1, -2, 2), (3, 4))
+
+
+def _narrow_by_size(x: torch.Tensor) -> torch.Tensor:
+    return torch.narrow(x, 0, 0, x.shape[0] - 1)  # scripted: size arithmetic folds to an int
+
+
+pack.case("aten::narrow", _narrow_by_size, (3, 3), name="length_from_size", script=True)
 pack.case("aten::index", lambda x, i: x[i], (4, 3), _long(0, 2, 3))
 pack.case("aten::index", lambda x, i: x[:, i], (4, 3), _long(-1, 0), name="negative")
 pack.case("aten::index", lambda x, i, j: x[i, j], (4, 5), _long([1, 2], [2, -3]), _long(-2, 3),
