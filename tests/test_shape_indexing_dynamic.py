@@ -85,6 +85,10 @@ CASES = [
      (torch.tensor([-1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
     ("expand_as", lambda x, y: x.expand_as(y) + y, ((1, 4), (3, 4)), ((1, 6), (5, 6)),
      {"x": [1], "y": [0, 1]}, [8, 20]),
+    ("pixel_unshuffle_channels", lambda x: torch.nn.functional.pixel_unshuffle(x, 2),
+     ((2, 16, 4, 6),), ((4, 32, 8, 4),), {"x": [0, 1, 2, 3]}, [11, 20]),
+    ("pixel_shuffle_channels", lambda x: torch.nn.functional.pixel_shuffle(x, 2),
+     ((2, 16, 4, 6),), ((1, 8, 3, 2),), {"x": [0, 1, 2, 3]}, [11, 20]),
     ("pixel_unshuffle", lambda x: torch.nn.functional.pixel_unshuffle(x, 2), ((1, 2, 4, 4),),
      ((2, 2, 6, 8),), {"x": [0, 2, 3]}, [11, 20]),
     # A data-dependent size: the traced one sets the number of pieces, their sizes are read.
