@@ -103,6 +103,13 @@ class GraphContext:
         return self.graph
 
     @property
+    def sizes_may_vary(self) -> bool:
+        """Whether a size the source graph's types hold may differ at run time: they are a
+        trace's example sizes and ``dynamic_axes`` lets some vary (a symbolic choosing by a
+        size, such as which dims ``squeeze`` removes, then decides at run time)."""
+        return self.conversion.sizes_may_vary
+
+    @property
     def params_are_inputs(self) -> bool:
         """Whether parameters stay run-time inputs (``export_params=False`` or
         ``keep_initializers_as_inputs``): a symbolic must not bake their values into new

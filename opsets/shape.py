@@ -323,10 +323,10 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
 
     ``squeeze()`` is a Squeeze without axes: every dim of size 1 at run time goes, as in
     eager at any size (typed with the traced rank). Given dims of static size are removed
-    when 1; from opset 11, a given dim of unknown size, or a ``dim`` computed at run time,
-    goes only if it is 1 at run time (:func:`_squeeze_if_one`). Below 11, which are 1
-    comes from the traced sizes (a warning names a dynamic one); a dim of unknown size is
-    squeezed.
+    when 1; from opset 11, a given dim of unknown size (or of a trace exported with
+    dynamic axes), or a ``dim`` computed at run time, goes only if it is 1 at run time
+    (:func:`_squeeze_if_one`). Below 11, which are 1 comes from the traced sizes (a
+    warning names a dynamic one); a dim of unknown size is squeezed.
     """
     sizes = self.type().varyingSizes()
     if dim is None:
@@ -343,7 +343,8 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     if g.opset >= 11 and not sh._is_constant(dim):
         return _squeeze_if_one(g, self, dim)
     dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
-    if g.opset >= 11 and (sizes is None or any(sizes[d] is None for d in dims)):
+    if g.opset >= 11 and (sizes is None or g.sizes_may_vary
+                          or any(sizes[d] is None for d in dims)):
         return _squeeze_if_one(g, self, g.constant(torch.tensor(dims)))
     for axis in dims:
         g.uses_traced_size(self, axis, f"whether squeeze({axis}) removes its dim")

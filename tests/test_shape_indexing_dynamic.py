@@ -76,6 +76,10 @@ CASES = [
     ("triu", lambda x: x.triu(1), ((3, 4),), ((5, 2),), {"x": [0, 1]}, [11, 14, 20]),
     ("diagonal", lambda x: x.diagonal(-1), ((3, 4),), ((6, 3),), {"x": [0, 1]}, [11, 20]),
     ("chunk", lambda x: x.chunk(2, 1), ((2, 4),), ((3, 6),), {"x": [0, 1]}, [18, 20]),
+    ("squeeze_dim_dynamic", lambda x: x.squeeze(1) * 2, ((2, 1, 4),), ((2, 3, 4),),
+     {"x": [0, 1, 2]}, [11, 13, 20]),
+    ("squeeze_dim_not_one_when_traced", lambda x: x.squeeze(-1) * 2, ((2, 2, 4),),
+     ((2, 2, 1),), {"x": [0, 1, 2]}, [11, 13, 20]),
     ("squeeze_all", lambda x: x.squeeze() * 2, ((1, 3, 1),), ((1, 1, 1),), {"x": [1]}, [11, 13, 20]),
     ("squeeze_all_data_dependent", lambda x: x[x > 0][None].squeeze(),
      (torch.tensor([1.0, -1.0, -2.0]),), (torch.tensor([1.0, 2.0, -1.0]),), {}, [11, 20]),
@@ -174,7 +178,7 @@ def test_indexed_assignment_below_opset_11_names_the_opset():
     (lambda x: torch.chunk(x, 3, 0)[0], (4,), {"x": [0]}, True),  # 2 pieces, not 3
     (lambda x: torch.chunk(x, 3, 0)[0], (13,), {"x": [0]}, False),  # the 3 asked for
     (lambda x: x.unbind(0)[0], (3, 2), {"x": [0]}, True),
-    (lambda x: x.squeeze(1), (1, 3), {"x": [1]}, True),
+    (lambda x: x.squeeze(1), (1, 3), {"x": [1]}, False),  # from opset 11: 1 at run time?
     (lambda x: x.squeeze(), (1, 3), {"x": [1]}, False),  # Squeeze without axes: any size
     (lambda x: (lambda y: (y.unbind(1)[0], y))(x * 2), (3, 4), {"x": [1]}, True),
 ], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "chunk_fewer_pieces",

@@ -79,7 +79,8 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
                     unloaded=functools.partial(plugin_loader.unloaded_providers,
                                                manager.selection),
                     autograd_inlining=options.autograd_inlining,
-                    params_are_inputs=options.params_are_inputs, progress=advance)
+                    params_are_inputs=options.params_are_inputs, progress=advance,
+                    sizes_may_vary=bool(options.dynamic_axes) and front.example_sizes)
                 graph = conversion.run(front)
         dynamic_inputs = _dynamic_inputs(graph, options.input_names, options.output_names,
                                          options.dynamic_axes)
