@@ -496,7 +496,8 @@ def repeat_interleave(g, self: Value, repeats: Value | None = None, dim: Value |
     repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor
 
     Repeat each element: Unsqueeze/Expand/Reshape for one repeat count; for a tensor of
-    counts (opset 11), gather the source index of every output position."""
+    counts (opset 11; one count of a dynamic axis broadcasts), gather the source index of
+    every output position."""
     if g.original_node.inputsSize() == 2:  # repeat_interleave(repeats): indices 0..n-1
         return _source_indices(g, self)
     axis = sh._maybe_get_const(dim, "i") if dim is not None else None
@@ -507,7 +508,10 @@ def repeat_interleave(g, self: Value, repeats: Value | None = None, dim: Value |
     axis %= rank
     counts = repeats.type().varyingSizes() if sh._is_tensor(repeats) else []
     if counts is None or any(c != 1 for c in counts):
-        return g.op("Gather", self, _source_indices(g, repeats), axis_i=axis)
+        # One count (known only at run time) repeats every element: counts broadcast.
+        every = g.op("Expand", sh._reshape_helper(g, repeats, [-1]),
+                     shape_slice(g, self, axis, axis + 1))
+        return g.op("Gather", self, _source_indices(g, every), axis_i=axis)
     count = repeats if not sh._is_tensor(repeats) else sh._reshape_helper(g, repeats, [])
     spread = g.op("Expand", sh._unsqueeze_helper(g, self, [axis + 1]),
                   ints(g, [1] * (axis + 1) + [count] + [1] * (rank - axis - 1)))

@@ -124,6 +124,16 @@ pack.case("aten::tile", lambda x: x.tile((2,)), (2, 3))
 pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), (2, 3),
           name="int", input_names=["x"], dynamic_axes=DYN)
 pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(3), (2, 3), name="flat")
+
+
+def _repeat_interleave_counts(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    return x.repeat_interleave(r, dim=1)
+
+
+# Scripted, the counts' length is unknown: one count broadcasts to every element at run time.
+pack.case("aten::repeat_interleave", _repeat_interleave_counts, (2, 3),
+          lambda: torch.tensor([2]), name="one_count_of_dynamic_length", script=True,
+          min_opset=11, input_names=["x", "r"], dynamic_axes={"r": [0]})
 pack.case("aten::repeat_interleave",
           lambda x, r: x.repeat_interleave(r, dim=0), (3, 2),
           lambda: torch.tensor([1, 0, 2]), name="tensor", min_opset=11)
