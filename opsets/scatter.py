@@ -292,8 +292,10 @@ def _scatter(g, op: str, op_type: str, self: Value, dim: Value, index: Value, sr
 
 
 def _cut_to(g, op: str, src: Value, index: Value) -> Value:
-    """``src`` sliced to ``index``'s shape where they differ (scatter reads only that part)."""
-    if src.type().varyingSizes() == index.type().varyingSizes():
+    """``src`` sliced to ``index``'s shape where they differ (scatter reads only that part);
+    sizes unknown at trace time are cut at run time."""
+    sizes = src.type().varyingSizes()
+    if sizes is not None and None not in sizes and sizes == index.type().varyingSizes():
         return src
     rank = rank_of(op, index)
     if g.opset < 10:
