@@ -345,7 +345,7 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
     if g.opset >= 11 and (sizes is None or g.sizes_may_vary
                           or any(sizes[d] is None for d in dims)):
-        return _squeeze_if_one(g, self, g.constant(torch.tensor(dims)))
+        return _squeeze_if_one(g, self, dims)
     for axis in dims:
         g.uses_traced_size(self, axis, f"whether squeeze({axis}) removes its dim")
     axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
@@ -356,25 +356,49 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     return sh._squeeze_helper(g, self, axes) if axes else self
 
 
-def _squeeze_if_one(g, x: Value, dims: Value) -> Value:
-    """``x`` without those of ``dims`` (a 0-d or 1-D int tensor, negative dims allowed)
-    that are 1 at run time: a Reshape to the shape Compressed to the other dims (typed
-    with the traced rank, as torch.onnx's If). Below opset 14 a Reshape reads a 0 as "keep
-    that dim", so an empty dim after a squeezed one is refused by ONNX Runtime."""
+def _squeeze_if_one(g, x: Value, dims: Value | list[int]) -> Value:
+    """``x`` without those of ``dims`` that are 1 at run time: a Reshape to the shape
+    Compressed to the other dims (typed with the traced rank, as torch.onnx's If). Given
+    dims (a list) each keep their size unless it is 1, so a static one folds; a ``dims``
+    tensor computed at run time (0-d or 1-D, negative dims allowed) masks the whole
+    shape. Below opset 14 a Reshape reads a 0 as "keep that dim", so an empty dim after a
+    squeezed one is refused by ONNX Runtime."""
     rank = rank_of("aten::squeeze", x)
-    shape = shape_of(g, x)
-    dims = sh._reshape_helper(g, sh.cast_to(g, dims, torch.int64), [-1, 1])
-    dims = g.op("Mod", g.op("Add", dims, g.constant(torch.tensor(rank))),
-                g.constant(torch.tensor(rank)))
-    hits = sh.cast_to(g, g.op("Equal", dims, g.constant(torch.arange(rank))), torch.int32)
-    named = sh.cast_to(g, sh.reduce_helper(g, "ReduceMax", hits, [0], keepdims_i=0), torch.bool)
-    keep = g.op("Or", g.op("Not", named),
-                g.op("Not", g.op("Equal", shape, g.constant(torch.tensor(1)))))
-    target = g.op("Compress", shape, keep, axis_i=0)
+    one = g.constant(torch.tensor(1))
+    if isinstance(dims, list):
+        parts, begin = [], 0
+        for axis in dims:
+            if axis > begin:
+                parts.append(shape_slice(g, x, begin, axis))
+            size = shape_slice(g, x, axis, axis + 1)
+            parts.append(g.op("Compress", size, g.op("Not", g.op("Equal", size, one)), axis_i=0))
+            begin = axis + 1
+        if begin < rank:
+            parts.append(shape_slice(g, x, begin))
+        target = g.op("Concat", *parts, axis_i=0) if len(parts) > 1 else parts[0]
+    else:
+        shape = shape_of(g, x)
+        dims = sh._reshape_helper(g, sh.cast_to(g, dims, torch.int64), [-1, 1])
+        dims = g.op("Mod", g.op("Add", dims, g.constant(torch.tensor(rank))),
+                    g.constant(torch.tensor(rank)))
+        hits = sh.cast_to(g, g.op("Equal", dims, g.constant(torch.arange(rank))), torch.int32)
+        named = sh.cast_to(g, sh.reduce_helper(g, "ReduceMax", hits, [0], keepdims_i=0),
+                           torch.bool)
+        keep = g.op("Or", g.op("Not", named), g.op("Not", g.op("Equal", shape, one)))
+        target = g.op("Compress", shape, keep, axis_i=0)
     out = g.op("Reshape", x, target, allowzero_i=1) if g.opset >= 14 else \
         g.op("Reshape", x, target)
-    traced = _traced_rank(g)
-    return out.setType(x.type().with_sizes(None if traced is None else [None] * traced))
+    return out.setType(x.type().with_sizes(_traced_sizes(g)))
+
+
+def _traced_sizes(g) -> list[int | None] | None:
+    """The sizes TorchScript recorded for the converted node's output (a trace's example
+    sizes, as every other value of a trace has), if its rank is known."""
+    node = g.original_node
+    out_type = node.output().type() if node is not None else None
+    if out_type is None or out_type.kind() != "TensorType" or out_type.dim() is None:
+        return None
+    return out_type.varyingSizes()
 
 
 def _traced_rank(g) -> int | None:
@@ -411,9 +435,34 @@ def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
         target = sh._reshape_helper(g, sh.cast_to(g, size, torch.int64), [-1])
     else:
         target = ints(g, [1 if isinstance(i, int) and i == -1 else i for i in items])
-    if g.opset >= 9 and (items is None or any(isinstance(i, Value) for i in items)):
+    if g.opset >= 9 and (items is None or _may_be_minus_one(g)):
         target = _ones_for_minus_ones(g, target)  # (Where is from opset 9)
     return g.op("Expand", self, target)
+
+
+def _may_be_minus_one(g) -> bool:
+    """Whether an item of the size list being expanded to is a number read from a tensor
+    or passed in at run time (a size read, ``x.size(0)``, is never -1)."""
+    node = g.original_node
+    sizes = node.inputsAt(1).node() if node is not None and node.inputsSize() > 1 else None
+    if sizes is None or sizes.kind() != "prim::ListConstruct":
+        return False
+    return any(_origin(item).kind() not in _SIZE_READS for item in sizes.inputs())
+
+
+def _origin(value):
+    """The TorchScript node a number comes from, through the conversions a trace records
+    (a size turned into a 0-d tensor and back)."""
+    node = value.node()
+    while node.kind() in _NUMBER_CONVERSIONS and node.inputsSize() == 1:
+        node = node.inputsAt(0).node()
+    return node
+
+
+#: TorchScript nodes whose number is a size (or a constant): never -1 in an expand.
+_SIZE_READS = ("prim::Constant", "aten::size", "aten::sym_size")
+_NUMBER_CONVERSIONS = ("aten::Int", "prim::NumToTensor", "aten::ScalarImplicit",
+                       "aten::IntImplicit")
 
 
 def _ones_for_minus_ones(g, sizes: Value) -> Value:
