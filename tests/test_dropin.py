@@ -308,6 +308,21 @@ def test_a_scripted_input_returned_as_written_keeps_its_static_sizes():
     assert [i.name for i in dynamic.model_proto().graph.input] == ["x"]
 
 
+def test_a_dict_keyed_by_tensors_takes_its_keys_as_inputs_too():
+    """As torch.onnx flattens it: each key is an input, before its value."""
+    class AddKey(torch.nn.Module):
+        def forward(self, pairs):
+            key = list(pairs.keys())[0]
+            return pairs[key] + key
+
+    pairs = {torch.tensor(1.0): torch.randn(1, 2, 3)}
+    result = oxport.convert(AddKey(), (pairs, {}))
+    assert len(result.model_proto().graph.input) == 2
+    key, value = torch.tensor(5.0), torch.randn(1, 2, 3)
+    oxport.testing.check_in_runtime(result, ({key: value},), {}, value + key, rtol=1e-5,
+                                    atol=1e-6)
+
+
 def test_dict_and_namedtuple_outputs_are_named_after_keys_and_fields():
     import collections
     Pair = collections.namedtuple("Pair", "low high")
