@@ -295,6 +295,19 @@ def test_an_input_whose_shape_an_op_reads_stays_unless_the_op_folds_whole(forwar
     assert [i.name for i in proto.graph.input] == kept
 
 
+def test_a_0d_fill_of_an_input_keeps_the_input():
+    """torch.onnx leaves a ConstantOfShape of an empty shape unfolded: the 0-d ``x`` whose
+    shape ``full_like`` fills stays an input."""
+    class FullLike(torch.nn.Module):
+        def forward(self, x):
+            return torch.full_like(x, 1.3, dtype=torch.int)
+
+    result = oxport.convert(FullLike(), (torch.tensor(12),))
+    assert [i.name for i in result.model_proto().graph.input] == ["x"]
+    oxport.testing.check_in_runtime(result, (torch.tensor(5),), {},
+                                    torch.tensor(1, dtype=torch.int), rtol=0, atol=0)
+
+
 def test_a_scripted_input_returned_as_written_keeps_its_static_sizes():
     """``x.fill_(3), x`` scripted: x's sizes are static, so the fill folds and x goes."""
     class Fill(torch.nn.Module):

@@ -197,6 +197,7 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
         rewire(node, replace)
         inputs = node.input_values
         if (node.domain or node.op_type in NONDETERMINISTIC or node.op_type in _KEEP
+                or _fills_no_dims(node)
                 or not node.output_values
                 or node.op_type == "Constant"
                 or any(kind in ("g", "gs") for kind, _ in node.attrs.values())
@@ -227,6 +228,14 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
     graph.nodes = kept
     replace_uses(graph, replace)  # subgraphs may use the replaced values too
     return folded
+
+
+def _fills_no_dims(node: Node) -> bool:
+    """A ConstantOfShape of an empty shape (a 0-d fill): torch.onnx leaves it unfolded, so
+    ``full_like(x, v)`` of a 0-d ``x`` keeps reading ``x`` (and ``x`` stays an input)."""
+    shape = node.input_values[0] if node.op_type == "ConstantOfShape" and not node.domain \
+        and node.input_values else None
+    return shape is not None and shape.is_const and _numel(shape.const) == 0
 
 
 def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
