@@ -452,15 +452,18 @@ def normal(g, mean: Value, std: Value, *args: Value) -> Value:
     normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
 
     ``normal(mean, std)`` with tensor or number operands (RandomNormalLike of their
-    broadcast, scaled and shifted), or ``normal(mean, std, size)`` (RandomNormal)."""
+    broadcast, scaled and shifted), or ``normal(mean, std, size)``: RandomNormal, or
+    RandomNormalLike of zeros for a size computed at run time (``x.normal_()`` comes as
+    ``normal(mean, std, x's shape)``)."""
     if len(args) > 1:  # (size, generator, dtype, layout, device, pin_memory)
         dtype = _result_dtype(g, args[2], None)
         shape = _shape(g, args[0])
+        moments = {"mean_f": sh._get_const(mean, "f", "mean"),
+                   "scale_f": sh._get_const(std, "f", "std"),
+                   "dtype_i": JitScalarType.from_dtype(dtype).onnx_type()}
         if isinstance(shape, Value):
-            sh._unimplemented("aten::normal", "a size computed at run time")
-        return g.op("RandomNormal", shape_i=shape, mean_f=sh._get_const(mean, "f", "mean"),
-                    scale_f=sh._get_const(std, "f", "std"),
-                    dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
+            return g.op("RandomNormalLike", _fill(g, shape, 0, dtype, "aten::normal"), **moments)
+        return g.op("RandomNormal", shape_i=shape, **moments)
     tensors = [v for v in (mean, std) if sh._is_tensor(v) and not v.is_const]
     dtype = tensors[0].type().dtype() or torch.float32
     like = tensors[0] if len(tensors) == 1 else g.op("Add", mean, std)

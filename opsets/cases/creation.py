@@ -134,6 +134,8 @@ pack.case("aten::normal", lambda m: torch.normal(m, 0.0), (3, 4), name="exact_me
           max_opset=21)
 pack.case("aten::normal", lambda s: torch.normal(2.0, s) * 0, lambda: torch.rand(2, 3),
           name="std_tensor", max_opset=21)
+pack.case("aten::normal", lambda x: x.clone().normal_(5.0, 2.0) + x, (2, 5), name="in_place",
+          min_opset=9, **_RANDOM)
 pack.case("aten::normal", lambda x: torch.normal(1.0, 2.0, (2, 5)) + x, (2, 5), name="sized",
           **_RANDOM)
 pack.case("aten::randint_like", lambda x: torch.randint_like(x, 4), (3, 4), **_RANDOM)
