@@ -62,6 +62,9 @@ class GraphContext:
         self.original_node = original_node
         #: The registration of the symbolic converting it (None for a fallback or a pass).
         self.entry = entry
+        #: The number of the source node being converted (its rank in the walk).
+        self.step: int | None = (conversion.nodes_done if original_node is not None
+                                 and conversion is not None else None)
         self._source: str | None = None
         self._scope: str | None = None
 
@@ -98,6 +101,13 @@ class GraphContext:
     @property
     def block(self) -> Graph:
         return self.graph
+
+    @property
+    def sizes_may_vary(self) -> bool:
+        """Whether a size the source graph's types hold may differ at run time: they are a
+        trace's example sizes and ``dynamic_axes`` lets some vary (a symbolic choosing by a
+        size, such as which dims ``squeeze`` removes, then decides at run time)."""
+        return self.conversion.sizes_may_vary
 
     @property
     def params_are_inputs(self) -> bool:
@@ -186,6 +196,7 @@ class GraphContext:
         node.scope = self.scope
         node.provenance = self.entry
         node.origin = self.original_node.kind() if self.original_node is not None else ""
+        node.step = self.step
 
     def at(self, operator: str, *args: Any, overload_name: str = "", outputs: int = 1,
            **kwargs: Any) -> Value | tuple[Value, ...]:
@@ -252,7 +263,7 @@ class GraphContext:
         """A context over a fresh subgraph (for If/Loop bodies), sharing this conversion."""
         child = GraphContext(Graph(self.graph.root.fresh_name(name), parent=self.graph),
                              self.conversion, self.original_node, self.entry)
-        child._source, child._scope = self._source, self._scope
+        child._source, child._scope, child.step = self._source, self._scope, self.step
         return child
 
     def on(self, graph: Graph) -> GraphContext:
@@ -260,13 +271,13 @@ class GraphContext:
         if graph is self.graph:
             return self
         other = GraphContext(graph, self.conversion, self.original_node, self.entry)
-        other._source, other._scope = self._source, self._scope
+        other._source, other._scope, other.step = self._source, self._scope, self.step
         return other
 
     def for_entry(self, entry: SymbolicEntry) -> GraphContext:
         """This context for another symbolic of the same node."""
         other = GraphContext(self.graph, self.conversion, self.original_node, entry)
-        other._source, other._scope = self._source, self._scope
+        other._source, other._scope, other.step = self._source, self._scope, self.step
         return other
 
     def convert_block(self, block: SourceBlock, inputs: Sequence[Value]) -> list[Value]:

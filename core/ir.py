@@ -291,7 +291,7 @@ class Node:
     """An ONNX node (or, for deferred values, the TorchScript node they stand for)."""
 
     __slots__ = ("domain", "op_type", "input_values", "output_values", "attrs", "source", "scope",
-                 "calls", "provenance", "origin", "doc_string", "name")
+                 "calls", "provenance", "origin", "step", "doc_string", "name")
 
     def __init__(self, domain: str, op_type: str, inputs: list[Value | None],
                  outputs: list[Value], attrs: dict[str, tuple[str, Any]] | None = None) -> None:
@@ -308,6 +308,9 @@ class Node:
         self.calls: tuple[str, ...] = ()
         self.provenance: Any = None
         self.origin = ""
+        #: Which source node's conversion made it (a number per source node; None for a
+        #: node a graph pass made).
+        self.step: int | None = None
         self.doc_string = ""
         self.name = ""
 

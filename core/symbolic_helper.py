@@ -327,11 +327,14 @@ def _reducesum_helper(g: Any, input: Value, axes_i: Sequence[int] | None = None,
 
 
 def _slice_helper(g: Any, input: Value, axes: Sequence[int], starts: Sequence[Any],
-                  ends: Sequence[Any], steps: Sequence[int] | None = None) -> Value:
-    """Slice with attributes below opset 10, inputs from 10 (starts/ends may be Values)."""
+                  ends: Sequence[Any], steps: Sequence[Any] | None = None) -> Value:
+    """Slice with attributes below opset 10, inputs from 10 (starts, ends and steps may be
+    Values)."""
     dynamic = any(isinstance(v, Value) and not v.is_const for v in [*starts, *ends])
+    strided = bool(steps) and any(isinstance(s, Value) and not s.is_const
+                                  or int(constant_item(s)) != 1 for s in steps)
     if g.opset < 10:
-        if dynamic or (steps and any(s != 1 for s in steps)):
+        if dynamic or strided:
             _onnx_opset_unsupported("Slice with dynamic bounds or steps", g.opset, 10)
         return g.op("Slice", input, axes_i=list(axes),
                     starts_i=[int(constant_item(s)) for s in starts],
@@ -350,8 +353,8 @@ def _slice_helper(g: Any, input: Value, axes: Sequence[int], starts: Sequence[An
         return g.op("Concat", *parts, axis_i=0)
 
     inputs = [input, as_1d(starts), as_1d(ends), g.constant(torch.tensor(list(axes)))]
-    if steps and any(s != 1 for s in steps):
-        inputs.append(g.constant(torch.tensor(list(steps), dtype=torch.int64)))
+    if strided:
+        inputs.append(as_1d(steps))
     return g.op("Slice", *inputs)
 
 

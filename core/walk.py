@@ -140,7 +140,8 @@ class Conversion:
                  training: bool = False, collect_only: bool = False,
                  unloaded: Callable[[str], list[str]] | None = None,
                  autograd_inlining: bool = True, params_are_inputs: bool = False,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 sizes_may_vary: bool = False) -> None:
         self.registry = registry
         self.opset = opset
         self.fallbacks = list(fallbacks)
@@ -164,6 +165,9 @@ class Conversion:
         #: Whether parameters stay run-time inputs (export_params=False or
         #: keep_initializers_as_inputs): symbolics must not bake their values into new constants.
         self.params_are_inputs = params_are_inputs
+        #: Whether the sizes the source graph holds are an example's that dynamic axes let
+        #: vary (a trace exported with dynamic_axes).
+        self.sizes_may_vary = sizes_may_vary
         #: Source view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
         self.views: dict[int, tuple[SourceValue, ViewWriter]] = {}

@@ -10,6 +10,7 @@ import torch
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
+from oxport.opsets.shape import ints
 from oxport.types import JitScalarType
 
 pack = OpPack("oxport.creation", cases="oxport.opsets.cases.creation")
@@ -62,8 +63,8 @@ def _shape(g, size: Value) -> Shape:
     static = sh._maybe_get_const(size, "is")
     if not isinstance(static, Value):
         return static
-    if sh._is_packed_list(size):
-        return _materialize(g, size, torch.int64)
+    if sh._is_packed_list(size):  # (a 1-element tensor item, ``zeros(t, 1)``, is one size)
+        return ints(g, [sh._maybe_get_const(v, "i") for v in sh._unpack_list(size)])
     return sh.cast_to(g, size, torch.int64)
 
 
@@ -253,14 +254,13 @@ def _as_scalar(g, value: Any, dtype: torch.dtype) -> Value:
 
 def range_values(g, start: Any, end: Any, step: Any, dtype: torch.dtype, op: str) -> Value:
     """``arange(start, end, step)`` in ``dtype``: a constant when the bounds are, else Range
-    (opset 11) or, at 9 and 10, the indices NonZero finds in a tensor of ones."""
+    (opset 11) or, at 9 and 10, the indices NonZero finds in a tensor of ones. For an
+    integer ``dtype`` the bounds and step are truncated to integers first, as in eager
+    (``arange(2, 8.5, 1.5, dtype=torch.int64)`` is ``[2, ..., 7]``)."""
     if not any(isinstance(v, Value) for v in (start, end, step)):
         return g.constant(torch.arange(start, end, step, dtype=dtype))
-    exact = dtype.is_floating_point or all(
-        not isinstance(v, float) and not (isinstance(v, Value) and v.type().dtype() is not None
-                                          and v.type().dtype().is_floating_point)
-        for v in (start, end, step))
-    compute = dtype if dtype.is_floating_point else torch.int64 if exact else torch.float64
+    compute = dtype if dtype.is_floating_point else torch.int64
+    start, end, step = (_as_scalar(g, v, compute) for v in (start, end, step))
     if g.opset >= 11:
         out = g.op("Range", _as_scalar(g, start, compute), _as_scalar(g, end, compute),
                    _as_scalar(g, step, compute)).setType(Type.tensor(compute, [None]))
@@ -452,15 +452,18 @@ def normal(g, mean: Value, std: Value, *args: Value) -> Value:
     normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
 
     ``normal(mean, std)`` with tensor or number operands (RandomNormalLike of their
-    broadcast, scaled and shifted), or ``normal(mean, std, size)`` (RandomNormal)."""
+    broadcast, scaled and shifted), or ``normal(mean, std, size)``: RandomNormal, or
+    RandomNormalLike of zeros for a size computed at run time (``x.normal_()`` comes as
+    ``normal(mean, std, x's shape)``)."""
     if len(args) > 1:  # (size, generator, dtype, layout, device, pin_memory)
         dtype = _result_dtype(g, args[2], None)
         shape = _shape(g, args[0])
+        moments = {"mean_f": sh._get_const(mean, "f", "mean"),
+                   "scale_f": sh._get_const(std, "f", "std"),
+                   "dtype_i": JitScalarType.from_dtype(dtype).onnx_type()}
         if isinstance(shape, Value):
-            sh._unimplemented("aten::normal", "a size computed at run time")
-        return g.op("RandomNormal", shape_i=shape, mean_f=sh._get_const(mean, "f", "mean"),
-                    scale_f=sh._get_const(std, "f", "std"),
-                    dtype_i=JitScalarType.from_dtype(dtype).onnx_type())
+            return g.op("RandomNormalLike", _fill(g, shape, 0, dtype, "aten::normal"), **moments)
+        return g.op("RandomNormal", shape_i=shape, **moments)
     tensors = [v for v in (mean, std) if sh._is_tensor(v) and not v.is_const]
     dtype = tensors[0].type().dtype() or torch.float32
     like = tensors[0] if len(tensors) == 1 else g.op("Add", mean, std)

@@ -79,12 +79,12 @@ def _clamp_start(g, start: int | Value, x: Value, axis: int) -> Value | int:
     return g.op("Where", g.op("Less", begin, zero), zero, begin)
 
 
-def slice_writer(axis: int, start: int | Value, step: int) -> ViewWriter:
+def slice_writer(axis: int, start: int | Value, step: int | Value) -> ViewWriter:
     def write(g, base: Value, new: Value) -> Value:
         one = g.constant(torch.tensor(1))
         offsets = g.op("Range", g.constant(torch.tensor(0)), dim_size(g, new, axis), one)
-        if step != 1:
-            offsets = g.op("Mul", offsets, g.constant(torch.tensor(step)))
+        if isinstance(step, Value) or step != 1:
+            offsets = g.op("Mul", offsets, scalar_int(g, step))
         positions = g.op("Add", offsets, scalar_int(g, _clamp_start(g, start, base, axis)))
         return scatter_along(g, base, axis, positions, new)
     return write
@@ -139,11 +139,12 @@ def slice(g, self: Value, dim: Value | None = None, start: Value | None = None, 
     axis = _axis(self, dim, "aten::slice") if dim is not None else 0
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
     stop = sh._maybe_get_const(end, "i") if end is not None else INT64_MAX
-    stride = sh._get_const(step, "i", "step") if step is not None else 1
+    stride = sh._maybe_get_const(step, "i") if step is not None else 1
     begin = 0 if begin is None else _scalar_bound(g, begin)
     stop = INT64_MAX if stop is None else _scalar_bound(g, stop)
+    stride = _scalar_bound(g, stride)
     if isinstance(begin, int) and begin == 0 and isinstance(stop, int) and stop >= INT64_MAX \
-            and stride == 1:
+            and isinstance(stride, int) and stride == 1:
         g.record_view(_whole)
         return self
     g.record_view(slice_writer(axis, begin, stride))
@@ -331,9 +332,12 @@ def take(g, self: Value, index: Value) -> Value:
 def one_hot(g, self: Value, num_classes: Value) -> Value:
     """one_hot(Tensor self, int num_classes=-1) -> Tensor
 
-    OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1."""
+    OneHot of int64 0/1 along a new last axis; ``num_classes=-1`` takes max(self) + 1, and a
+    ``num_classes`` computed at run time is the depth (as int64)."""
     classes = sh._maybe_get_const(num_classes, "i")
-    if isinstance(classes, int) and classes >= 0:
+    if isinstance(classes, Value):
+        depth = sh.cast_to(g, classes, torch.int64)  # ONNX Runtime's OneHot takes no int32 depth
+    elif classes >= 0:
         depth = g.constant(torch.tensor(classes))
     else:
         depth = g.op("Add", sh.reduce_helper(g, "ReduceMax", self, None, keepdims_i=0),

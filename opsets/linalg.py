@@ -57,32 +57,41 @@ for _name in ("mm", "bmm", "mv", "dot"):
     pack.symbolic(f"aten::{_name}", since=7)(_product(_name))
 
 
-def _add_scaled(g, self: Value, product: Value, beta: float, alpha: float) -> Value:
-    """``beta * self + alpha * product``; ``self`` is ignored when beta is 0, as in PyTorch."""
+def _add_scaled(g, self: Value, product: Value, beta: Value | None,
+                alpha: Value | None) -> Value:
+    """``beta * self + alpha * product`` (numbers, or 0-d tensors computed at run time; 1
+    when omitted); ``self`` is ignored when beta is a constant 0, as in PyTorch."""
     dtype = product.type().dtype() or self.type().dtype() or torch.float32
-    if alpha != 1:
-        product = g.op("Mul", product, g.constant(torch.tensor(alpha, dtype=dtype)))
-    if beta == 0:
+    alpha, beta = (1.0 if v is None else sh._maybe_get_const(v, "f") for v in (alpha, beta))
+    if isinstance(alpha, Value) or alpha != 1:
+        product = g.op("Mul", product, _coefficient(g, alpha, dtype))
+    if not isinstance(beta, Value) and beta == 0:
         return product
-    if beta != 1:
-        self = g.op("Mul", self, g.constant(torch.tensor(beta, dtype=dtype)))
+    if isinstance(beta, Value) or beta != 1:
+        self = g.op("Mul", self, _coefficient(g, beta, dtype))
     return g.op("Add", self, product)
 
 
+def _coefficient(g, value: float | Value, dtype: torch.dtype) -> Value:
+    """A scaling number as a ``dtype`` tensor."""
+    if isinstance(value, Value):
+        return sh.cast_to(g, value, dtype)
+    return g.constant(torch.tensor(value, dtype=dtype))
+
+
 @pack.symbolic("aten::baddbmm", since=7)
-@sh.parse_args("v", "v", "v", "f", "f")
-def baddbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
-            alpha: float = 1.0) -> Value:
+def baddbmm(g, self: Value, batch1: Value, batch2: Value, beta: Value | None = None,
+            alpha: Value | None = None) -> Value:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
     baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor
-    """
+
+    ``beta`` and ``alpha`` may be computed at run time."""
     return _add_scaled(g, self, _matmul(g, batch1, batch2, "aten::baddbmm"), beta, alpha)
 
 
 @pack.symbolic("aten::addbmm", since=7)
-@sh.parse_args("v", "v", "v", "f", "f")
-def addbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
-           alpha: float = 1.0) -> Value:
+def addbmm(g, self: Value, batch1: Value, batch2: Value, beta: Value | None = None,
+           alpha: Value | None = None) -> Value:
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 
     The batch of products summed over the batch, scaled and added to ``self``."""
@@ -92,8 +101,8 @@ def addbmm(g, self: Value, batch1: Value, batch2: Value, beta: float = 1.0,
 
 
 @pack.symbolic("aten::addmv", since=7)
-@sh.parse_args("v", "v", "v", "f", "f")
-def addmv(g, self: Value, mat: Value, vec: Value, beta: float = 1.0, alpha: float = 1.0) -> Value:
+def addmv(g, self: Value, mat: Value, vec: Value, beta: Value | None = None,
+          alpha: Value | None = None) -> Value:
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     return _add_scaled(g, self, _matmul(g, mat, vec, "aten::addmv"), beta, alpha)
 

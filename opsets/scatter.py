@@ -76,7 +76,18 @@ def copy_(g, self: Value, src: Value, non_blocking: Value | None = None) -> Valu
     copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
 
     ``self.copy_(src)``: ``src`` cast and broadcast to ``self``."""
-    return g.op("Expand", _like(g, src, self), shape_of(g, self)).setType(self.type())
+    return g.op("Expand", _like(g, _unexpanded(src), self), shape_of(g, self)).setType(
+        self.type())
+
+
+def _unexpanded(value: Value) -> Value:
+    """``value`` before the Expand that made it, if one did: broadcast to the destination,
+    it gives the same at any size (a trace of ``x[:, n:] = v`` bakes the sizes it expands
+    ``v`` to, which a dynamic axis changes)."""
+    node = value.producer
+    if node is not None and not node.domain and node.op_type == "Expand":
+        return node.input_values[0]
+    return value
 
 
 pack.alias(copy_, "aten::copy", since=8)  # torch.export's functional form of copy_
@@ -292,8 +303,10 @@ def _scatter(g, op: str, op_type: str, self: Value, dim: Value, index: Value, sr
 
 
 def _cut_to(g, op: str, src: Value, index: Value) -> Value:
-    """``src`` sliced to ``index``'s shape where they differ (scatter reads only that part)."""
-    if src.type().varyingSizes() == index.type().varyingSizes():
+    """``src`` sliced to ``index``'s shape where they differ (scatter reads only that part);
+    sizes unknown at trace time are cut at run time."""
+    sizes = src.type().varyingSizes()
+    if sizes is not None and None not in sizes and sizes == index.type().varyingSizes():
         return src
     rank = rank_of(op, index)
     if g.opset < 10:

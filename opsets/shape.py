@@ -327,9 +327,11 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     Squeeze the given dims that have size 1 (all such dims without ``dim``).
 
     ``squeeze()`` is a Squeeze without axes: every dim of size 1 at run time goes, as in
-    eager at any size (typed with the traced rank). For given dims, which are 1 comes from
-    the traced sizes, as in the traced graph (a warning names a dynamic one); a dim of
-    unknown size is squeezed.
+    eager at any size (typed with the traced rank). Given dims of static size are removed
+    when 1; from opset 11, a given dim of unknown size (or of a trace exported with
+    dynamic axes), or a ``dim`` computed at run time, goes only if it is 1 at run time
+    (:func:`_squeeze_if_one`). Below 11, which are 1 comes from the traced sizes (a
+    warning names a dynamic one); a dim of unknown size is squeezed.
     """
     sizes = self.type().varyingSizes()
     if dim is None:
@@ -343,7 +345,12 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
     rank = rank_of("aten::squeeze", self)
     if rank == 0:
         return self
+    if g.opset >= 11 and not sh._is_constant(dim):
+        return _squeeze_if_one(g, self, dim)
     dims = sorted({d % rank for d in sh._get_const(dim, "is", "dim")})
+    if g.opset >= 11 and (sizes is None or g.sizes_may_vary
+                          or any(sizes[d] is None for d in dims)):
+        return _squeeze_if_one(g, self, dims)
     for axis in dims:
         g.uses_traced_size(self, axis, f"whether squeeze({axis}) removes its dim")
     axes = [d for d in dims if sizes is None or sizes[d] in (1, None)]
@@ -352,6 +359,51 @@ def squeeze(g, self: Value, dim: Value | None = None) -> Value:
         # a dim of unknown (data-dependent) size that was not 1 when traced
         axes = [d for d in axes if sizes is not None and sizes[d] == 1]
     return sh._squeeze_helper(g, self, axes) if axes else self
+
+
+def _squeeze_if_one(g, x: Value, dims: Value | list[int]) -> Value:
+    """``x`` without those of ``dims`` that are 1 at run time: a Reshape to the shape
+    Compressed to the other dims (typed with the traced rank, as torch.onnx's If). Given
+    dims (a list) each keep their size unless it is 1, so a static one folds; a ``dims``
+    tensor computed at run time (0-d or 1-D, negative dims allowed) masks the whole
+    shape. Below opset 14 a Reshape reads a 0 as "keep that dim", so an empty dim after a
+    squeezed one is refused by ONNX Runtime."""
+    rank = rank_of("aten::squeeze", x)
+    one = g.constant(torch.tensor(1))
+    if isinstance(dims, list):
+        parts, begin = [], 0
+        for axis in dims:
+            if axis > begin:
+                parts.append(shape_slice(g, x, begin, axis))
+            size = shape_slice(g, x, axis, axis + 1)
+            parts.append(g.op("Compress", size, g.op("Not", g.op("Equal", size, one)), axis_i=0))
+            begin = axis + 1
+        if begin < rank:
+            parts.append(shape_slice(g, x, begin))
+        target = g.op("Concat", *parts, axis_i=0) if len(parts) > 1 else parts[0]
+    else:
+        shape = shape_of(g, x)
+        dims = sh._reshape_helper(g, sh.cast_to(g, dims, torch.int64), [-1, 1])
+        dims = g.op("Mod", g.op("Add", dims, g.constant(torch.tensor(rank))),
+                    g.constant(torch.tensor(rank)))
+        hits = sh.cast_to(g, g.op("Equal", dims, g.constant(torch.arange(rank))), torch.int32)
+        named = sh.cast_to(g, sh.reduce_helper(g, "ReduceMax", hits, [0], keepdims_i=0),
+                           torch.bool)
+        keep = g.op("Or", g.op("Not", named), g.op("Not", g.op("Equal", shape, one)))
+        target = g.op("Compress", shape, keep, axis_i=0)
+    out = g.op("Reshape", x, target, allowzero_i=1) if g.opset >= 14 else \
+        g.op("Reshape", x, target)
+    return out.setType(x.type().with_sizes(_traced_sizes(g)))
+
+
+def _traced_sizes(g) -> list[int | None] | None:
+    """The sizes TorchScript recorded for the converted node's output (a trace's example
+    sizes, as every other value of a trace has), if its rank is known."""
+    node = g.original_node
+    out_type = node.output().type() if node is not None else None
+    if out_type is None or out_type.kind() != "TensorType" or out_type.dim() is None:
+        return None
+    return out_type.varyingSizes()
 
 
 def _traced_rank(g) -> int | None:
@@ -365,8 +417,13 @@ def _traced_rank(g) -> int | None:
 def unsqueeze(g, self: Value, dim: Value) -> Value:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)
 
-    Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis)."""
+    Unsqueeze (a negative dim of a complex tensor counts before its real pairs' axis); from
+    opset 13, where the axes are an input, a ``dim`` computed at run time too."""
     rank = rank_of("aten::unsqueeze", self) - is_complex(g, 0, "aten::unsqueeze")
+    if g.opset >= 13 and not sh._is_constant(dim) and not is_complex(g, 0, "aten::unsqueeze"):
+        axes = sh._reshape_helper(g, sh.cast_to(g, dim, torch.int64), [1])
+        return g.op("Unsqueeze", self, axes).setType(
+            self.type().with_sizes([None] * (rank + 1)))
     axis = sh._get_const(dim, "i", "dim")
     return sh._unsqueeze_helper(g, self, [axis if axis >= 0 else axis + rank + 1])
 
@@ -376,12 +433,47 @@ def unsqueeze(g, self: Value, dim: Value) -> Value:
 def expand(g, self: Value, size: Value, implicit: Value | None = None) -> Value:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
 
-    Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts)."""
+    Expand; -1 keeps the input's size (it becomes 1, which Expand broadcasts), in sizes
+    computed at run time too (from opset 9)."""
     items = int_list(size)
     if items is None:
-        return g.op("Expand", self, sh.cast_to(g, size, torch.int64))
-    return g.op("Expand", self, ints(g, [1 if isinstance(i, int) and i == -1 else i
-                                         for i in items]))
+        target = sh._reshape_helper(g, sh.cast_to(g, size, torch.int64), [-1])
+    else:
+        target = ints(g, [1 if isinstance(i, int) and i == -1 else i for i in items])
+    if g.opset >= 9 and (items is None or _may_be_minus_one(g)):
+        target = _ones_for_minus_ones(g, target)  # (Where is from opset 9)
+    return g.op("Expand", self, target)
+
+
+def _may_be_minus_one(g) -> bool:
+    """Whether an item of the size list being expanded to is a number read from a tensor
+    or passed in at run time (a size read, ``x.size(0)``, is never -1)."""
+    node = g.original_node
+    sizes = node.inputsAt(1).node() if node is not None and node.inputsSize() > 1 else None
+    if sizes is None or sizes.kind() != "prim::ListConstruct":
+        return False
+    return any(_origin(item).kind() not in _SIZE_READS for item in sizes.inputs())
+
+
+def _origin(value):
+    """The TorchScript node a number comes from, through the conversions a trace records
+    (a size turned into a 0-d tensor and back)."""
+    node = value.node()
+    while node.kind() in _NUMBER_CONVERSIONS and node.inputsSize() == 1:
+        node = node.inputsAt(0).node()
+    return node
+
+
+#: TorchScript nodes whose number is a size (or a constant): never -1 in an expand.
+_SIZE_READS = ("prim::Constant", "aten::size", "aten::sym_size")
+_NUMBER_CONVERSIONS = ("aten::Int", "prim::NumToTensor", "aten::ScalarImplicit",
+                       "aten::IntImplicit")
+
+
+def _ones_for_minus_ones(g, sizes: Value) -> Value:
+    """A 1-D int64 size tensor with its -1s (keep the input's size) made 1s at run time."""
+    keep = g.op("Equal", sizes, g.constant(torch.tensor(-1)))
+    return g.op("Where", keep, g.constant(torch.tensor(1)), sizes)
 
 
 @pack.symbolic("aten::expand_as", since=8)
@@ -458,7 +550,8 @@ def repeat_interleave(g, self: Value, repeats: Value | None = None, dim: Value |
     repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor
 
     Repeat each element: Unsqueeze/Expand/Reshape for one repeat count; for a tensor of
-    counts (opset 11), gather the source index of every output position."""
+    counts (opset 11; one count of a dynamic axis broadcasts), gather the source index of
+    every output position."""
     if g.original_node.inputsSize() == 2:  # repeat_interleave(repeats): indices 0..n-1
         return _source_indices(g, self)
     axis = sh._maybe_get_const(dim, "i") if dim is not None else None
@@ -469,7 +562,10 @@ def repeat_interleave(g, self: Value, repeats: Value | None = None, dim: Value |
     axis %= rank
     counts = repeats.type().varyingSizes() if sh._is_tensor(repeats) else []
     if counts is None or any(c != 1 for c in counts):
-        return g.op("Gather", self, _source_indices(g, repeats), axis_i=axis)
+        # One count (known only at run time) repeats every element: counts broadcast.
+        every = g.op("Expand", sh._reshape_helper(g, repeats, [-1]),
+                     shape_slice(g, self, axis, axis + 1))
+        return g.op("Gather", self, _source_indices(g, every), axis_i=axis)
     count = repeats if not sh._is_tensor(repeats) else sh._reshape_helper(g, repeats, [])
     spread = g.op("Expand", sh._unsqueeze_helper(g, self, [axis + 1]),
                   ints(g, [1] * (axis + 1) + [count] + [1] * (rank - axis - 1)))

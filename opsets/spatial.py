@@ -531,28 +531,27 @@ _register_resize("_upsample_bicubic2d_aa", 2, "cubic", since=18, antialias=True)
 
 # -- pixel shuffle ----------------------------------------------------------------------
 def _rearrange(g, input: Value, factor: int, op: str, shuffle: bool) -> Value:
-    """Pixel (un)shuffle as Reshape -> Transpose -> Reshape, for any leading dims."""
+    """Pixel (un)shuffle as Reshape -> Transpose -> Reshape, for any leading dims; every
+    size is read at run time (the channels too)."""
     rank = _rank(input, op)
-    channels = sh._get_tensor_dim_size(input, -3)
-    if channels is None:
-        sh._unimplemented(op, "a channel dimension that is not static")
     lead = rank - 3
     leading = _shape_slice(g, input, 0, lead) if lead else None
+    channels = _shape_slice(g, input, rank - 3, rank - 2)
     height_width = _shape_slice(g, input, rank - 2, rank)
     r = g.constant(torch.tensor([factor], dtype=torch.int64))
+    area = g.constant(torch.tensor([factor * factor], dtype=torch.int64))
     if shuffle:
-        c = channels // (factor * factor)
-        split = [g.constant(torch.tensor([c, factor, factor], dtype=torch.int64)), height_width]
+        c = g.op("Div", channels, area)
+        split = [c, r, r, height_width]
         perm = [0, 3, 1, 4, 2]
-        merged = [g.constant(torch.tensor([c], dtype=torch.int64)),
-                  g.op("Mul", height_width, r)]
+        merged = [c, g.op("Mul", height_width, r)]
     else:
         hw = g.op("Div", height_width, r)
         h = sh._slice_helper(g, hw, [0], [0], [1])
         w = sh._slice_helper(g, hw, [0], [1], [2])
-        split = [g.constant(torch.tensor([channels], dtype=torch.int64)), h, r, w, r]
+        split = [channels, h, r, w, r]
         perm = [0, 2, 4, 1, 3]
-        merged = [g.constant(torch.tensor([channels * factor * factor], dtype=torch.int64)), hw]
+        merged = [g.op("Mul", channels, area), hw]
     if leading is not None:
         split.insert(0, leading)
         merged.insert(0, leading)

@@ -278,6 +278,65 @@ def test_input_names_name_inputs_before_unused_ones_are_dropped():
     assert result.input_leaves() == [1]
 
 
+@pytest.mark.parametrize("forward, y, kept", [
+    (lambda x, y: x.view_as(y), torch.randn(6, 4), ["x", "y"]),  # the Reshape is computed
+    (lambda x, y: x.fill_(y), torch.tensor(2.0), ["x", "y"]),  # a fill by a run-time value
+    (lambda x, y: torch.full_like(x, 1.5) + y, torch.randn(4), ["y"]),  # full_like folds
+    (lambda x, y: y.reshape(x.size(0), -1), torch.randn(4, 6), ["y"]),  # size() folds
+])
+def test_an_input_whose_shape_an_op_reads_stays_unless_the_op_folds_whole(forward, y, kept):
+    """torch.onnx folds the ONNX nodes of one source op only all together, when the op's
+    result is a constant: an input whose static shape an unfolded op reads stays."""
+    class Model(torch.nn.Module):
+        def forward(self, x, y):
+            return forward(x, y)
+
+    proto = oxport.convert(Model(), (torch.randn(2, 3, 4), y), input_names=["x", "y"]
+                           ).model_proto()
+    assert [i.name for i in proto.graph.input] == kept
+
+
+def test_a_0d_fill_of_an_input_keeps_the_input():
+    """torch.onnx leaves a ConstantOfShape of an empty shape unfolded: the 0-d ``x`` whose
+    shape ``full_like`` fills stays an input."""
+    class FullLike(torch.nn.Module):
+        def forward(self, x):
+            return torch.full_like(x, 1.3, dtype=torch.int)
+
+    result = oxport.convert(FullLike(), (torch.tensor(12),))
+    assert [i.name for i in result.model_proto().graph.input] == ["x"]
+    oxport.testing.check_in_runtime(result, (torch.tensor(5),), {},
+                                    torch.tensor(1, dtype=torch.int), rtol=0, atol=0)
+
+
+def test_a_scripted_input_returned_as_written_keeps_its_static_sizes():
+    """``x.fill_(3), x`` scripted: x's sizes are static, so the fill folds and x goes."""
+    class Fill(torch.nn.Module):
+        def forward(self, x):
+            return x.fill_(3), x
+
+    model = torch.jit.script(Fill())
+    x = torch.randn(2, 3)
+    assert not oxport.convert(model, (x,)).model_proto().graph.input
+    dynamic = oxport.convert(model, (x,), input_names=["x"], dynamic_axes={"x": [0]})
+    assert [i.name for i in dynamic.model_proto().graph.input] == ["x"]
+
+
+def test_a_dict_keyed_by_tensors_takes_its_keys_as_inputs_too():
+    """As torch.onnx flattens it: each key is an input, before its value."""
+    class AddKey(torch.nn.Module):
+        def forward(self, pairs):
+            key = list(pairs.keys())[0]
+            return pairs[key] + key
+
+    pairs = {torch.tensor(1.0): torch.randn(1, 2, 3)}
+    result = oxport.convert(AddKey(), (pairs, {}))
+    assert len(result.model_proto().graph.input) == 2
+    key, value = torch.tensor(5.0), torch.randn(1, 2, 3)
+    oxport.testing.check_in_runtime(result, ({key: value},), {}, value + key, rtol=1e-5,
+                                    atol=1e-6)
+
+
 def test_dict_and_namedtuple_outputs_are_named_after_keys_and_fields():
     import collections
     Pair = collections.namedtuple("Pair", "low high")

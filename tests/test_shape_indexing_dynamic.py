@@ -37,6 +37,11 @@ def _put_apart(x, i, j, v):
     return x
 
 
+def _copy_broadcast_from_size(x):
+    x[:, x.size(0):] = torch.tensor([1.0, 2.0, 3.0])  # the trace expands to (2, 3, 3)
+    return x
+
+
 def _put_broadcast(x, i, v):
     x[i, 1:3] = v
     return x
@@ -71,6 +76,10 @@ CASES = [
     ("triu", lambda x: x.triu(1), ((3, 4),), ((5, 2),), {"x": [0, 1]}, [11, 14, 20]),
     ("diagonal", lambda x: x.diagonal(-1), ((3, 4),), ((6, 3),), {"x": [0, 1]}, [11, 20]),
     ("chunk", lambda x: x.chunk(2, 1), ((2, 4),), ((3, 6),), {"x": [0, 1]}, [18, 20]),
+    ("squeeze_dim_dynamic", lambda x: x.squeeze(1) * 2, ((2, 1, 4),), ((2, 3, 4),),
+     {"x": [0, 1, 2]}, [11, 13, 20]),
+    ("squeeze_dim_not_one_when_traced", lambda x: x.squeeze(-1) * 2, ((2, 2, 4),),
+     ((2, 2, 1),), {"x": [0, 1, 2]}, [11, 13, 20]),
     ("squeeze_all", lambda x: x.squeeze() * 2, ((1, 3, 1),), ((1, 1, 1),), {"x": [1]}, [11, 13, 20]),
     ("squeeze_all_data_dependent", lambda x: x[x > 0][None].squeeze(),
      (torch.tensor([1.0, -1.0, -2.0]),), (torch.tensor([1.0, 2.0, -1.0]),), {}, [11, 20]),
@@ -80,6 +89,10 @@ CASES = [
      (torch.tensor([-1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
     ("expand_as", lambda x, y: x.expand_as(y) + y, ((1, 4), (3, 4)), ((1, 6), (5, 6)),
      {"x": [1], "y": [0, 1]}, [8, 20]),
+    ("pixel_unshuffle_channels", lambda x: torch.nn.functional.pixel_unshuffle(x, 2),
+     ((2, 16, 4, 6),), ((4, 32, 8, 4),), {"x": [0, 1, 2, 3]}, [11, 20]),
+    ("pixel_shuffle_channels", lambda x: torch.nn.functional.pixel_shuffle(x, 2),
+     ((2, 16, 4, 6),), ((1, 8, 3, 2),), {"x": [0, 1, 2, 3]}, [11, 20]),
     ("pixel_unshuffle", lambda x: torch.nn.functional.pixel_unshuffle(x, 2), ((1, 2, 4, 4),),
      ((2, 2, 6, 8),), {"x": [0, 2, 3]}, [11, 20]),
     # A data-dependent size: the traced one sets the number of pieces, their sizes are read.
@@ -114,6 +127,8 @@ CASES = [
      ((3, 4, 7), _long([0, 1], [2, 2]), (7,)), {"x": [2], "v": [0]}, [11, 20]),
     ("copy_slice", _copy_columns, ((3, 4), (3, 3)), ((5, 2), (5, 1)),
      {"x": [0, 1], "v": [0, 1]}, [11, 20]),
+    ("copy_broadcast_from_size", _copy_broadcast_from_size, ((2, 5, 3),), ((3, 4, 3),),
+     {"x": [0, 1, 2]}, [11, 20]),
     ("masked_fill", lambda x, m: x.masked_fill(m, -1.0), ((3, 4), torch.rand(4) > 0.5),
      ((5, 2), torch.rand(2) > 0.5), {"x": [0, 1], "m": [0]}, [9, 20]),
     ("masked_scatter", lambda x, m, s: x.masked_scatter(m, s), ((3, 4), torch.rand(3, 4) > 0.5,
@@ -163,7 +178,7 @@ def test_indexed_assignment_below_opset_11_names_the_opset():
     (lambda x: torch.chunk(x, 3, 0)[0], (4,), {"x": [0]}, True),  # 2 pieces, not 3
     (lambda x: torch.chunk(x, 3, 0)[0], (13,), {"x": [0]}, False),  # the 3 asked for
     (lambda x: x.unbind(0)[0], (3, 2), {"x": [0]}, True),
-    (lambda x: x.squeeze(1), (1, 3), {"x": [1]}, True),
+    (lambda x: x.squeeze(1), (1, 3), {"x": [1]}, False),  # from opset 11: 1 at run time?
     (lambda x: x.squeeze(), (1, 3), {"x": [1]}, False),  # Squeeze without axes: any size
     (lambda x: (lambda y: (y.unbind(1)[0], y))(x * 2), (3, 4), {"x": [1]}, True),
 ], ids=["split", "split_static_axis", "chunk_no_dynamic_axes", "chunk_fewer_pieces",

@@ -84,7 +84,8 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
                     unloaded=functools.partial(plugin_loader.unloaded_providers,
                                                manager.selection),
                     autograd_inlining=options.autograd_inlining,
-                    params_are_inputs=options.params_are_inputs, progress=advance)
+                    params_are_inputs=options.params_are_inputs, progress=advance,
+                    sizes_may_vary=bool(options.dynamic_axes) and front.example_sizes)
                 graph = conversion.run(front)
         dynamic_inputs = _dynamic_inputs(graph, options.input_names, options.output_names,
                                          options.dynamic_axes)
@@ -92,10 +93,11 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
                                            front.baked)
 
         with progress.phase("passes", timings):
+            readers = passes.input_readers(graph)
             _transform(graph, conversion, registry, options, dynamic_inputs,
                        folding=options.do_constant_folding and not training)
             input_names, dynamic_axes = _settle_boundary(graph, front, manager, registry,
-                                                         options)
+                                                         options, readers)
             _finish(graph, conversion, model, options)
 
         with progress.phase("serialize", timings):
@@ -312,11 +314,13 @@ def _transform(graph: Graph, conversion: Conversion, registry: RegistryView,
 
 
 def _settle_boundary(graph: Graph, front: FrontEnd, manager: plugin_loader.PluginManager,
-                     registry: RegistryView, options: ExportOptions
+                     registry: RegistryView, options: ExportOptions,
+                     readers: Mapping[int, set[int]] | None = None
                      ) -> tuple[Sequence[str] | None, Mapping[str, Any] | None]:
     """The graph's inputs and outputs as the file has them: the loaded plugins'
-    ``oxport_graph_boundary`` hooks, dead code removed, unused inputs dropped; returns
-    ``input_names`` and ``dynamic_axes`` for what remains."""
+    ``oxport_graph_boundary`` hooks, dead code removed, unused inputs dropped (``readers``:
+    :func:`passes.input_readers` before the passes); returns ``input_names`` and
+    ``dynamic_axes`` for what remains."""
     for op in quantized_io.boundary_ops(front):
         registry.lookup(op, options.opset)  # loads the pack that serves it, and its hook
     given = list(options.input_names or [])
@@ -326,11 +330,12 @@ def _settle_boundary(graph: Graph, front: FrontEnd, manager: plugin_loader.Plugi
     # Unchanged names stay as the user gave them, for serialize to check.
     input_names = names if names != given else options.input_names
     passes.eliminate_dead_code(graph)
-    return _drop_unused_inputs(graph, input_names, options.dynamic_axes)
+    return _drop_unused_inputs(graph, input_names, options.dynamic_axes, readers)
 
 
 def _drop_unused_inputs(graph: Graph, input_names: Sequence[str] | None,
-                        dynamic_axes: Mapping[str, Any] | None
+                        dynamic_axes: Mapping[str, Any] | None,
+                        readers: Mapping[int, set[int]] | None = None
                         ) -> tuple[Sequence[str] | None, Mapping[str, Any] | None]:
     """Drop the user inputs nothing reads, as torch.onnx does; ``input_names`` named them
     before the drop (as in torch.onnx), so their names and dynamic axes go with them."""
@@ -339,7 +344,7 @@ def _drop_unused_inputs(graph: Graph, input_names: Sequence[str] | None,
     names = list(input_names or [])
     before = [names[i] if i < len(names) else serialize.clean_name(value.name)
               for i, value in enumerate(graph.inputs)]
-    dropped = set(passes.drop_unused_inputs(graph))
+    dropped = set(passes.drop_unused_inputs(graph, readers))
     if not dropped:
         return input_names, dynamic_axes
     graph.dropped_inputs = [before[i] for i in sorted(dropped)]

@@ -21,7 +21,8 @@ def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     A single tensor (or number) is a 1-tuple, and so is a list, which is one argument as
     torch.onnx passes it (``args=[a, b]`` calls ``forward([a, b])``); a trailing dict of
     a tuple holds named arguments (so ``(x, {"a": 1}, {})`` passes the dict
-    positionally). Tensors and Python ints,
+    positionally), unless tensors key it: a dict keyed by tensors is a
+    :class:`TensorKeyed` argument. Tensors and Python ints,
     floats and bools anywhere in the (nested) arguments become graph inputs (see
     :func:`as_input`); other values (None, str...) are hard-coded into the graph.
     """
@@ -32,9 +33,39 @@ def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
             f"args must be a tuple of inputs or a single tensor, not {type(args).__name__}. "
             "Wrap a single input as (x,)."
         )
-    if args and isinstance(args[-1], dict):
+    args = tuple(_keys_as_inputs(arg) for arg in args)
+    if args and isinstance(args[-1], dict) and not isinstance(args[-1], TensorKeyed):
         return args[:-1], dict(args[-1])
     return args, {}
+
+
+class TensorKeyed(dict):
+    """A dict argument keyed by tensors: as torch.onnx flattens it, each key is an input
+    too, before its value (the model gets a plain dict of the traced keys and values)."""
+
+
+def _keyed_children(mapping: TensorKeyed) -> tuple[list[Any], int]:
+    return [item for pair in mapping.items() for item in pair], len(mapping)
+
+
+def _keyed_children_with_keys(mapping: TensorKeyed) -> tuple[list[tuple[Any, Any]], int]:
+    children, count = _keyed_children(mapping)
+    return [(pytree.SequenceKey(i), child) for i, child in enumerate(children)], count
+
+
+pytree.register_pytree_node(
+    TensorKeyed, _keyed_children, lambda children, _: dict(zip(children[::2], children[1::2])),
+    flatten_with_keys_fn=_keyed_children_with_keys)
+
+
+def _keys_as_inputs(arg: Any) -> Any:
+    """``arg`` with its dicts keyed by tensors made :class:`TensorKeyed` (nested too)."""
+    if type(arg) is dict:
+        items = {key: _keys_as_inputs(value) for key, value in arg.items()}
+        return TensorKeyed(items) if any(isinstance(k, torch.Tensor) for k in items) else items
+    if type(arg) in (list, tuple):
+        return type(arg)(_keys_as_inputs(item) for item in arg)
+    return arg
 
 
 def as_input(leaf: Any) -> Any:

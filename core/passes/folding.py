@@ -57,14 +57,49 @@ def eliminate_dead_code(graph: Graph) -> int:
     return removed
 
 
-def drop_unused_inputs(graph: Graph) -> list[int]:
+def drop_unused_inputs(graph: Graph, readers: Mapping[int, set[int]] | None = None
+                       ) -> list[int]:
     """Remove the user inputs nothing reads, as torch.onnx does (an input the outputs do
-    not depend on, or whose value the trace baked in); returns their former positions."""
+    not depend on, or whose value the trace baked in); returns their former positions.
+
+    ``readers`` (:func:`input_readers` before folding) keeps an input whose reading was
+    folded away while the source op that read it still computes something at run time:
+    torch.onnx folds the nodes of one source op only all together, when the op's result
+    is a constant, so ``x.view_as(y)`` keeps ``y`` though only its static shape is read."""
     used: set[int] = {id(v) for v in graph.outputs}
     _mark_subgraph_uses(graph, used)
+    if readers:
+        live = live_steps(graph)
+        used.update(key for key, steps in readers.items() if steps & live)
     dropped = [i for i, v in enumerate(graph.inputs) if id(v) not in used]
     graph.inputs = [v for v in graph.inputs if id(v) in used]
     return dropped
+
+
+def input_readers(graph: Graph) -> dict[int, set[int]]:
+    """Graph input id -> the steps (source ops) of the nodes that read it."""
+    inputs = {id(v) for v in graph.inputs}
+    readers: dict[int, set[int]] = {}
+    for node in _all_nodes(graph):
+        for value in node.input_values:
+            if value is not None and id(value) in inputs and node.step is not None:
+                readers.setdefault(id(value), set()).add(node.step)
+    return readers
+
+
+def live_steps(graph: Graph) -> set[int]:
+    """The steps (source ops) some node of the graph still comes from."""
+    return {node.step for node in _all_nodes(graph) if node.step is not None}
+
+
+def _all_nodes(graph: Graph) -> list[Node]:
+    """The graph's nodes and those of its subgraphs."""
+    nodes = []
+    for node in graph.nodes:
+        nodes.append(node)
+        for subgraph in _subgraphs(node):
+            nodes.extend(_all_nodes(subgraph))
+    return nodes
 
 
 def _mark_subgraph_uses(graph: Graph, used: set[int]) -> None:
@@ -162,6 +197,7 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
         rewire(node, replace)
         inputs = node.input_values
         if (node.domain or node.op_type in NONDETERMINISTIC or node.op_type in _KEEP
+                or _fills_no_dims(node)
                 or not node.output_values
                 or node.op_type == "Constant"
                 or any(kind in ("g", "gs") for kind, _ in node.attrs.values())
@@ -193,6 +229,14 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
     graph.nodes = kept
     replace_uses(graph, replace)  # subgraphs may use the replaced values too
     return folded
+
+
+def _fills_no_dims(node: Node) -> bool:
+    """A ConstantOfShape of an empty shape (a 0-d fill): torch.onnx leaves it unfolded, so
+    ``full_like(x, v)`` of a 0-d ``x`` keeps reading ``x`` (and ``x`` stays an input)."""
+    shape = node.input_values[0] if node.op_type == "ConstantOfShape" and not node.domain \
+        and node.input_values else None
+    return shape is not None and shape.is_const and _numel(shape.const) == 0
 
 
 def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],

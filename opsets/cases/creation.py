@@ -25,6 +25,10 @@ def _arange_float(x: torch.Tensor) -> torch.Tensor:
     return torch.arange(0.5, x.size(0), 0.75, dtype=torch.float64)
 
 
+def _arange_float_bounds_int(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(x.size(0), 8.5, 1.5, dtype=torch.int64)
+
+
 def _linspace_dynamic(x: torch.Tensor) -> torch.Tensor:
     return torch.linspace(-1.0, 2.0, x.size(1))
 
@@ -95,6 +99,12 @@ pack.case("aten::arange", _arange_float, (4, 3), name="dynamic_float", script=Tr
           **_DYN)
 pack.case("aten::arange", lambda x: torch.arange(x.size(0)) * 2, (4, 3), name="traced_dynamic",
           min_opset=9, **_DYN)
+pack.case(("aten::zeros", "aten::ones"), lambda n: (torch.zeros(n, 1), torch.ones(n, 2)),
+          lambda: torch.tensor([3]), name="size_from_a_tensor", min_opset=9)
+pack.case("aten::arange", _arange_float_bounds_int, (2, 3), name="float_bounds_int_dtype",
+          script=True, min_opset=9, **_DYN)
+pack.case("aten::arange", lambda e: torch.arange(e, dtype=torch.int64), lambda: torch.tensor(8.5),
+          name="float_end_int_dtype", min_opset=9)
 pack.case("aten::_dim_arange", lambda x: torch._dim_arange(x, -1), (2, 5), min_opset=9, **_DYN)
 pack.case("aten::linspace", lambda x: x + torch.linspace(0, 1, 3), _X, name="static")
 pack.case("aten::linspace", _linspace_dynamic, (2, 5), name="dynamic", script=True, min_opset=11,
@@ -124,6 +134,8 @@ pack.case("aten::normal", lambda m: torch.normal(m, 0.0), (3, 4), name="exact_me
           max_opset=21)
 pack.case("aten::normal", lambda s: torch.normal(2.0, s) * 0, lambda: torch.rand(2, 3),
           name="std_tensor", max_opset=21)
+pack.case("aten::normal", lambda x: x.clone().normal_(5.0, 2.0) + x, (2, 5), name="in_place",
+          min_opset=9, **_RANDOM)
 pack.case("aten::normal", lambda x: torch.normal(1.0, 2.0, (2, 5)) + x, (2, 5), name="sized",
           **_RANDOM)
 pack.case("aten::randint_like", lambda x: torch.randint_like(x, 4), (3, 4), **_RANDOM)

@@ -31,7 +31,25 @@ pack.case("aten::slice", lambda x: x[1:, -3:-1], (3, 4, 5))
 pack.case("aten::slice", lambda x: x[::2, 1::3], (3, 5), name="step", min_opset=10)
 pack.case("aten::slice", lambda x: x[:, x.size(1) - 2:], (3, 4), name="dynamic", min_opset=10,
           input_names=["x"], dynamic_axes=DYN)
+pack.case("aten::slice", lambda x, e, s: x[:e:s, 1::s] * 2, (7, 5), _long(5), _long(2),
+          name="step_at_run_time", min_opset=10, input_names=["x", "e", "s"])
+
+
+def _write_strided_at_run_time(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    x[::s, 1:] = 1.0
+    return x
+
+
+pack.case("aten::slice", _write_strided_at_run_time, (7, 5), _long(3),
+          name="write_step_at_run_time", min_opset=11, input_names=["x", "s"])
 pack.case("aten::narrow", lambda x: x.narrow(1, 1, 2) + x.narrow(1, -2, 2), (3, 4))
+
+
+def _narrow_by_size(x: torch.Tensor) -> torch.Tensor:
+    return torch.narrow(x, 0, 0, x.shape[0] - 1)  # scripted: size arithmetic folds to an int
+
+
+pack.case("aten::narrow", _narrow_by_size, (3, 3), name="length_from_size", script=True)
 pack.case("aten::index", lambda x, i: x[i], (4, 3), _long(0, 2, 3))
 pack.case("aten::index", lambda x, i: x[:, i], (4, 3), _long(-1, 0), name="negative")
 pack.case("aten::index", lambda x, i, j: x[i, j], (4, 5), _long([1, 2], [2, -3]), _long(-2, 3),
@@ -57,6 +75,16 @@ pack.case("aten::take", lambda x, i: torch.take(x, i), (3, 4), _long([[0, 11], [
 pack.case("aten::one_hot", lambda i: torch.nn.functional.one_hot(i, 5), _long([[0, 4], [2, 2]]))
 pack.case("aten::one_hot", lambda i: torch.nn.functional.one_hot(i), _long(3, 0, 1),
           name="classes_from_data")
+
+
+def _one_hot_classes_at_run_time(i: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.one_hot(i, int(n.to(torch.int32)[0]))
+
+
+for _script in (False, True):
+    pack.case("aten::one_hot", _one_hot_classes_at_run_time, _long(3, 0, 1),
+              lambda: torch.tensor([6.0]), name=f"classes_at_run_time{'_script' * _script}",
+              input_names=["i", "n"], script=_script)
 pack.case("aten::bucketize", lambda x, b: torch.bucketize(x, b), (2, 5),
           lambda: torch.tensor([-1.0, 0.0, 0.5, 1.0]), input_names=["x", "b"],
           dynamic_axes={"x": [0, 1], "b": [0]})

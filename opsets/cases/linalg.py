@@ -31,6 +31,9 @@ pack.case("aten::baddbmm", lambda a, b, c: torch.baddbmm(a, b, c, beta=0.5, alph
           (2, 3, 4), (2, 4, 5))
 pack.case("aten::baddbmm", lambda a, b, c: torch.baddbmm(a, b, c, beta=0), (3, 5), (2, 3, 4),
           (2, 4, 5), name="beta0")
+pack.case("aten::baddbmm", lambda a, b, c, al, be: torch.baddbmm(a, b, c, alpha=al, beta=be),
+          (2, 3, 5), (2, 3, 4), (2, 4, 5), lambda: torch.tensor(5), lambda: torch.tensor(0.5),
+          name="coefficients_at_run_time", input_names=["a", "b", "c", "al", "be"])
 pack.case("aten::addbmm", lambda a, b, c: torch.addbmm(a, b, c, alpha=0.5), (3, 5), (2, 3, 4),
           (2, 4, 5))
 pack.case("aten::addmv", lambda a, b, c: torch.addmv(a, b, c, beta=2), (3,), (3, 4), (4,))

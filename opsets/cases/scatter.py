@@ -128,6 +128,16 @@ pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(0, i, s), (4, 3),
 pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(1, i, s),
           _long([1, 2, 3], [4, 5, 6]), _long([2, 2], [0, 2]), _long([7, 8, 1], [9, 10, 1]),
           name="int64_src_larger", min_opset=10)
+
+
+def _scatter_add_rows(x: torch.Tensor, i: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return x.scatter_add(0, i, s)
+
+
+# Scripted with dynamic axes, src's and index's sizes are unknown: src is cut at run time.
+pack.case("aten::scatter_add", _scatter_add_rows, (3, 5), _long([0, 1, 2, 0], [1, 0, 2, 1]),
+          (3, 5), name="src_larger_dynamic", script=True, min_opset=10,
+          input_names=["x", "i", "s"], dynamic_axes={"i": [0, 1], "s": [0, 1]})
 pack.case("aten::scatter_add", lambda x, i, s: x.scatter_add(0, i, s), _mask(3, 2),
           _long([0, 0], [2, 0]), _mask(2, 2), name="bool")
 pack.case("aten::scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "sum"), (3,),

@@ -109,7 +109,26 @@ pack.case("aten::squeeze", lambda x: x.squeeze(), (2, 1, 3, 1))
 pack.case("aten::squeeze", lambda x: x.squeeze(-1) + x.squeeze(0).unsqueeze(0).squeeze(-1),
           (2, 3, 1), name="dim")
 pack.case("aten::squeeze", lambda x: x.squeeze((1, 3)), (2, 1, 3, 1), name="dims")
+
+
+def _squeeze_middle(x: torch.Tensor) -> torch.Tensor:
+    return x.squeeze(-2) + 1
+
+
+# Scripted, the dynamic axes' sizes are unknown: the dim goes only if it is 1 at run time.
+pack.case("aten::squeeze", _squeeze_middle, (2, 1, 4), name="dynamic_size", script=True,
+          input_names=["x"], dynamic_axes={"x": [0, 1, 2]}, min_opset=11)
+pack.case("aten::squeeze", _squeeze_middle, (2, 3, 4), name="dynamic_size_not_one",
+          script=True, input_names=["x"], dynamic_axes={"x": [0, 1, 2]}, min_opset=11)
+pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), 1, name="dim_at_run_time",
+          input_names=["x", "d"], min_opset=11)
+pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), -3,
+          name="dim_at_run_time_not_one", input_names=["x", "d"], min_opset=11)
 pack.case("aten::unsqueeze", lambda x: x.unsqueeze(-1).unsqueeze(0), (2, 3))
+pack.case("aten::unsqueeze", lambda x, d: x.unsqueeze(d), (2, 3), -1, name="dim_at_run_time",
+          input_names=["x", "d"], min_opset=13)
+pack.case("aten::expand", lambda x, s: x.expand(s) * 2, (3,), lambda: torch.tensor(-1),
+          name="size_tensor", min_opset=9, input_names=["x", "s"])
 pack.case("aten::expand", lambda x: x.expand(2, -1, 4), (3, 1), name="neg1",
           input_names=["x"], dynamic_axes={"x": [0]})
 pack.case("aten::expand", lambda x, y: x.expand(y.size(0), -1), (1, 3), (4, 2), name="dynamic",
@@ -127,6 +146,16 @@ pack.case("aten::tile", lambda x: x.tile((2,)), (2, 3))
 pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), (2, 3),
           name="int", input_names=["x"], dynamic_axes=DYN)
 pack.case("aten::repeat_interleave", lambda x: x.repeat_interleave(3), (2, 3), name="flat")
+
+
+def _repeat_interleave_counts(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    return x.repeat_interleave(r, dim=1)
+
+
+# Scripted, the counts' length is unknown: one count broadcasts to every element at run time.
+pack.case("aten::repeat_interleave", _repeat_interleave_counts, (2, 3),
+          lambda: torch.tensor([2]), name="one_count_of_dynamic_length", script=True,
+          min_opset=11, input_names=["x", "r"], dynamic_axes={"r": [0]})
 pack.case("aten::repeat_interleave",
           lambda x, r: x.repeat_interleave(r, dim=0), (3, 2),
           lambda: torch.tensor([1, 0, 2]), name="tensor", min_opset=11)

@@ -474,6 +474,8 @@ _LIST_OPS: dict[str, Callable[..., object]] = {
     "aten::__getitem__": operator.getitem, "aten::len": len,
     "aten::broadcast_shapes": lambda a, b: list(torch.broadcast_shapes(a, b))}
 _NUMBER_LIST_KINDS = ("IntType", "FloatType", "BoolType")
+_AS_NUMBER: dict[str, Callable[[object], object]] = {"IntType": int, "FloatType": float,
+                                                     "BoolType": bool}
 
 
 def _fold_size_arithmetic(graph: torch._C.Graph, *, lists: bool = False) -> None:
@@ -507,6 +509,8 @@ def _fold_size_arithmetic(graph: torch._C.Graph, *, lists: bool = False) -> None
             result = operation(*(v.toIValue() for v in node.inputs()))
         except (RuntimeError, IndexError):  # division by zero, an index out of range: left to run
             continue
+        if isinstance(result, torch.Tensor) and out.kind() in _AS_NUMBER:
+            result = _AS_NUMBER[out.kind()](result.item())  # (``n - 1`` ran as Tensor ops)
         with graph.insert_point_guard(node):
             node.output().replaceAllUsesWith(graph.insertConstant(result))
         node.destroy()

@@ -339,7 +339,10 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         outputs = flatten_outputs(example, notes, output_names)
     graph_outputs = list(graph.outputs())
     if len(graph_outputs) == len(outputs):
+        graph_inputs = {value.unique() for value in graph.inputs()}
         for value, example in zip(graph_outputs, outputs):
+            if value.unique() in graph_inputs:
+                continue  # an input returned as it is keeps its (static) sizes
             kind = value.type().kind()
             if kind in ("ListType", "TupleType"):  # (a list of one tensor, say)
                 continue
