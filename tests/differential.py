@@ -35,6 +35,7 @@ import torch
 
 import oxport
 from oxport import testing
+from oxport.diagnose import verification
 
 OPSETS = (9, 13, 17, 20)
 #: The opsets scripted subjects are compared at.
@@ -266,7 +267,7 @@ def _same_signature(ours: list[Any], theirs: list[Any]) -> bool:
 
 
 def _session(proto: bytes) -> Any:
-    return oxport.diagnose.verification.ort_session(onnx.load_from_string(proto))
+    return verification.ort_session(onnx.load_from_string(proto))
 
 
 def _run(proto: bytes | Any, names: list[str], values: list[np.ndarray]) -> list[np.ndarray]:
