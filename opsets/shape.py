@@ -158,7 +158,9 @@ def view(g, self: Value, size: Value) -> Value:
     shape = _shape_input(g, size)
     out = g.op("Reshape", self, shape)
     length = (shape.type().shape or [None])[0] if shape.type().dim() == 1 else None
-    if out.type().dim() is None and isinstance(length, int):  # (ONNX infers it from 14)
+    if out.type().dim() is None and isinstance(length, int) and not shape.is_const:
+        # The rank of a shape computed at run time (ONNX infers it from 14); a constant
+        # shape's sizes are left to inference, which knows them all.
         out.setType(Type.tensor(self.type().dtype(), [None] * length))
     return out
 

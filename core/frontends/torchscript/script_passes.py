@@ -415,13 +415,10 @@ def fold_static_sizes(graph: torch._C.Graph, dynamic: dict[int, set[int]] | None
     sizes (its other ops on constants are left for the packs to convert).
     """
     inputs = {value.unique(): index for index, value in enumerate(graph.inputs())}
-    ranks = _analysed_ranks(graph) if dynamic is None else {}
     folded = False
     for node in graph.findAllNodes("aten::size") + graph.findAllNodes("aten::dim"):
         source = node.inputsAt(0)
-        if node.output().unique() in ranks:
-            known = ranks[node.output().unique()]
-        elif dynamic is None or node.kind() == "aten::dim":
+        if dynamic is None or node.kind() == "aten::dim":
             known = _static_size(node, set())
         elif source.unique() in inputs:
             known = _static_size(node, dynamic.get(inputs[source.unique()], set()))
@@ -436,25 +433,6 @@ def fold_static_sizes(graph: torch._C.Graph, dynamic: dict[int, set[int]] | None
         torch._C._jit_pass_constant_propagation_immutable_types(graph)
     if folded or not traced:
         _fold_size_arithmetic(graph, lists=not traced)
-
-
-def _analysed_ranks(graph: torch._C.Graph) -> dict[int, int]:
-    """The ranks ``x.dim()`` reads where ``x``'s type does not know its rank but
-    TorchScript's symbolic shape analysis, run on a copy from the inputs' types, finds it
-    (the result of an op a scripted graph leaves untyped, such as
-    ``torch.quantize_per_tensor``, before ``F.interpolate``), by the ``dim`` node's output."""
-    dims = graph.findAllNodes("aten::dim")
-    if all(_static_size(node, set()) is not None for node in dims):
-        return {}
-    copy = graph.copy()
-    try:
-        torch._C._jit_pass_propagate_shapes_on_graph(copy)
-    except RuntimeError:
-        return {}
-    analysed = copy.findAllNodes("aten::dim")  # the same nodes, in the same order
-    return {node.output().unique(): rank for node, twin in zip(dims, analysed)
-            if _static_size(node, set()) is None
-            and (rank := _static_size(twin, set())) is not None}
 
 
 #: Ops on numbers (or the 0-d tensors a trace makes of them) that fold on constants.
