@@ -178,6 +178,9 @@ class Conversion:
         #: TorchScript value -> the deferred output of the unconvertible op it is computed
         #: from: a symbolic failing on it blames that op (``_stands_for_unconvertible``).
         self.downstream_of: dict[int, Value] = {}
+        #: TorchScript values whose sizes are computed from tensor values (marked by
+        #: symbolics through ``g.mark_sizes_from_data``, passed on to what uses them).
+        self.data_sized: set[int] = set()
 
     # -- entry points ------------------------------------------------------
     def run(self, front: FrontEnd) -> Graph:
@@ -274,6 +277,8 @@ class Conversion:
 
     # -- one node ----------------------------------------------------------
     def convert_node(self, node: SourceNode, graph: Graph) -> None:
+        if self.data_sized and any(v.unique() in self.data_sized for v in node.inputs()):
+            self.data_sized.update(v.unique() for v in node.outputs())
         self._convert_node(node, graph)
         if self.downstream_of:  # what is computed from an unconvertible op's outputs
             upstream = next((self.downstream_of[v.unique()] for v in node.inputs()
@@ -461,7 +466,7 @@ class Conversion:
         for ts_value, value in zip(ts_outputs, _results(result, ts_outputs, producer)):
             if value is None:
                 continue
-            theirs = Type.of(ts_value.type()).as_real_pairs()  # complex: carried as pairs
+            theirs = self._source_type(ts_value)
             if value.type().kind() == "TensorType" and value.type().dtype() is None:
                 value.setType(_merge(value.type(), theirs))
             elif value.type().kind() == "TensorType" and value.type().shape is None \
@@ -472,6 +477,15 @@ class Conversion:
             _type_complex_pairs(ts_value, value)
             self.env[ts_value.unique()] = value
         return True
+
+    def _source_type(self, ts_value: SourceValue) -> Type:
+        """The type the source graph gives ``ts_value`` (complex as real pairs), its sizes
+        unknown (its rank kept) when they are computed from tensor values: the example's
+        sizes do not hold then."""
+        theirs = Type.of(ts_value.type()).as_real_pairs()
+        if ts_value.unique() in self.data_sized and theirs.shape is not None:
+            return theirs.with_sizes([None] * len(theirs.shape))
+        return theirs
 
     def _stands_for_unconvertible(self, node: SourceNode, graph: Graph) -> bool:
         """After a symbolic failed or declined: if an input is computed from an
