@@ -186,11 +186,30 @@ class Conversion:
     def run(self, front: FrontEnd) -> Graph:
         """Convert the whole front-end graph; raises if any op was unconvertible."""
         graph = self.walk(front)
-        outputs = [self.lookup(v) for v in front.graph.outputs()]
+        ts_outputs = list(front.graph.outputs())
+        outputs = [self.lookup(v) for v in ts_outputs]
         self.raise_if_unconvertible()
+        outputs = [self._as_output(graph, t, v) for t, v in zip(ts_outputs, outputs)]
         graph.outputs = [graph.materialize(v) for v in self._without_none(graph, outputs)]
         self.warn_fallback_uses()
         return graph
+
+    def _as_output(self, graph: Graph, ts_value: SourceValue, value: Value) -> Value:
+        """``value``, converted from the graph output ``ts_value``; a list of numbers (a
+        1-D tensor inside the graph) is the Sequence of 0-d tensors torch.onnx writes for
+        a list built at run time from opset 11, one item per number eager's list flattens
+        to."""
+        ts_type = ts_value.type()
+        if self.opset < SEQUENCE_OUTPUT_OPSET or ts_type.kind() != "ListType" \
+                or ts_type.getElementType().kind() not in _NUMBER_KINDS:
+            return value
+        tensor = graph.materialize(value)
+        if tensor.type().kind() != "TensorType":
+            return value
+        node = graph.add_node("", "SplitToSequence", [tensor], 1,
+                              {"axis": ("i", 0), "keepdims": ("i", 0)})
+        return node.output_values[0].setType(
+            Type("ListType", elem=Type.tensor(tensor.type().dtype(), [])))
 
     def _without_none(self, graph: Graph, outputs: list[Value]) -> list[Value]:
         """The outputs with those that are always None (a scripted ``return x, None``) as
@@ -793,6 +812,13 @@ def _calls(scope_name: str) -> tuple[str, ...]:
 
 #: ONNX Optional, which an output that is always None becomes, arrived in opset 15.
 NONE_OUTPUT_OPSET = 15
+
+#: ONNX SplitToSequence, which makes a list of numbers at the graph's output a Sequence,
+#: arrived in opset 11.
+SEQUENCE_OUTPUT_OPSET = 11
+
+#: The element kinds of a list of numbers (a 1-D tensor inside the graph).
+_NUMBER_KINDS = ("IntType", "FloatType", "BoolType", "NumberType")
 
 
 def _empty_optional(graph: Graph) -> Value:
