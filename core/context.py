@@ -104,10 +104,23 @@ class GraphContext:
 
     @property
     def sizes_may_vary(self) -> bool:
-        """Whether a size the source graph's types hold may differ at run time: they are a
-        trace's example sizes and ``dynamic_axes`` lets some vary (a symbolic choosing by a
-        size, such as which dims ``squeeze`` removes, then decides at run time)."""
-        return self.conversion.sizes_may_vary
+        """Whether a size the types of the node's inputs hold may differ at run time: they
+        are a trace's example sizes and ``dynamic_axes`` lets some vary, or an input's sizes
+        are computed from tensor values (:meth:`sizes_from_data`). A symbolic choosing by a
+        size, such as which dims ``squeeze`` removes, then decides at run time."""
+        node = self.original_node
+        return self.conversion.sizes_may_vary or (
+            node is not None and any(self.sizes_from_data(v) for v in node.inputs()))
+
+    def sizes_from_data(self, source_value: SourceValue) -> bool:
+        """Whether ``source_value``'s sizes are computed from tensor values (``zeros(t[0])``
+        or what is computed from it), which an example's sizes do not fix."""
+        return source_value.unique() in self.conversion.data_sized
+
+    def mark_sizes_from_data(self) -> None:
+        """Say that the node's outputs have sizes computed from tensor values (``zeros(t[0])``
+        traced); the walker passes this on to what is computed from them."""
+        self.conversion.data_sized.update(v.unique() for v in self.original_node.outputs())
 
     @property
     def params_are_inputs(self) -> bool:

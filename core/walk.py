@@ -178,16 +178,38 @@ class Conversion:
         #: TorchScript value -> the deferred output of the unconvertible op it is computed
         #: from: a symbolic failing on it blames that op (``_stands_for_unconvertible``).
         self.downstream_of: dict[int, Value] = {}
+        #: TorchScript values whose sizes are computed from tensor values (marked by
+        #: symbolics through ``g.mark_sizes_from_data``, passed on to what uses them).
+        self.data_sized: set[int] = set()
 
     # -- entry points ------------------------------------------------------
     def run(self, front: FrontEnd) -> Graph:
         """Convert the whole front-end graph; raises if any op was unconvertible."""
         graph = self.walk(front)
-        outputs = [self.lookup(v) for v in front.graph.outputs()]
+        ts_outputs = list(front.graph.outputs())
+        outputs = [self.lookup(v) for v in ts_outputs]
         self.raise_if_unconvertible()
+        outputs = [self._as_output(graph, t, v) for t, v in zip(ts_outputs, outputs)]
         graph.outputs = [graph.materialize(v) for v in self._without_none(graph, outputs)]
         self.warn_fallback_uses()
         return graph
+
+    def _as_output(self, graph: Graph, ts_value: SourceValue, value: Value) -> Value:
+        """``value``, converted from the graph output ``ts_value``; a list of numbers (a
+        1-D tensor inside the graph) is the Sequence of 0-d tensors torch.onnx writes for
+        a list built at run time from opset 11, one item per number eager's list flattens
+        to."""
+        ts_type = ts_value.type()
+        if self.opset < SEQUENCE_OUTPUT_OPSET or ts_type.kind() != "ListType" \
+                or ts_type.getElementType().kind() not in _NUMBER_KINDS:
+            return value
+        tensor = graph.materialize(value)
+        if tensor.type().kind() != "TensorType":
+            return value
+        node = graph.add_node("", "SplitToSequence", [tensor], 1,
+                              {"axis": ("i", 0), "keepdims": ("i", 0)})
+        return node.output_values[0].setType(
+            Type("ListType", elem=Type.tensor(tensor.type().dtype(), [])))
 
     def _without_none(self, graph: Graph, outputs: list[Value]) -> list[Value]:
         """The outputs with those that are always None (a scripted ``return x, None``) as
@@ -274,6 +296,8 @@ class Conversion:
 
     # -- one node ----------------------------------------------------------
     def convert_node(self, node: SourceNode, graph: Graph) -> None:
+        if self.data_sized and any(v.unique() in self.data_sized for v in node.inputs()):
+            self.data_sized.update(v.unique() for v in node.outputs())
         self._convert_node(node, graph)
         if self.downstream_of:  # what is computed from an unconvertible op's outputs
             upstream = next((self.downstream_of[v.unique()] for v in node.inputs()
@@ -461,7 +485,7 @@ class Conversion:
         for ts_value, value in zip(ts_outputs, _results(result, ts_outputs, producer)):
             if value is None:
                 continue
-            theirs = Type.of(ts_value.type()).as_real_pairs()  # complex: carried as pairs
+            theirs = self._source_type(ts_value)
             if value.type().kind() == "TensorType" and value.type().dtype() is None:
                 value.setType(_merge(value.type(), theirs))
             elif value.type().kind() == "TensorType" and value.type().shape is None \
@@ -472,6 +496,15 @@ class Conversion:
             _type_complex_pairs(ts_value, value)
             self.env[ts_value.unique()] = value
         return True
+
+    def _source_type(self, ts_value: SourceValue) -> Type:
+        """The type the source graph gives ``ts_value`` (complex as real pairs), its sizes
+        unknown (its rank kept) when they are computed from tensor values: the example's
+        sizes do not hold then."""
+        theirs = Type.of(ts_value.type()).as_real_pairs()
+        if ts_value.unique() in self.data_sized and theirs.shape is not None:
+            return theirs.with_sizes([None] * len(theirs.shape))
+        return theirs
 
     def _stands_for_unconvertible(self, node: SourceNode, graph: Graph) -> bool:
         """After a symbolic failed or declined: if an input is computed from an
@@ -779,6 +812,13 @@ def _calls(scope_name: str) -> tuple[str, ...]:
 
 #: ONNX Optional, which an output that is always None becomes, arrived in opset 15.
 NONE_OUTPUT_OPSET = 15
+
+#: ONNX SplitToSequence, which makes a list of numbers at the graph's output a Sequence,
+#: arrived in opset 11.
+SEQUENCE_OUTPUT_OPSET = 11
+
+#: The element kinds of a list of numbers (a 1-D tensor inside the graph).
+_NUMBER_KINDS = ("IntType", "FloatType", "BoolType", "NumberType")
 
 
 def _empty_optional(graph: Graph) -> Value:

@@ -58,11 +58,49 @@ def _inferred(*numbers: Any) -> torch.dtype:
     return torch.int64
 
 
+#: Ops whose outputs read only their inputs' sizes, which a trace's example fixes.
+_SIZE_READERS = frozenset({"aten::size", "aten::sym_size", "aten::dim", "aten::numel",
+                           "aten::len", "prim::shape"})
+
+
+def _from_data(g, value: Value) -> bool:
+    """Whether an argument of the node is computed from the values of the model's input
+    tensors (``t[0]``), not only from constants, parameters and sizes (``x.size(0)``):
+    the output's sizes it sets are then not the example's."""
+    node = g.original_node
+    sources = [v for v in node.inputs() if g.value_of(v) is value] if node is not None else []
+    seen: set[int] = set()
+    while sources:
+        source = sources.pop()
+        if source.unique() in seen:
+            continue
+        seen.add(source.unique())
+        producer = source.node()
+        if producer.kind() == "prim::Param":
+            if source.type().kind() != "ClassType":  # an input, not the module
+                return True
+        elif producer.kind() in _SIZE_READERS:
+            if any(g.sizes_from_data(v) for v in producer.inputs()):
+                return True
+        else:
+            sources.extend(producer.inputs())
+    return False
+
+
+def _sized_by(g, *arguments: Any) -> None:
+    """Mark the node's outputs as sized by tensor values when one of ``arguments`` (the
+    Values that set its sizes) is computed from them."""
+    if any(isinstance(a, Value) and _from_data(g, a) for a in arguments):
+        g.mark_sizes_from_data()
+
+
 def _shape(g, size: Value) -> Shape:
-    """A ``size`` argument: a static list, or a 1-D int64 Value."""
+    """A ``size`` argument: a static list, or a 1-D int64 Value (the output's sizes then
+    marked as set by tensor values when they are, see :func:`_from_data`)."""
     static = sh._maybe_get_const(size, "is")
     if not isinstance(static, Value):
         return static
+    _sized_by(g, size)
     if sh._is_packed_list(size):  # (a 1-element tensor item, ``zeros(t, 1)``, is one size)
         return ints(g, [sh._maybe_get_const(v, "i") for v in sh._unpack_list(size)])
     return sh.cast_to(g, size, torch.int64)
@@ -295,6 +333,7 @@ def arange(g, *args: Value) -> Value:
     start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (
         (*numbers, 1) if len(numbers) == 2 else numbers)
     dtype = _result_dtype(g, None if out_form else args[-4], _inferred(start, end, step))
+    _sized_by(g, start, end, step)
     return range_values(g, start, end, step, dtype, "aten::arange")
 
 
@@ -354,6 +393,7 @@ def eye(g, n: Value, *args: Value) -> Value:
         return g.constant(torch.eye(rows, cols, dtype=dtype))
     if g.opset < 9:
         sh._onnx_opset_unsupported_detailed("aten::eye", g.opset, 9, "sizes computed at run time")
+    _sized_by(g, rows, cols)
     shape = g.op("Concat", *[sh._unsqueeze_helper(g, _as_scalar(g, v, torch.int64), [0])
                              for v in (rows, cols)], axis_i=0)
     return g.op("EyeLike", _fill(g, shape, 0, dtype, "aten::eye"))

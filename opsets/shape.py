@@ -400,11 +400,14 @@ def _squeeze_if_one(g, x: Value, dims: Value | list[int]) -> Value:
 
 def _traced_sizes(g) -> list[int | None] | None:
     """The sizes TorchScript recorded for the converted node's output (a trace's example
-    sizes, as every other value of a trace has), if its rank is known."""
+    sizes, as every other value of a trace has; unknown when computed from tensor
+    values), if its rank is known."""
     node = g.original_node
     out_type = node.output().type() if node is not None else None
     if out_type is None or out_type.kind() != "TensorType" or out_type.dim() is None:
         return None
+    if g.sizes_from_data(node.output()):
+        return [None] * out_type.dim()
     return out_type.varyingSizes()
 
 

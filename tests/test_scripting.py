@@ -4,7 +4,7 @@ the seed's FAQ examples; in-place writes in scripted code; unsupported construct
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import onnx
@@ -477,3 +477,74 @@ def test_none_results_are_empty_optionals_from_opset_15(opset):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert (g is None) if e is None else np.allclose(g, e)
+
+
+class _CountsUpTo(torch.nn.Module):
+    """A list of ints built in a loop, returned early on one path."""
+
+    def forward(self, x):
+        counts = [int(v) for v in range(x.size(1))]
+        if x.size(0) > 2:
+            return counts
+        counts.append(x.size(0) * 7)
+        return counts
+
+
+class _SizeList(torch.nn.Module):
+    def forward(self, x):
+        return [x.size(0), x.size(1) * 2]
+
+
+class _SizesUsedInside(torch.nn.Module):
+    def forward(self, x):
+        sizes: List[int] = []
+        for d in range(x.dim()):
+            sizes.append(x.size(d) + 1)
+        return torch.zeros(sizes) + 1
+
+
+def _sequence_outputs(proto):
+    return [o.type.HasField("sequence_type") for o in proto.graph.output]
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_a_list_of_ints_output_is_a_sequence_of_0d_tensors(opset):
+    """As torch.onnx writes a list built at run time: one 0-d int64 per item, the outputs
+    eager's list flattens to (any length, none included)."""
+    model = torch.jit.script(_CountsUpTo())
+    first = torch.ones(2, 3)
+    result = oxport.convert(model, (first,), opset_version=opset, input_names=["x"],
+                            dynamic_axes={"x": [0, 1]})
+    proto = result.model_proto()
+    assert _sequence_outputs(proto) == [True]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in (first, torch.ones(4, 2), torch.ones(1, 0)):
+        got, = session.run(None, {"x": x.numpy()})
+        assert [int(item) for item in got] == model(x)
+        assert all(item.shape == () and item.dtype == np.int64 for item in got)
+
+
+def test_a_list_of_ints_output_is_a_1d_tensor_below_opset_11():
+    """Sequences (SplitToSequence) arrive in opset 11: below, the list is one 1-D tensor."""
+    x = torch.ones(2, 3)
+    proto = oxport.convert(torch.jit.script(_SizeList()), (x,), opset_version=9,
+                           input_names=["x"], dynamic_axes={"x": [0, 1]}).model_proto()
+    assert _sequence_outputs(proto) == [False]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got, = session.run(None, {"x": torch.ones(3, 1).numpy()})
+    assert got.tolist() == [3, 2]
+
+
+def test_a_list_of_ints_used_inside_the_graph_stays_a_tensor():
+    x = torch.ones(2, 3)
+    proto = export_and_run(torch.jit.script(_SizesUsedInside()), (x,), (torch.ones(4, 1),),
+                           opset=17, input_names=["x"], dynamic_axes={"x": [0, 1]})
+    assert not {"SplitToSequence", "SequenceInsert"} & set(op_types(proto))
+    assert _sequence_outputs(proto) == [False]
+
+
+def test_verify_compares_a_list_output_item_by_item():
+    """oxport.verification reads a Sequence output as its items, as eager's list flattens."""
+    from oxport.verification import verify
+    verify(torch.jit.script(_CountsUpTo()), (torch.ones(2, 3),), opset_version=17,
+           input_names=["x"], dynamic_axes={"x": [1]})

@@ -87,6 +87,16 @@ CASES = [
      (torch.tensor([1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
     ("squeeze_dim_data_dependent", lambda x: torch.where(x > 0)[0].squeeze(-1),
      (torch.tensor([-1.0, -2.0]),), (torch.tensor([-1.0, -3.0]),), {}, [11, 20]),
+    # Sizes computed from tensor values: no dynamic axes, yet they vary.
+    ("squeeze_size_from_values", lambda d, e: torch.zeros(d[0], e[0]).squeeze(0),
+     (_long(1), _long(4)), (_long(3), _long(4)), {}, [11, 13, 20]),
+    ("squeeze_size_from_values_not_one", lambda d, e: torch.zeros(d[0], e[0]).squeeze(0),
+     (_long(3), _long(4)), (_long(1), _long(3)), {}, [11, 20]),
+    ("squeeze_computed_from_sized_by_values",
+     lambda d, x: (torch.ones(2, d[0] + 1) * 2)[:, None].squeeze(2) * x,
+     (_long(0), (2, 1)), (_long(2), (2, 1)), {}, [11, 20]),
+    ("squeeze_arange_from_values", lambda d: torch.arange(d[0])[None].squeeze(1),
+     (_long(1),), (_long(4),), {}, [11, 20]),
     ("expand_as", lambda x, y: x.expand_as(y) + y, ((1, 4), (3, 4)), ((1, 6), (5, 6)),
      {"x": [1], "y": [0, 1]}, [8, 20]),
     ("pixel_unshuffle_channels", lambda x: torch.nn.functional.pixel_unshuffle(x, 2),
@@ -162,6 +172,15 @@ def test_second_size(name, model, first, second, axes, opsets):
             expected = model(*(t.clone() for t in second))
         actual = session.run(None, {n: to_numpy(t) for n, t in zip(names, second)})
         compare(expected, actual, rtol=1e-4, atol=1e-5, where=f"{name}-opset{opset}")
+
+
+def test_sizes_read_from_a_traced_shape_stay_the_traced_ones():
+    """Without dynamic axes a size read from a shape (``x.size(0)``) is the traced one:
+    squeeze removes its dim without deciding at run time, as for a constant size."""
+    model = as_module(lambda x: (torch.zeros(x.size(0), 2) + x[:, :2]).squeeze(0))
+    result = oxport.convert(model, (torch.randn(1, 3),), opset_version=17)
+    ops = [node.op_type for node in result.model_proto().graph.node]
+    assert "Squeeze" in ops and "Compress" not in ops and "Reshape" not in ops
 
 
 def test_indexed_assignment_below_opset_11_names_the_opset():

@@ -164,7 +164,8 @@ def ort_session(model: onnx.ModelProto) -> Any:
 
 
 def run_ort(session: Any, names: Sequence[str], values: Sequence[Any]) -> list[np.ndarray]:
-    """Run ``session`` with ``values`` fed to the inputs ``names`` (tensors or numbers)."""
+    """Run ``session`` with ``values`` fed to the inputs ``names`` (tensors or numbers);
+    a Sequence output gives its items, as eager's list output flattens to them."""
     types = {i.name: i.type for i in session.get_inputs()}
     feeds = {}
     for name, value in zip(names, values):
@@ -174,7 +175,10 @@ def run_ort(session: Any, names: Sequence[str], values: Sequence[Any]) -> list[n
             feeds[name] = value.detach().cpu().numpy()
         else:
             feeds[name] = np.asarray(value, dtype=_ORT_TYPES.get(types[name]))
-    return session.run(None, feeds)
+    outputs: list[np.ndarray] = []
+    for output in session.run(None, feeds):
+        outputs.extend(output if isinstance(output, list) else [output])
+    return outputs
 
 
 # -- verify ---------------------------------------------------------------------------

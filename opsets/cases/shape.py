@@ -124,6 +124,12 @@ pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), 1, name="dim_at
           input_names=["x", "d"], min_opset=11)
 pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), -3,
           name="dim_at_run_time_not_one", input_names=["x", "d"], min_opset=11)
+# A size computed from tensor values (no dynamic axes): which dims are 1 is decided at run
+# time (tests/test_shape_indexing_dynamic.py runs these at a second size).
+pack.case("aten::squeeze", lambda d: torch.zeros(d[0], 2).squeeze(0), lambda: torch.tensor([1]),
+          name="size_from_values", min_opset=11)
+pack.case("aten::squeeze", lambda d: torch.zeros(d[0], 2).squeeze(0), lambda: torch.tensor([3]),
+          name="size_from_values_not_one", min_opset=11)
 pack.case("aten::unsqueeze", lambda x: x.unsqueeze(-1).unsqueeze(0), (2, 3))
 pack.case("aten::unsqueeze", lambda x, d: x.unsqueeze(d), (2, 3), -1, name="dim_at_run_time",
           input_names=["x", "d"], min_opset=13)
