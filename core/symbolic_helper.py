@@ -418,10 +418,10 @@ def result_dtype(*operands: Any) -> torch.dtype | None:
     """The dtype PyTorch's type promotion gives ``operands`` (None when unknown)."""
     probes = [p for p in (_probe(o) for o in operands) if p is not None]
     if not probes:  # Python numbers only (scripted ``int ** float``): as 0-d tensors
-        scalars = [s for s in map(_scalar_of, operands) if s is not None]
-        if not scalars:
+        scalars = [_scalar_of(operand) for operand in operands if operand is not None]
+        if not scalars or None in scalars:  # a tensor of unknown dtype among them
             return None
-        probes = [torch.tensor(scalars[0])]
+        probes = [torch.tensor(scalar) for scalar in scalars]
     out = probes[0]
     for probe in probes[1:]:
         out = torch.empty(out.shape if out.dim() >= probe.dim() else probe.shape,

@@ -120,10 +120,14 @@ pack.case("aten::squeeze", _squeeze_middle, (2, 1, 4), name="dynamic_size", scri
           input_names=["x"], dynamic_axes={"x": [0, 1, 2]}, min_opset=11)
 pack.case("aten::squeeze", _squeeze_middle, (2, 3, 4), name="dynamic_size_not_one",
           script=True, input_names=["x"], dynamic_axes={"x": [0, 1, 2]}, min_opset=11)
-pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), 1, name="dim_at_run_time",
+def _squeeze_at(x: torch.Tensor, d: int) -> torch.Tensor:
+    return x.squeeze(d)
+
+
+pack.case("aten::squeeze", _squeeze_at, (2, 1, 4), 1, name="dim_at_run_time",
           input_names=["x", "d"], min_opset=11)
-pack.case("aten::squeeze", lambda x, d: x.squeeze(d), (2, 1, 4), -3,
-          name="dim_at_run_time_not_one", input_names=["x", "d"], min_opset=11)
+pack.case("aten::squeeze", _squeeze_at, (2, 1, 4), -3, name="dim_at_run_time_not_one",
+          input_names=["x", "d"], min_opset=11)
 # A size computed from tensor values (no dynamic axes): which dims are 1 is decided at run
 # time (tests/test_shape_indexing_dynamic.py runs these at a second size).
 pack.case("aten::squeeze", lambda d: torch.zeros(d[0], 2).squeeze(0), lambda: torch.tensor([1]),
