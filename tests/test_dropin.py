@@ -260,6 +260,115 @@ def test_scripted_number_left_to_its_default_is_hard_coded():
     assert list(result.feeds((_X,))) == ["x"]
 
 
+class ScriptedOptionalPair(torch.nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = torch.ones(4, 3),
+                z: Optional[torch.Tensor] = torch.zeros(4, 3)):
+        if y is not None:
+            return x + y
+        if z is not None:
+            return x - z
+        return x
+
+
+class ScriptedOptionalTuple(torch.nn.Module):
+    def forward(self, x, yz: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]):
+        y, z = yz
+        if y is not None:
+            return x + y
+        if z is not None:
+            return x - z
+        return x
+
+
+class ScriptedOptionalOnly(torch.nn.Module):
+    def forward(self, x: Optional[torch.Tensor] = torch.ones(4, 3),
+                y: Optional[torch.Tensor] = torch.zeros(4, 3)):
+        if x is not None:
+            return x
+        if y is not None:
+            return y
+        return torch.tensor(-1.0)
+
+
+class ScriptedTensorDefault(torch.nn.Module):
+    def forward(self, x, y: torch.Tensor = torch.ones(4, 3)):
+        return x + y
+
+
+def _run(proto: onnx.ModelProto, feeds: list) -> np.ndarray:
+    import onnxruntime as ort
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()][:len(feeds)]
+    return session.run(None, {n: f.numpy() for n, f in zip(names, feeds)})[0]
+
+
+@pytest.mark.parametrize("model, args, feeds", [
+    (ScriptedOptionalPair(), (_X, _X * 2, _X * 3), [_X, _X * 2, _X * 3]),
+    (ScriptedOptionalPair(), (_X, {"y": _X * 2, "z": _X * 3}), [_X, _X * 2, _X * 3]),
+    (ScriptedOptionalTuple(), (_X, (_X * 2, _X * 3)), [_X, _X * 2, _X * 3]),
+    (ScriptedOptionalOnly(), (_X, _X * 2), [_X, _X * 2]),
+], ids=["positional", "by_name", "tuple", "all_optional"])
+def test_optional_tensors_whose_none_checks_fold_stay_inputs(model, args, feeds):
+    """torch.onnx keeps an Optional tensor's ``is not None`` check at run time, so its file
+    takes every Optional tensor given, though a check oxport folds leaves one unread: oxport
+    keeps those inputs too (plain tensors, docs/scripting.md), and both give eager's
+    results."""
+    scripted = torch.jit.script(model)
+    theirs = _torch_onnx(scripted, args, opset_version=17)
+    result = oxport.convert(scripted, args, opset_version=17)
+    ours = result.model_proto()
+    assert len(ours.graph.input) == len(theirs.graph.input) == len(feeds)
+    assert list(result.feeds(args)) == [i.name for i in ours.graph.input]
+    want = scripted(*args[:-1], **args[-1]) if isinstance(args[-1], dict) else scripted(*args)
+    for proto in (ours, theirs):
+        np.testing.assert_allclose(_run(proto, feeds), want.numpy(), rtol=1e-6)
+
+
+def test_optional_tensor_left_to_its_default_is_hard_coded():
+    """torch.onnx makes an Optional tensor left to its default an input that the caller may
+    leave out, and then computes as if it were None, not the default: its file gives y where
+    eager gives the default x (ones). oxport hard-codes the default and gives eager's
+    result (docs/scripting.md)."""
+    scripted = torch.jit.script(ScriptedOptionalOnly())
+    y = _X * 2
+    want = scripted(y=y).numpy()
+    theirs = _torch_onnx(scripted, ({"y": y},), opset_version=17, input_names=["y"])
+    assert not np.allclose(_run(theirs, [y]), want)
+    result = oxport.convert(scripted, ({"y": y},), opset_version=17, input_names=["y"])
+    assert [i.name for i in result.model_proto().graph.input] == ["y"]
+    np.testing.assert_allclose(_run(result.model_proto(), [y]), want)
+    result = oxport.convert(scripted, (_X,), opset_version=17)
+    assert len(result.model_proto().graph.input) == 1
+
+
+def test_tensor_left_to_its_default_is_hard_coded():
+    """As a number left to its default: torch.onnx declares an input that args give nothing
+    to feed; oxport keeps the default tensor as a constant."""
+    scripted = torch.jit.script(ScriptedTensorDefault())
+    assert len(_torch_onnx(scripted, (_X,), opset_version=17).graph.input) == 2
+    result = oxport.convert(scripted, (_X,), opset_version=17)
+    assert len(result.model_proto().graph.input) == 1
+    np.testing.assert_allclose(_run(result.model_proto(), [_X]), scripted(_X).numpy())
+
+
+@pytest.mark.parametrize("model, args, options", [
+    (ScriptedOptionalTuple(), (_X, (None, _X)), {}),
+    (ScriptedOptionalPair(), (_X, _X, None), {"input_names": ["x", "y", "z"]}),
+    (ScriptedOptionalPair(), (_X, {"y": None, "z": _X}), {"input_names": ["x", "y", "z"]}),
+], ids=["in_a_tuple", "input_names_positional", "input_names_by_name"])
+def test_none_arguments_refused_in_torch_onnx_words(model, args, options):
+    """Where a None argument leaves an export impossible (in a tuple) or input_names naming
+    it, the error says what torch.onnx's does ("args contained 1 None's after
+    flattening."), a ValueError as torch.onnx's is."""
+    scripted = torch.jit.script(model)
+    for export in (_torch_onnx, oxport.convert):
+        with pytest.raises(ValueError, match="args contained 1 None's after flattening."):
+            export(scripted, args, opset_version=17, **options)
+    with pytest.raises(InvalidExportArgumentError):
+        oxport.convert(scripted, args, opset_version=17, **options)
+
+
 def test_input_names_name_inputs_before_unused_ones_are_dropped():
     """torch.onnx names the inputs first, then drops the unused: 'b' stays with y."""
     class UsesY(torch.nn.Module):
