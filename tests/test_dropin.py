@@ -369,6 +369,50 @@ def test_none_arguments_refused_in_torch_onnx_words(model, args, options):
         oxport.convert(scripted, args, opset_version=17, **options)
 
 
+class ScriptedRaiseGuard(torch.nn.Module):
+    def forward(self, t: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if float(t) < 0:
+            raise ValueError("negative")
+        else:
+            return torch.ones(3), torch.zeros(3)
+
+
+class ScriptedRaiseCheck(torch.nn.Module):
+    def forward(self, t: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if float(t) < 0:
+            raise ValueError("negative")
+        return torch.ones(3), torch.zeros(3)
+
+
+class ScriptedListLength(torch.nn.Module):
+    def forward(self, x):
+        rows = x.unbind()
+        kept = [rows[0]]
+        kept.append(rows[2])
+        kept.insert(0, rows[1])
+        return torch.ones(len(kept))
+
+
+@pytest.mark.parametrize("model, arg, inputs", [
+    (ScriptedRaiseGuard(), torch.tensor([0.5]), 1),
+    (ScriptedRaiseCheck(), torch.tensor([0.5]), 0),
+    (ScriptedListLength(), torch.randn(5, 2), 1),
+], ids=["raise_guard", "raise_check_without_outputs", "len_of_a_list"])
+def test_inputs_torch_onnx_reads_at_run_time_stay(model, arg, inputs):
+    """torch.onnx's file computes the condition of an ``if`` that returns values and whose
+    other branch only raises (an ``if`` that returns nothing it drops), and the length of a
+    list of tensors, at run time; oxport decides both at export, and keeps the inputs they
+    read, so the two files take the same feeds."""
+    scripted = torch.jit.script(model)
+    theirs = _torch_onnx(scripted, (arg,), opset_version=17)
+    ours = oxport.convert(scripted, (arg,), opset_version=17).model_proto()
+    assert len(ours.graph.input) == len(theirs.graph.input) == inputs
+    want = scripted(arg)
+    want = want[0] if isinstance(want, tuple) else want
+    for proto in (ours, theirs):
+        np.testing.assert_allclose(_run(proto, [arg][:inputs]), want.numpy())
+
+
 def test_input_names_name_inputs_before_unused_ones_are_dropped():
     """torch.onnx names the inputs first, then drops the unused: 'b' stays with y."""
     class UsesY(torch.nn.Module):

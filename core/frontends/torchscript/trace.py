@@ -357,6 +357,9 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
                 example_type = torch._C.OptionalType(example_type)
             value.setType(example_type)
     slots = [slot for _, slot in inputs]
+    read = script_passes.runtime_read_inputs(graph)
+    kept |= {i for i, value in enumerate(list(graph.inputs())[:len(examples)])
+             if value.unique() in read}
     return FrontEnd(graph, examples, names, params, [], notes, scripted=True,
                     input_leaves=[] if None in slots else slots, output_names=output_names,
                     input_dim_names=dim_names, kept_inputs=kept)
