@@ -236,8 +236,10 @@ class ScriptedDefaultCount(torch.nn.Module):
 ], ids=["optional_int", "list_of_ints"])
 def test_scripted_number_arguments_torch_onnx_cannot_run(model, args, opset):
     """The intended differences of docs/scripting.md: torch.onnx's input for an
-    Optional[int] (opset 15 on) or a List[int] argument has a type ONNX Runtime refuses;
-    oxport's file (an int64 input, a hard-coded list) loads and gives eager's results."""
+    Optional[int] (opset 15 on) has a type ONNX Runtime refuses, and it reads a List[int]
+    argument's Sequence input with Gather, which ONNX Runtime refuses; oxport's file (an
+    int64 input; the same Sequence input, read item by item) loads and gives eager's
+    results."""
     import onnxruntime as ort
     scripted = torch.jit.script(model)
     with pytest.raises(Exception, match="INVALID_GRAPH|FAIL"):
@@ -247,6 +249,45 @@ def test_scripted_number_arguments_torch_onnx_cannot_run(model, args, opset):
     session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
     got, = session.run(None, result.feeds(args))
     np.testing.assert_allclose(got, scripted(*args).numpy(), rtol=1e-6)
+
+
+class ScriptedPad(torch.nn.Module):
+    def forward(self, x, pad: List[int]):
+        return torch.nn.functional.pad(x, pad)
+
+
+@pytest.mark.parametrize("pad", [[2, 4], [torch.tensor(2), torch.tensor(4)]],
+                         ids=["ints", "int_tensors"])
+def test_scripted_list_of_ints_is_a_sequence_input(pad):
+    """A List[int] argument (ints, or 0-d int tensors) is a Sequence input of int64 tensors,
+    as torch.onnx makes it from opset 11: fed other pads, oxport's file pads by them."""
+    scripted = torch.jit.script(ScriptedPad())
+    x = torch.randn(2, 2, 4, 4)
+    theirs = _torch_onnx(scripted, (x, pad), opset_version=17)
+    result = oxport.convert(scripted, (x, pad), opset_version=17)
+    ours = result.model_proto()
+    assert [i.type.WhichOneof("value") for i in ours.graph.input] == \
+        [i.type.WhichOneof("value") for i in theirs.graph.input] == \
+        ["tensor_type", "sequence_type"]
+    import onnxruntime as ort
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    feeds = result.feeds((x, pad))
+    assert [a.dtype for a in feeds["pad"]] == [np.int64, np.int64]
+    np.testing.assert_allclose(session.run(None, feeds)[0], scripted(x, [2, 4]).numpy())
+    other = {"x": feeds["x"], "pad": [np.array(1), np.array(3)]}
+    np.testing.assert_allclose(session.run(None, other)[0], scripted(x, [1, 3]).numpy())
+
+
+def test_scripted_list_of_ints_is_hard_coded_below_opset_11():
+    """ONNX has no Sequence before opset 11: there the list is hard-coded."""
+    scripted = torch.jit.script(ScriptedPad())
+    x = torch.randn(2, 2, 4, 4)
+    result = oxport.convert(scripted, (x, [2, 4]), opset_version=10)
+    assert len(result.model_proto().graph.input) == 1
+    import onnxruntime as ort
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, result.feeds((x, [2, 4])))[0],
+                               scripted(x, [2, 4]).numpy())
 
 
 def test_scripted_number_left_to_its_default_is_hard_coded():

@@ -35,6 +35,7 @@ from oxport.frontends.arguments import (
     check_signature,
     dynamic_axis_pairs,
     flatten_outputs,
+    is_int_list,
     is_tensor_list,
     leaf_paths,
     normalize_args,
@@ -266,12 +267,15 @@ class _CallScopes(dict):
 
 
 def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
-                     dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
+                     dynamic_axes: Mapping[str, Any] | None = None, opset: int | None = None
+                     ) -> FrontEnd:
     """Use a ScriptModule or ScriptFunction as given; ``args`` give the input types.
 
     Tensors in ``args`` type the graph inputs (dtype and shape); a tuple of tensors
     becomes one input per tensor, a list of tensors one Sequence input, and an int, float
-    or bool one 0-d input of :func:`as_input`'s dtype (as torch.onnx does); other values
+    or bool one 0-d input of :func:`as_input`'s dtype (as torch.onnx does), a ``List[int]``
+    argument (ints, or 0-d integer tensors) one Sequence input of int64 tensors from
+    opset 11 (all opsets when ``opset`` is None), as torch.onnx makes it; other values
     (None, str) are hard-coded as constants. A trailing dict names arguments; the
     signature's defaults fill the rest, hard-coded. A ScriptModule is frozen first, so its
     non-tensor attributes become constants and its submodules' methods are inlined;
@@ -299,6 +303,8 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
         binding = _bind_arguments(model, method, positional, kwargs, len(user_inputs))
         bound = tuple(value for value, _ in binding)
+        if opset is None or opset >= SEQUENCE_OPSET:
+            binding = _int_lists_as_tensors(binding, user_inputs)
         arg_ids = [value.unique() for value in user_inputs]
         _bind_script_inputs(graph, user_inputs, binding)
         checked = _none_checked_inputs(graph)
@@ -601,7 +607,9 @@ def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
     """Type tensor inputs from their examples, number inputs (an ``Optional[int]`` given an
     int) from their values; hard-code the other arguments and the defaults."""
     for value, (example, slot) in reversed(list(zip(inputs, args))):
-        if slot is not None and (isinstance(example, torch.Tensor) or is_tensor_list(example)):
+        if slot is not None and is_tensor_list(example) and _is_int_list_type(value.type()):
+            _read_ints(graph, value, len(example))
+        elif slot is not None and (isinstance(example, torch.Tensor) or is_tensor_list(example)):
             value.setType(_example_type(example))
         elif _is_number(example) and slot is not None:
             if value.type().kind() == "OptionalType":  # given a number: never None
@@ -613,6 +621,52 @@ def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
                 constant = graph.insertConstant(example)
             value.replaceAllUsesWith(constant)
             graph.eraseInput(value.offset())
+
+
+#: From this opset a ``List[int]`` argument is a Sequence input, as torch.onnx makes it;
+#: below it ONNX has no Sequence and the list is hard-coded.
+SEQUENCE_OPSET = 11
+
+
+def _is_int_list_type(type_: torch._C.Type) -> bool:
+    return type_.kind() == "ListType" and type_.getElementType().kind() == "IntType"
+
+
+def _int_lists_as_tensors(binding: tuple[tuple[Any, Any], ...],
+                          inputs: list[torch._C.Value]) -> tuple[tuple[Any, Any], ...]:
+    """The binding with each ``List[int]`` argument given in args (ints, or 0-d integer
+    tensors) a list of int64 0-d tensors, the Sequence input's example."""
+    def as_tensors(value: torch._C.Value, example: Any, slot: Any) -> tuple[Any, Any]:
+        if slot is None or not _is_int_list_type(value.type()):
+            return example, slot
+        if is_int_list(example) or is_tensor_list(example) and all(
+                item.dim() == 0 and not item.is_floating_point() for item in example):
+            return [torch.as_tensor(item, dtype=torch.int64) for item in example], slot
+        return example, slot
+    return tuple(as_tensors(value, *pair) for value, pair in zip(inputs, binding))
+
+
+def _read_ints(graph: torch._C.Graph, value: torch._C.Value, count: int) -> None:
+    """Make ``value``, a ``List[int]`` input of ``count`` items, a Sequence of int64 0-d
+    tensors that the graph reads back into the list of ints it computes with."""
+    item_type = torch._C.TensorType.create_from_tensor(torch.tensor(0))
+    value.setType(torch._C.ListType(item_type))
+    first = _first_node(graph)
+    ints = []
+    for index in range(count):
+        with graph.insert_point_guard(first):
+            position = graph.insertConstant(index)
+        item = graph.create("aten::__getitem__", [value, position], 1)
+        item.output().setType(item_type)
+        item.insertBefore(first)
+        read = graph.create("aten::Int", [item.output()], 1)
+        read.output().setType(torch._C.IntType.get())
+        read.insertBefore(first)
+        ints.append(read.output())
+    build = graph.create("prim::ListConstruct", ints, 1)
+    build.output().setType(torch._C.ListType(torch._C.IntType.get()))
+    build.insertBefore(first)
+    value.replaceAllUsesAfterNodeWith(build, build.output())
 
 
 def _first_node(graph: torch._C.Graph) -> torch._C.Node:
