@@ -231,6 +231,8 @@ class Conversion:
                                                       front.input_dim_names, index))
             if index < len(front.input_leaves):
                 value.meta = {"arg_leaf": front.input_leaves[index]}
+            if index in front.kept_inputs:
+                value.meta = {**(value.meta or {}), "kept": True}
             self.env[ts_value.unique()] = value
         for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
             # The trace's type keeps requires_grad, which symbolics may ask about.

@@ -236,8 +236,10 @@ class ScriptedDefaultCount(torch.nn.Module):
 ], ids=["optional_int", "list_of_ints"])
 def test_scripted_number_arguments_torch_onnx_cannot_run(model, args, opset):
     """The intended differences of docs/scripting.md: torch.onnx's input for an
-    Optional[int] (opset 15 on) or a List[int] argument has a type ONNX Runtime refuses;
-    oxport's file (an int64 input, a hard-coded list) loads and gives eager's results."""
+    Optional[int] (opset 15 on) has a type ONNX Runtime refuses, and it reads a List[int]
+    argument's Sequence input with Gather, which ONNX Runtime refuses; oxport's file (an
+    int64 input; the same Sequence input, read item by item) loads and gives eager's
+    results."""
     import onnxruntime as ort
     scripted = torch.jit.script(model)
     with pytest.raises(Exception, match="INVALID_GRAPH|FAIL"):
@@ -249,6 +251,45 @@ def test_scripted_number_arguments_torch_onnx_cannot_run(model, args, opset):
     np.testing.assert_allclose(got, scripted(*args).numpy(), rtol=1e-6)
 
 
+class ScriptedPad(torch.nn.Module):
+    def forward(self, x, pad: List[int]):
+        return torch.nn.functional.pad(x, pad)
+
+
+@pytest.mark.parametrize("pad", [[2, 4], [torch.tensor(2), torch.tensor(4)]],
+                         ids=["ints", "int_tensors"])
+def test_scripted_list_of_ints_is_a_sequence_input(pad):
+    """A List[int] argument (ints, or 0-d int tensors) is a Sequence input of int64 tensors,
+    as torch.onnx makes it from opset 11: fed other pads, oxport's file pads by them."""
+    scripted = torch.jit.script(ScriptedPad())
+    x = torch.randn(2, 2, 4, 4)
+    theirs = _torch_onnx(scripted, (x, pad), opset_version=17)
+    result = oxport.convert(scripted, (x, pad), opset_version=17)
+    ours = result.model_proto()
+    assert [i.type.WhichOneof("value") for i in ours.graph.input] == \
+        [i.type.WhichOneof("value") for i in theirs.graph.input] == \
+        ["tensor_type", "sequence_type"]
+    import onnxruntime as ort
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    feeds = result.feeds((x, pad))
+    assert [a.dtype for a in feeds["pad"]] == [np.int64, np.int64]
+    np.testing.assert_allclose(session.run(None, feeds)[0], scripted(x, [2, 4]).numpy())
+    other = {"x": feeds["x"], "pad": [np.array(1), np.array(3)]}
+    np.testing.assert_allclose(session.run(None, other)[0], scripted(x, [1, 3]).numpy())
+
+
+def test_scripted_list_of_ints_is_hard_coded_below_opset_11():
+    """ONNX has no Sequence before opset 11: there the list is hard-coded."""
+    scripted = torch.jit.script(ScriptedPad())
+    x = torch.randn(2, 2, 4, 4)
+    result = oxport.convert(scripted, (x, [2, 4]), opset_version=10)
+    assert len(result.model_proto().graph.input) == 1
+    import onnxruntime as ort
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, result.feeds((x, [2, 4])))[0],
+                               scripted(x, [2, 4]).numpy())
+
+
 def test_scripted_number_left_to_its_default_is_hard_coded():
     """torch.onnx declares an input for a number parameter left to its default, which args
     give nothing to feed; oxport keeps the default as a constant (docs/scripting.md)."""
@@ -258,6 +299,159 @@ def test_scripted_number_left_to_its_default_is_hard_coded():
     result = oxport.convert(scripted, (_X,), opset_version=17)
     assert _signature(result.model_proto())[0] == [("FLOAT", 2)]
     assert list(result.feeds((_X,))) == ["x"]
+
+
+class ScriptedOptionalPair(torch.nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = torch.ones(4, 3),
+                z: Optional[torch.Tensor] = torch.zeros(4, 3)):
+        if y is not None:
+            return x + y
+        if z is not None:
+            return x - z
+        return x
+
+
+class ScriptedOptionalTuple(torch.nn.Module):
+    def forward(self, x, yz: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]):
+        y, z = yz
+        if y is not None:
+            return x + y
+        if z is not None:
+            return x - z
+        return x
+
+
+class ScriptedOptionalOnly(torch.nn.Module):
+    def forward(self, x: Optional[torch.Tensor] = torch.ones(4, 3),
+                y: Optional[torch.Tensor] = torch.zeros(4, 3)):
+        if x is not None:
+            return x
+        if y is not None:
+            return y
+        return torch.tensor(-1.0)
+
+
+class ScriptedTensorDefault(torch.nn.Module):
+    def forward(self, x, y: torch.Tensor = torch.ones(4, 3)):
+        return x + y
+
+
+def _run(proto: onnx.ModelProto, feeds: list) -> np.ndarray:
+    import onnxruntime as ort
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()][:len(feeds)]
+    return session.run(None, {n: f.numpy() for n, f in zip(names, feeds)})[0]
+
+
+@pytest.mark.parametrize("model, args, feeds", [
+    (ScriptedOptionalPair(), (_X, _X * 2, _X * 3), [_X, _X * 2, _X * 3]),
+    (ScriptedOptionalPair(), (_X, {"y": _X * 2, "z": _X * 3}), [_X, _X * 2, _X * 3]),
+    (ScriptedOptionalTuple(), (_X, (_X * 2, _X * 3)), [_X, _X * 2, _X * 3]),
+    (ScriptedOptionalOnly(), (_X, _X * 2), [_X, _X * 2]),
+], ids=["positional", "by_name", "tuple", "all_optional"])
+def test_optional_tensors_whose_none_checks_fold_stay_inputs(model, args, feeds):
+    """torch.onnx keeps an Optional tensor's ``is not None`` check at run time, so its file
+    takes every Optional tensor given, though a check oxport folds leaves one unread: oxport
+    keeps those inputs too (plain tensors, docs/scripting.md), and both give eager's
+    results."""
+    scripted = torch.jit.script(model)
+    theirs = _torch_onnx(scripted, args, opset_version=17)
+    result = oxport.convert(scripted, args, opset_version=17)
+    ours = result.model_proto()
+    assert len(ours.graph.input) == len(theirs.graph.input) == len(feeds)
+    assert list(result.feeds(args)) == [i.name for i in ours.graph.input]
+    want = scripted(*args[:-1], **args[-1]) if isinstance(args[-1], dict) else scripted(*args)
+    for proto in (ours, theirs):
+        np.testing.assert_allclose(_run(proto, feeds), want.numpy(), rtol=1e-6)
+
+
+def test_optional_tensor_left_to_its_default_is_hard_coded():
+    """torch.onnx makes an Optional tensor left to its default an input that the caller may
+    leave out, and then computes as if it were None, not the default: its file gives y where
+    eager gives the default x (ones). oxport hard-codes the default and gives eager's
+    result (docs/scripting.md)."""
+    scripted = torch.jit.script(ScriptedOptionalOnly())
+    y = _X * 2
+    want = scripted(y=y).numpy()
+    theirs = _torch_onnx(scripted, ({"y": y},), opset_version=17, input_names=["y"])
+    assert not np.allclose(_run(theirs, [y]), want)
+    result = oxport.convert(scripted, ({"y": y},), opset_version=17, input_names=["y"])
+    assert [i.name for i in result.model_proto().graph.input] == ["y"]
+    np.testing.assert_allclose(_run(result.model_proto(), [y]), want)
+    result = oxport.convert(scripted, (_X,), opset_version=17)
+    assert len(result.model_proto().graph.input) == 1
+
+
+def test_tensor_left_to_its_default_is_hard_coded():
+    """As a number left to its default: torch.onnx declares an input that args give nothing
+    to feed; oxport keeps the default tensor as a constant."""
+    scripted = torch.jit.script(ScriptedTensorDefault())
+    assert len(_torch_onnx(scripted, (_X,), opset_version=17).graph.input) == 2
+    result = oxport.convert(scripted, (_X,), opset_version=17)
+    assert len(result.model_proto().graph.input) == 1
+    np.testing.assert_allclose(_run(result.model_proto(), [_X]), scripted(_X).numpy())
+
+
+@pytest.mark.parametrize("model, args, options", [
+    (ScriptedOptionalTuple(), (_X, (None, _X)), {}),
+    (ScriptedOptionalPair(), (_X, _X, None), {"input_names": ["x", "y", "z"]}),
+    (ScriptedOptionalPair(), (_X, {"y": None, "z": _X}), {"input_names": ["x", "y", "z"]}),
+], ids=["in_a_tuple", "input_names_positional", "input_names_by_name"])
+def test_none_arguments_refused_in_torch_onnx_words(model, args, options):
+    """Where a None argument leaves an export impossible (in a tuple) or input_names naming
+    it, the error says what torch.onnx's does ("args contained 1 None's after
+    flattening."), a ValueError as torch.onnx's is."""
+    scripted = torch.jit.script(model)
+    for export in (_torch_onnx, oxport.convert):
+        with pytest.raises(ValueError, match="args contained 1 None's after flattening."):
+            export(scripted, args, opset_version=17, **options)
+    with pytest.raises(InvalidExportArgumentError):
+        oxport.convert(scripted, args, opset_version=17, **options)
+
+
+class ScriptedRaiseGuard(torch.nn.Module):
+    def forward(self, t: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if float(t) < 0:
+            raise ValueError("negative")
+        else:
+            return torch.ones(3), torch.zeros(3)
+
+
+class ScriptedRaiseCheck(torch.nn.Module):
+    def forward(self, t: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if float(t) < 0:
+            raise ValueError("negative")
+        return torch.ones(3), torch.zeros(3)
+
+
+class ScriptedListLength(torch.nn.Module):
+    def forward(self, x):
+        rows = x.unbind()
+        kept = [rows[0]]
+        kept.append(rows[2])
+        kept.insert(0, rows[1])
+        return torch.ones(len(kept))
+
+
+@pytest.mark.parametrize("model, arg, inputs", [
+    (ScriptedRaiseGuard(), torch.tensor([0.5]), 1),
+    (ScriptedRaiseCheck(), torch.tensor([0.5]), 0),
+    (ScriptedListLength(), torch.randn(5, 2), 1),
+], ids=["raise_guard", "raise_check_without_outputs", "len_of_a_list"])
+def test_inputs_torch_onnx_reads_at_run_time_stay(model, arg, inputs):
+    """torch.onnx's file computes the condition of an ``if`` that returns values and whose
+    other branch only raises (an ``if`` that returns nothing it drops), and the length of a
+    list of tensors, at run time; oxport decides both at export, and keeps the inputs they
+    read, so the two files take the same feeds."""
+    scripted = torch.jit.script(model)
+    theirs = _torch_onnx(scripted, (arg,), opset_version=17)
+    ours = oxport.convert(scripted, (arg,), opset_version=17).model_proto()
+    assert len(ours.graph.input) == len(theirs.graph.input) == inputs
+    want = scripted(arg)
+    want = want[0] if isinstance(want, tuple) else want
+    for proto in (ours, theirs):
+        np.testing.assert_allclose(_run(proto, [arg][:inputs]), want.numpy())
 
 
 def test_input_names_name_inputs_before_unused_ones_are_dropped():

@@ -161,7 +161,8 @@ def read_model(model: Any, args: Any, registry: RegistryView, options: ExportOpt
                                      options.dynamic_shapes, options.dynamic_axes,
                                      options.input_names, runnable=False)
                  if options.exported
-                 else _traced_front_end(model, args, options.input_names, options.dynamic_axes))
+                 else _traced_front_end(model, args, options.input_names, options.dynamic_axes,
+                                        options.opset))
         trace.release_free_memory()
     return front
 
@@ -175,7 +176,7 @@ def source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
     check_front_end_options(model, dynamo, dynamic_shapes)
     if dynamo or isinstance(model, torch.export.ExportedProgram):
         return _exported_front_end(model, args, registry, opset, dynamic_shapes, None, None)
-    return _traced_front_end(model, args)
+    return _traced_front_end(model, args, opset=opset)
 
 
 def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
@@ -207,12 +208,13 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
 
 
 def _traced_front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
-                      dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
-    """The TorchScript front end: ``model`` traced, or its scripted graph."""
+                      dynamic_axes: Mapping[str, Any] | None = None, opset: int | None = None
+                      ) -> FrontEnd:
+    """The TorchScript front end: ``model`` traced, or its scripted graph (for ``opset``)."""
     if isinstance(model, FrontEnd):  # already traced (find_mismatch's partitions)
         return model
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        return trace.script_front_end(model, args, input_names, dynamic_axes)
+        return trace.script_front_end(model, args, input_names, dynamic_axes, opset)
     return trace.trace_module(model, args, input_names, dynamic_axes)
 
 

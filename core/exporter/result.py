@@ -101,10 +101,10 @@ class ExportResult:
         leaves = pytree.tree_leaves(arguments.normalize_args(args))
         slots = self.input_leaves()
         if slots is None:  # the args' tensors in order, a list of tensors one (Sequence) feed
-            leaves = pytree.tree_leaves(arguments.normalize_args(args),
-                                        is_leaf=arguments.is_tensor_list)
-            slots = [i for i, leaf in enumerate(leaves)
-                     if isinstance(leaf, torch.Tensor) or arguments.is_tensor_list(leaf)]
+            leaves = pytree.tree_leaves(
+                arguments.normalize_args(args),
+                is_leaf=lambda a: arguments.is_tensor_list(a) or arguments.is_int_list(a))
+            slots = _fed_leaves(leaves, self.graph.inputs)
         inputs = self.serialized.model.graph.input
         parts = [(value.meta or {}).get("arg_part") for value in self.graph.inputs]
         return {i.name: _as_input_dtype(arguments.feed_array(leaves[leaf], part), i, leaves[leaf])
@@ -120,6 +120,27 @@ class ExportResult:
             key = f"fallback:{use.fallback}"
             counts[key] = counts.get(key, 0) + 1
         return counts
+
+
+def _fed_leaves(leaves: list[Any], inputs: list[Any]) -> list[int]:
+    """For each graph input in order, the index of the next leaf that can feed it: a tensor
+    a tensor input, a list of tensors or of ints a Sequence input (a list of ints that
+    feeds none was hard-coded)."""
+    slots: list[int] = []
+    cursor = 0
+    for value in inputs:
+        sequence = value.type().kind() == "ListType"
+        while cursor < len(leaves) and not _feeds(leaves[cursor], sequence):
+            cursor += 1
+        slots.append(cursor)
+        cursor += 1
+    return slots
+
+
+def _feeds(leaf: Any, sequence: bool) -> bool:
+    if sequence:
+        return arguments.is_tensor_list(leaf) or arguments.is_int_list(leaf)
+    return isinstance(leaf, torch.Tensor)
 
 
 def _count(number: int, noun: str) -> str:

@@ -86,7 +86,7 @@ def feed_array(leaf: Any, part: str | None = None) -> Any:
     of tensors, a Sequence input's feed, as a list of arrays); for a quantized tensor, its
     ``part`` (``value``, ``scale`` or ``zero_point``)."""
     from oxport.frontends import quantized_io
-    if is_tensor_list(leaf):
+    if is_tensor_list(leaf) or is_int_list(leaf):
         return [feed_array(item) for item in leaf]
     # resolved: a conjugated or negated view (the imaginary part of an ifft) has no numpy form
     tensor = as_input(leaf).detach().cpu().resolve_conj().resolve_neg()
@@ -223,6 +223,13 @@ def check_inputs(positional: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -
 def is_tensor_list(arg: Any) -> bool:
     """Whether ``arg`` is a non-empty list of tensors (a scripted model's Sequence input)."""
     return isinstance(arg, list) and bool(arg) and all(isinstance(a, torch.Tensor) for a in arg)
+
+
+def is_int_list(arg: Any) -> bool:
+    """Whether ``arg`` is a non-empty list of Python ints (a scripted ``List[int]``
+    argument, a Sequence input from opset 11)."""
+    return isinstance(arg, list) and bool(arg) and all(
+        isinstance(a, int) and not isinstance(a, bool) for a in arg)
 
 
 def check_signature(forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

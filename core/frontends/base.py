@@ -40,6 +40,9 @@ class FrontEnd:
     #: For each user input, the names ``dynamic_axes`` gives its axes ({axis: name}); the
     #: walker types those dims by name, so values computed from them carry the name too.
     input_dim_names: list[dict[int, str]] = dataclasses.field(default_factory=list)
+    #: The user inputs (positions) kept in the file even when nothing reads them after
+    #: folding: torch.onnx reads them at run time (a None check on an Optional tensor).
+    kept_inputs: set[int] = dataclasses.field(default_factory=set)
     #: For a graph TorchScript cannot run (the torch.export front end's view): runs the
     #: source program once on the given user inputs and returns the values its nodes
     #: compute, by ``unique()`` (``find_mismatch`` compares partitions with them).

@@ -65,8 +65,10 @@ def drop_unused_inputs(graph: Graph, readers: Mapping[int, set[int]] | None = No
     ``readers`` (:func:`input_readers` before folding) keeps an input whose reading was
     folded away while the source op that read it still computes something at run time:
     torch.onnx folds the nodes of one source op only all together, when the op's result
-    is a constant, so ``x.view_as(y)`` keeps ``y`` though only its static shape is read."""
+    is a constant, so ``x.view_as(y)`` keeps ``y`` though only its static shape is read.
+    An input the front end marks ``kept`` (its ``meta``) stays too."""
     used: set[int] = {id(v) for v in graph.outputs}
+    used.update(id(v) for v in graph.inputs if (v.meta or {}).get("kept"))
     _mark_subgraph_uses(graph, used)
     if readers:
         live = live_steps(graph)

@@ -627,3 +627,49 @@ def _inline_branch(if_node: torch._C.Node, block: torch._C.Block) -> None:
     for out, result in zip(list(if_node.outputs()), list(block.outputs())):
         out.replaceAllUsesWith(result)
     if_node.destroy()
+
+
+# -- inputs torch.onnx reads at run time where oxport's conversion folds the reading -----
+#: TorchScript's list builtins that change the list they take first.
+_LIST_MUTATORS = ("aten::append", "aten::insert", "aten::add_", "aten::extend",
+                  "aten::_set_item")
+
+
+def runtime_read_inputs(graph: torch._C.Graph) -> set[int]:
+    """The graph inputs (``unique()``) torch.onnx's file reads at run time where oxport's
+    conversion decides the result at export: the condition of an ``if`` that has outputs
+    and a branch that only raises (torch.onnx keeps that ``If``; oxport keeps the other
+    branch; an ``If`` without outputs torch.onnx drops too), and the items
+    of a list of tensors whose ``len()`` is taken (torch.onnx's ``SequenceLength``;
+    oxport knows the list's items)."""
+    roots = [node.inputsAt(0) for node in graph.findAllNodes("prim::If")
+             if node.outputsSize() and _raising_branches(node)]
+    roots += [node.inputsAt(0) for node in graph.findAllNodes("aten::len")
+              if _is_tensor_list(node.inputsAt(0).type())]
+    return _inputs_reaching(roots)
+
+
+def _is_tensor_list(type_: torch._C.Type) -> bool:
+    return type_.kind() == "ListType" and type_.getElementType().kind() == "TensorType"
+
+
+def _inputs_reaching(roots: list[torch._C.Value]) -> set[int]:
+    """The graph inputs ``roots`` are computed from (a list also from what its mutations
+    put in)."""
+    found: set[int] = set()
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        value = stack.pop()
+        if value.unique() in seen:
+            continue
+        seen.add(value.unique())
+        node = value.node()
+        if node.kind() == "prim::Param":
+            found.add(value.unique())
+            continue
+        stack.extend(node.inputs())
+        if _is_tensor_list(value.type()):
+            stack.extend(item for use in value.uses() if use.user.kind() in _LIST_MUTATORS
+                         for item in use.user.inputs())
+    return found

@@ -35,6 +35,7 @@ from oxport.frontends.arguments import (
     check_signature,
     dynamic_axis_pairs,
     flatten_outputs,
+    is_int_list,
     is_tensor_list,
     leaf_paths,
     normalize_args,
@@ -266,12 +267,15 @@ class _CallScopes(dict):
 
 
 def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = None,
-                     dynamic_axes: Mapping[str, Any] | None = None) -> FrontEnd:
+                     dynamic_axes: Mapping[str, Any] | None = None, opset: int | None = None
+                     ) -> FrontEnd:
     """Use a ScriptModule or ScriptFunction as given; ``args`` give the input types.
 
     Tensors in ``args`` type the graph inputs (dtype and shape); a tuple of tensors
     becomes one input per tensor, a list of tensors one Sequence input, and an int, float
-    or bool one 0-d input of :func:`as_input`'s dtype (as torch.onnx does); other values
+    or bool one 0-d input of :func:`as_input`'s dtype (as torch.onnx does), a ``List[int]``
+    argument (ints, or 0-d integer tensors) one Sequence input of int64 tensors from
+    opset 11 (all opsets when ``opset`` is None), as torch.onnx makes it; other values
     (None, str) are hard-coded as constants. A trailing dict names arguments; the
     signature's defaults fill the rest, hard-coded. A ScriptModule is frozen first, so its
     non-tensor attributes become constants and its submodules' methods are inlined;
@@ -299,7 +303,11 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
         binding = _bind_arguments(model, method, positional, kwargs, len(user_inputs))
         bound = tuple(value for value, _ in binding)
+        if opset is None or opset >= SEQUENCE_OPSET:
+            binding = _int_lists_as_tensors(binding, user_inputs)
+        arg_ids = [value.unique() for value in user_inputs]
         _bind_script_inputs(graph, user_inputs, binding)
+        checked = _none_checked_inputs(graph)
         script_passes.fold_none_checks(graph)  # before tuples are lowered
         _lower_tuples(graph)
         problems = script_passes.unsupported_constructs(graph)
@@ -310,9 +318,12 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
         user_inputs = list(graph.inputs())[:len(list(graph.inputs())) - len(params)]
         if len(inputs) != len(user_inputs):
             raise InvalidExportArgumentError(
-                f"The scripted model's inputs ({len(user_inputs)} after flattening tuples) do "
-                f"not match the {len(inputs)} tensors, lists of tensors and numbers in args; "
+                f"{_nones_note(positional, kwargs)}The scripted model's inputs "
+                f"({len(user_inputs)} after flattening tuples) do not match the {len(inputs)} "
+                "tensors, lists of tensors and numbers in args (a None in a tuple is none); "
                 "pass one value per parameter of its forward.")
+        _check_input_names(input_names, len(user_inputs) + len(params), positional, kwargs)
+        kept = _kept_positions(binding, arg_ids, checked)
         names = [_input_name(v, i) for i, v in enumerate(user_inputs)]
         examples = []
         dim_names: list[dict[int, str]] = []
@@ -352,9 +363,73 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
                 example_type = torch._C.OptionalType(example_type)
             value.setType(example_type)
     slots = [slot for _, slot in inputs]
+    read = script_passes.runtime_read_inputs(graph)
+    kept |= {i for i, value in enumerate(list(graph.inputs())[:len(examples)])
+             if value.unique() in read}
     return FrontEnd(graph, examples, names, params, [], notes, scripted=True,
                     input_leaves=[] if None in slots else slots, output_names=output_names,
-                    input_dim_names=dim_names)
+                    input_dim_names=dim_names, kept_inputs=kept)
+
+
+def _none_checked_inputs(graph: torch._C.Graph) -> set[int]:
+    """The graph inputs (``unique()``) that an ``is None`` / ``is not None`` check reads,
+    directly or as an item of a tuple input. torch.onnx keeps these checks at run time
+    (``OptionalHasElement``), so its file takes these inputs even where oxport folds the
+    checks and nothing reads them afterwards."""
+    checked = set()
+    for node in graph.findAllNodes("aten::__is__") + graph.findAllNodes("aten::__isnot__"):
+        for value in node.inputs():
+            source = value.node()
+            if source.kind() == "prim::TupleUnpack":
+                value, source = source.inputsAt(0), source.inputsAt(0).node()
+            if source.kind() == "prim::Param":
+                checked.add(value.unique())
+    return checked
+
+
+def _kept_positions(binding: tuple[tuple[Any, Any], ...], arg_ids: list[int],
+                    checked: set[int]) -> set[int]:
+    """The positions among the flat user inputs of the arguments in ``checked`` (each
+    argument's graph input was ``arg_ids[i]`` before binding; a tuple is all its inputs)."""
+    kept, offset = set(), 0
+    for arg, arg_id in zip(binding, arg_ids):
+        count = len(_script_inputs(*arg))
+        if arg_id in checked:
+            kept.update(range(offset, offset + count))
+        offset += count
+    return kept
+
+
+def _nones_in(arg: Any) -> int:
+    """How many None leaves ``arg`` holds (tuples, lists and dicts looked into)."""
+    if arg is None:
+        return 1
+    if isinstance(arg, (tuple, list)):
+        return sum(_nones_in(item) for item in arg)
+    if isinstance(arg, Mapping):
+        return sum(_nones_in(item) for item in arg.values())
+    return 0
+
+
+def _nones_note(positional: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """torch.onnx's words for the None arguments of a scripted model (it refuses them;
+    oxport hard-codes them, so they are no inputs), or ``""`` when there are none."""
+    count = _nones_in(positional) + _nones_in(kwargs)
+    if not count:
+        return ""
+    return f"args contained {count} None's after flattening. "
+
+
+def _check_input_names(input_names: Sequence[str] | None, count: int,
+                       positional: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse more ``input_names`` than inputs and parameters when None arguments, which
+    are no inputs, explain the difference (the serializer reports the other cases)."""
+    note = _nones_note(positional, kwargs)
+    if input_names and len(input_names) > count and note:
+        raise InvalidExportArgumentError(
+            f"{note}A None argument of a scripted model is hard-coded, not an input: "
+            f"input_names has {len(input_names)} names for the model's {count} inputs and "
+            "parameters; name only the inputs it has.")
 
 
 def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
@@ -362,8 +437,9 @@ def _script_inputs(arg: Any, slot: Any) -> list[tuple[Any, int | None]]:
     from (``slot`` is ``arg`` with its leaves numbered; None for a default, which is
     hard-coded): a tensor, a list of tensors (one Sequence input, from many leaves: None),
     a number, and each of these in a tuple."""
-    if isinstance(arg, torch.Tensor) or is_tensor_list(arg) or (
-            _is_number(arg) and slot is not None):
+    if slot is None:
+        return []
+    if isinstance(arg, torch.Tensor) or is_tensor_list(arg) or _is_number(arg):
         return [(arg, slot if isinstance(slot, int) else None)]
     if isinstance(arg, tuple):
         slots = slot if isinstance(slot, tuple) else (None,) * len(arg)
@@ -531,7 +607,9 @@ def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
     """Type tensor inputs from their examples, number inputs (an ``Optional[int]`` given an
     int) from their values; hard-code the other arguments and the defaults."""
     for value, (example, slot) in reversed(list(zip(inputs, args))):
-        if isinstance(example, torch.Tensor) or is_tensor_list(example):
+        if slot is not None and is_tensor_list(example) and _is_int_list_type(value.type()):
+            _read_ints(graph, value, len(example))
+        elif slot is not None and (isinstance(example, torch.Tensor) or is_tensor_list(example)):
             value.setType(_example_type(example))
         elif _is_number(example) and slot is not None:
             if value.type().kind() == "OptionalType":  # given a number: never None
@@ -543,6 +621,52 @@ def _bind_script_inputs(graph: torch._C.Graph, inputs: list[torch._C.Value],
                 constant = graph.insertConstant(example)
             value.replaceAllUsesWith(constant)
             graph.eraseInput(value.offset())
+
+
+#: From this opset a ``List[int]`` argument is a Sequence input, as torch.onnx makes it;
+#: below it ONNX has no Sequence and the list is hard-coded.
+SEQUENCE_OPSET = 11
+
+
+def _is_int_list_type(type_: torch._C.Type) -> bool:
+    return type_.kind() == "ListType" and type_.getElementType().kind() == "IntType"
+
+
+def _int_lists_as_tensors(binding: tuple[tuple[Any, Any], ...],
+                          inputs: list[torch._C.Value]) -> tuple[tuple[Any, Any], ...]:
+    """The binding with each ``List[int]`` argument given in args (ints, or 0-d integer
+    tensors) a list of int64 0-d tensors, the Sequence input's example."""
+    def as_tensors(value: torch._C.Value, example: Any, slot: Any) -> tuple[Any, Any]:
+        if slot is None or not _is_int_list_type(value.type()):
+            return example, slot
+        if is_int_list(example) or is_tensor_list(example) and all(
+                item.dim() == 0 and not item.is_floating_point() for item in example):
+            return [torch.as_tensor(item, dtype=torch.int64) for item in example], slot
+        return example, slot
+    return tuple(as_tensors(value, *pair) for value, pair in zip(inputs, binding))
+
+
+def _read_ints(graph: torch._C.Graph, value: torch._C.Value, count: int) -> None:
+    """Make ``value``, a ``List[int]`` input of ``count`` items, a Sequence of int64 0-d
+    tensors that the graph reads back into the list of ints it computes with."""
+    item_type = torch._C.TensorType.create_from_tensor(torch.tensor(0))
+    value.setType(torch._C.ListType(item_type))
+    first = _first_node(graph)
+    ints = []
+    for index in range(count):
+        with graph.insert_point_guard(first):
+            position = graph.insertConstant(index)
+        item = graph.create("aten::__getitem__", [value, position], 1)
+        item.output().setType(item_type)
+        item.insertBefore(first)
+        read = graph.create("aten::Int", [item.output()], 1)
+        read.output().setType(torch._C.IntType.get())
+        read.insertBefore(first)
+        ints.append(read.output())
+    build = graph.create("prim::ListConstruct", ints, 1)
+    build.output().setType(torch._C.ListType(torch._C.IntType.get()))
+    build.insertBefore(first)
+    value.replaceAllUsesAfterNodeWith(build, build.output())
 
 
 def _first_node(graph: torch._C.Graph) -> torch._C.Node:
