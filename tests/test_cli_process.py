@@ -73,28 +73,14 @@ def test_ctrl_c_on_a_terminal(tmp_path):
         def make():
             return Slow()
     """))
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: oxport on a terminal
-        os.chdir(tmp_path)
-        os.execvpe(sys.executable, [*OXPORT, "export", "slow:make", "--input", "2"], env())
-    output = b""
-    deadline = time.monotonic() + 240
-    # The model's own line, not the progress display's "tracing" label, which shows first.
-    while b"in the model's forward" not in output and time.monotonic() < deadline:
-        output += _read(fd)
-    os.kill(pid, signal.SIGINT)
-    sent = time.monotonic()
-    while True:
-        chunk = _read(fd)
-        if not chunk:
-            break
-        output += chunk
-    _, status = os.waitpid(pid, 0)
-    text = output.decode()
-    assert os.waitstatus_to_exitcode(status) == EXIT_INTERRUPTED, text
+    status, text, waited = _interrupted(tmp_path, ["slow:make", "--input", "2"],
+                                        # the model's own line, not the progress display's
+                                        # "tracing" label, which shows first
+                                        b"in the model's forward")
+    assert status == EXIT_INTERRUPTED, text
     # At once, not when the model's sleep ends: the display's threads leave SIGINT to the
     # main thread, whose sleep it interrupts.
-    assert time.monotonic() - sent < 30, text
+    assert waited < 30, text
     assert "oxport: interrupted" in text and "Traceback" not in text
     assert not list(tmp_path.glob("*.onnx*"))
 
@@ -117,27 +103,31 @@ def test_ctrl_c_while_verifying_leaves_no_file(tmp_path):
         def make():
             return SlowEager()
     """))
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: oxport on a terminal
-        os.chdir(tmp_path)
-        os.execvpe(sys.executable, [*OXPORT, "export", "slow_eager:make", "--input", "2",
-                                    "--verify"], env())
-    output = b""
-    deadline = time.monotonic() + 240
-    while b"in the eager forward" not in output and time.monotonic() < deadline:
-        output += _read(fd)
-    os.kill(pid, signal.SIGINT)
-    while True:
-        chunk = _read(fd)
-        if not chunk:
-            break
-        output += chunk
-    _, status = os.waitpid(pid, 0)
-    text = output.decode()
-    assert os.waitstatus_to_exitcode(status) == EXIT_INTERRUPTED, text
+    status, text, _ = _interrupted(tmp_path, ["slow_eager:make", "--input", "2", "--verify"],
+                                   b"in the eager forward")
+    assert status == EXIT_INTERRUPTED, text
     assert "oxport: interrupted" in text, text
     assert "Traceback" not in text
     assert not list(tmp_path.glob("*.onnx*"))
+
+
+def _interrupted(folder: Path, args: list[str], marker: bytes) -> tuple[int, str, float]:
+    """``oxport export ARGS`` on a terminal in ``folder``, sent SIGINT once it prints
+    ``marker``: its exit status, what it printed, and the seconds it took to exit."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: oxport on a terminal
+        os.chdir(folder)
+        os.execvpe(sys.executable, [*OXPORT, "export", *args], env())
+    output = b""
+    deadline = time.monotonic() + 240
+    while marker not in output and time.monotonic() < deadline:
+        output += _read(fd)
+    os.kill(pid, signal.SIGINT)
+    sent = time.monotonic()
+    while chunk := _read(fd):
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), output.decode(), time.monotonic() - sent
 
 
 def _read(fd: int) -> bytes:
