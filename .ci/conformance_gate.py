@@ -35,7 +35,12 @@ FLOOR_FILE = HERE / "conformance_floor.json"
 REASONS_FILE = HERE / "conformance_reasons.json"
 DOCS = ROOT / "docs" / "differences.md"
 SECTION = "## PyTorch's own exporter tests"
-DEFAULT_CORPUS = ROOT.parent / "shared" / "conformance" / "torch_onnx_ts"
+CORPUS_PATH = Path("shared", "conformance", "torch_onnx_ts")
+#: ``../shared/...`` beside the checkout, or beside a folder above it (a CI checkout made
+#: in a subfolder of the workspace).
+DEFAULT_CORPUS = next((parent / CORPUS_PATH for parent in ROOT.parents
+                       if (parent / CORPUS_PATH / "run_suite.py").is_file()),
+                      ROOT.parent / CORPUS_PATH)
 
 
 @dataclass(frozen=True)
