@@ -9,8 +9,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from torch.onnx import OnnxExporterError as _TorchOnnxExporterError
-
 # Raised where torch is not loaded (plugin loading, the command line's advice): defined
 # without torch, re-exported here.
 from oxport.advice import (  # noqa: F401
@@ -28,11 +26,10 @@ _OXPORT_DIR = os.path.dirname(os.path.abspath(__file__))
 _SOURCE_LINE = re.compile(r"(?P<path>[^\n]+?)\((?P<line>\d+)\)(?::|$)")
 
 
-class OnnxExporterError(_TorchOnnxExporterError):
-    """Base class of every error raised while exporting: a ``torch.onnx.OnnxExporterError``
-    (a ``RuntimeError``), so code catching torch.onnx's errors catches oxport's. Plugin
-    loading's errors (:class:`PluginError`, :class:`RegistryError`) are raised before torch
-    loads and are plain ``RuntimeError``/``ValueError``s."""
+class OnnxExporterError(RuntimeError):
+    """Base class of every error raised while exporting. Plugin loading's errors
+    (:class:`PluginError`, :class:`RegistryError`) are plain ``RuntimeError``/``ValueError``s,
+    defined where the command line can raise them without loading torch."""
 
 
 class InvalidExportArgumentError(OnnxExporterError, ValueError):

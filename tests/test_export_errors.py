@@ -254,14 +254,13 @@ def test_error_classes_share_one_base():
         assert issubclass(cls, OnnxExporterError)
 
 
-def test_errors_are_torch_onnx_errors():
-    """A drop-in: code that catches torch.onnx's exporter error catches oxport's (a 5-D
-    GridSample below opset 20, which torch.onnx refuses too)."""
+def test_a_5d_grid_sample_below_opset_20_is_refused():
+    """As torch.onnx: 5-D GridSample is ONNX's from opset 20 only; below, a clear error."""
     class Volumetric(torch.nn.Module):
         def forward(self, x, grid):
             return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
-    with pytest.raises(torch.onnx.OnnxExporterError, match="GridSample over a 5-D"):
+    with pytest.raises(OnnxExporterError, match="GridSample over a 5-D"):
         oxport.convert(Volumetric(), (torch.randn(1, 1, 2, 3, 2), torch.randn(1, 3, 2, 4, 3)),
                        opset_version=17)
     assert issubclass(OnnxExporterError, RuntimeError)
