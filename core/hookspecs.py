@@ -111,6 +111,33 @@ def oxport_register_passes(registry: Registrar) -> None:
 
 
 @hookspec
+def oxport_register_io_types(registry: Registrar) -> None:
+    """Declare how a Python type crosses the model boundary: flattened into named tensors
+    where the model takes or returns it, rebuilt from those tensors where it takes it.
+
+    Runs when the plugin loads; only a plugin loaded with every export (one that declares no
+    ops) may register I/O types, since arguments are flattened before any op is met. The
+    type is named by its import path, so the plugin need not import its library: the type
+    takes part once that module is imported (the model comes from it).
+
+    :param registry: the registrar bound to this plugin;
+        ``registry.register_io_type(type_path, flatten, unflatten)`` declares one type.
+        ``flatten(value)`` returns ``(children, context)``: ``children`` a list of
+        ``(name, child)`` pairs, each child a tensor, a number or another flattenable value;
+        ``unflatten(children, context)`` rebuilds the value from the children's values, in
+        order. Inputs and outputs are named ``<argument or field>.<child name>``.
+
+    Example::
+
+        @oxport.hookimpl
+        def oxport_register_io_types(registry):
+            registry.register_io_type(
+                "mylib.Pair", lambda p: ([("first", p.a), ("second", p.b)], None),
+                lambda children, _: mylib.Pair(*children))
+    """
+
+
+@hookspec
 def oxport_graph_boundary(graph: Graph, front: FrontEnd, input_names: list[str],
                           opset: int) -> None:
     """Rewrite the converted graph's inputs and outputs for values the front end hands

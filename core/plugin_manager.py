@@ -72,6 +72,7 @@ _REGISTRATION_HOOKS = (
     "oxport_register_symbolics",
     "oxport_register_fallbacks",
     "oxport_register_passes",
+    "oxport_register_io_types",
 )
 
 
@@ -398,6 +399,8 @@ class PluginManager:
             "passes": sum(1 for p in registry.passes if p[2] is provenance),
             "capture kernels": sum(1 for _, p in registry.capture_kernels.values()
                                    if p is provenance),
+            "I/O types": sum(1 for io_type in registry.io_types.values()
+                             if io_type.provenance is provenance),
         }
         info.registered = {k: n for k, n in counts.items() if n}
         info.ops = ops

@@ -103,6 +103,17 @@ class DeclaredSymbolic(NamedTuple):
 FALLBACK_MEMBERS = ("preempt", "keeps_autograd_functions", "claims", "convert")
 
 
+@dataclasses.dataclass(frozen=True)
+class IOType:
+    """How values of the type at ``path`` (``"module.Class"``) cross the model boundary:
+    see :func:`oxport.hookspecs.oxport_register_io_types`."""
+
+    path: str
+    flatten: Callable[[Any], tuple[list[tuple[str, Any]], Any]]
+    unflatten: Callable[[list[Any], Any], Any]
+    provenance: Provenance
+
+
 @dataclasses.dataclass
 class OpCase:
     """A small declared test case for one op: run by ``oxport.testing``."""
@@ -261,6 +272,8 @@ class SymbolicRegistry(_Lookup):
         self.capture_kernels: dict[str, tuple[Callable[..., Any], Provenance]] = {}
         #: op name -> (its argument reader, who registered it): see Registrar.register_arguments
         self.argument_readers: dict[str, tuple[Callable[..., Any], Provenance]] = {}
+        #: type path -> how it crosses the model boundary: see Registrar.register_io_type
+        self.io_types: dict[str, IOType] = {}
 
     def _demand(self, name: str | None) -> None:
         if self._loader is not None:
@@ -337,6 +350,7 @@ class SymbolicRegistry(_Lookup):
                                 if k[1] != provenance}
         self.argument_readers = {n: r for n, r in self.argument_readers.items()
                                  if r[1] != provenance}
+        self.io_types = {n: t for n, t in self.io_types.items() if t.provenance != provenance}
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -479,6 +493,24 @@ class Registrar:
         if not callable(fn):
             raise RegistryError(f"Pass {name!r} from {self.provenance} is not callable.")
         self._registry.passes.append((name, fn, self.provenance))
+
+    def register_io_type(self, path: str, flatten: Callable[[Any], Any],
+                         unflatten: Callable[[list[Any], Any], Any]) -> None:
+        """Declare how values of the type ``path`` (``"transformers.DynamicCache"``, its
+        defining module's path) cross the model boundary: see
+        :func:`oxport.hookspecs.oxport_register_io_types`."""
+        module, _, name = path.rpartition(".")
+        if not module or not name.isidentifier():
+            raise RegistryError(f"I/O type {path!r} from {self.provenance}: name the type by "
+                                "its import path, e.g. 'mylib.cache.Cache'.")
+        if not callable(flatten) or not callable(unflatten):
+            raise RegistryError(f"I/O type {path!r} from {self.provenance}: flatten and "
+                                "unflatten must be callables.")
+        previous = self._registry.io_types.get(path)
+        if previous is not None and previous.provenance != self.provenance:
+            raise RegistryError(f"I/O type {path!r} is declared by both {previous.provenance} "
+                                f"and {self.provenance}: block one of the two plugins.")
+        self._registry.io_types[path] = IOType(path, flatten, unflatten, self.provenance)
 
     def register_capture_kernel(self, name: str, fn: Callable[..., Any]) -> None:
         """Keep the ATen op ``name`` (``aten::lstm.input``) whole when torch.export captures
@@ -697,6 +729,10 @@ class RegistryView(_Lookup):
     def argument_readers(self) -> dict[str, Callable[..., Any]]:
         return {name: fn for registry in self.registries
                 for name, (fn, _) in registry.argument_readers.items()}
+
+    @property
+    def io_types(self) -> dict[str, IOType]:
+        return {path: t for registry in self.registries for path, t in registry.io_types.items()}
 
     @property
     def cases(self) -> list[OpCase]:

@@ -834,3 +834,72 @@ def test_a_pip_installed_third_party_distribution(form, tmp_path, monkeypatch):
     with pytest.raises(UnsupportedOperatorError, match="custom_ops::foo_forward"):
         export_foo()
     sys.modules.pop(module, None)
+
+
+# -- model I/O types ---------------------------------------------------------------------
+class Interval:
+    """A third party's argument type: two tensors that travel together."""
+
+    def __init__(self, low: torch.Tensor, high: torch.Tensor) -> None:
+        self.low, self.high = low, high
+
+
+class IntervalModel(torch.nn.Module):
+    def forward(self, span: Interval, x: torch.Tensor) -> Interval:
+        return Interval(torch.minimum(span.low, x), torch.maximum(span.high, x))
+
+
+INTERVAL_PLUGIN = f"""
+import oxport
+import {__name__} as where
+
+@oxport.hookimpl
+def oxport_register_io_types(registry):
+    registry.register_io_type(
+        "{__name__}.Interval",
+        lambda span: ([("low", span.low), ("high", span.high)], None),
+        lambda children, context: where.Interval(*children))
+"""
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["trace", "dynamo"])
+def test_a_plugin_declares_how_its_type_crosses_the_model_boundary(install, dynamo):
+    install("interval", INTERVAL_PLUGIN, dist="interval-io")
+    span = Interval(torch.zeros(3), torch.ones(3))
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    model = export_proto(IntervalModel(), (span, x), dynamo=dynamo)
+    assert [i.name for i in model.graph.input] == ["span.low", "span.high", "x"]
+    if not dynamo:  # the torch.export front end names outputs after the graph (issue #37)
+        assert [o.name for o in model.graph.output] == ["low", "high"]
+    low, high = _run(model, [span.low, span.high, x])
+    assert low.tolist() == [-1.0, 0.0, 0.0] and high.tolist() == [1.0, 1.0, 2.0]
+    info = {p.name: p for p in plugins.load().plugins}["interval"]
+    assert info.registered == {"I/O types": 1}
+
+
+def _run(model: onnx.ModelProto, feeds: list[torch.Tensor]) -> list:
+    import onnxruntime as ort
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, {n: t.numpy() for n, t in zip(names, feeds)})
+
+
+def test_an_undeclared_output_type_names_the_hook():
+    class Returns(torch.nn.Module):
+        def forward(self, x):
+            return Interval(x, x)
+
+    with pytest.raises(oxport.OnnxExporterError, match="oxport_register_io_types.*Interval"):
+        export_proto(Returns(), (torch.ones(2),))
+
+
+def test_an_io_type_is_named_by_its_import_path(install):
+    install("bad-io", """
+import oxport
+
+@oxport.hookimpl
+def oxport_register_io_types(registry):
+    registry.register_io_type("Interval", lambda v: ([], None), lambda c, x: None)
+""")
+    with pytest.raises(RegistryError, match="import path"):
+        plugins.load()

@@ -37,7 +37,7 @@ from oxport.exporter.state import (
     select_model_mode_for_export,
     verbose_log,
 )
-from oxport.frontends import arguments, quantized_io
+from oxport.frontends import arguments, io_types, quantized_io
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, trace
@@ -156,6 +156,7 @@ def read_model(model: Any, args: Any, registry: RegistryView, options: ExportOpt
                grad: bool) -> FrontEnd:
     """The front end ``options`` choose, reading ``model`` called on ``args`` with grad
     mode ``grad`` (:func:`tracing_grad`)."""
+    io_types.enable(registry.io_types)
     with torch.set_grad_enabled(grad):
         front = (_exported_front_end(model, args, registry, options.opset,
                                      options.dynamic_shapes, options.dynamic_axes,
@@ -174,6 +175,7 @@ def source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
     checked as ``export`` checks them. Call it in ``exporting()`` and ``no_grad()`` (with
     grad set back as :func:`tracing_grad` says, to trace as export does)."""
     check_front_end_options(model, dynamo, dynamic_shapes)
+    io_types.enable(registry.io_types)
     if dynamo or isinstance(model, torch.export.ExportedProgram):
         return _exported_front_end(model, args, registry, opset, dynamic_shapes, None, None)
     return _traced_front_end(model, args, opset=opset)
@@ -387,11 +389,13 @@ def _serialize(graph: Graph, model: Any, front: FrontEnd, input_names: Sequence[
 def _output_names(given: Sequence[str] | None, front: FrontEnd, graph: Graph,
                   input_names: Sequence[str] | None) -> Sequence[str] | None:
     """``output_names``, completed with the dict keys and namedtuple fields the model
-    returned its outputs under, when each remaining output has one and none is taken."""
+    returned its outputs under, when each remaining output has one and none is taken. An
+    output named like an input (a cache the model takes and returns grown) is
+    ``present.<name>``."""
     names = list(given or [])
-    keyed = front.output_names[len(names):]
     taken = {*names, *(input_names or ()), *graph.initializers,
              *(serialize.clean_name(v.name) for v in graph.inputs)}
+    keyed = [f"present.{k}" if k in taken else k for k in front.output_names[len(names):]]
     if len(front.output_names) != len(graph.outputs) or not keyed or not all(keyed) \
             or len(set(keyed)) != len(keyed) or taken & set(keyed):
         return given

@@ -13,6 +13,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+from oxport.frontends import io_types
 
 
 def normalize_args(args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -156,10 +157,15 @@ def flatten_outputs(out: Any, notes: list[str],
                 names.append(label)
         elif hasattr(obj, "to_tuple"):  # ModelOutput-like containers
             visit(obj.to_tuple(), where, label)
+        elif (children := io_types.named_children(obj)) is not None:
+            for name, item in children:  # a type a plugin declared for the boundary
+                visit(item, f"{where}.{name}", _join(label, name))
         else:
             raise OnnxExporterError(
                 f"The model returned {type(obj).__name__} at output{where}; only tensors, "
-                "numbers, and tuples, lists and dicts of them can be exported."
+                "numbers, tuples, lists and dicts of them, and the types plugins declare "
+                "(oxport_register_io_types) can be exported: install or write the plugin "
+                f"that declares {type(obj).__module__}.{type(obj).__qualname__}."
             )
 
     visit(out, "", None)
@@ -195,13 +201,13 @@ def leaf_paths(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any) -> list[s
     paths, _ = pytree.tree_flatten_with_path((args, kwargs))
     names = []
     for key_path, _leaf in paths:
-        parts = [getattr(k, "idx", getattr(k, "key", None)) for k in key_path]
-        top, index, rest = parts[0], parts[1], parts[2:]
+        top, where, rest = key_path[0].idx, key_path[1], key_path[2:]
         if top == 0:
+            index = where.idx
             base = positional_names[index] if index < len(positional_names) else f"input_{index}"
         else:
-            base = str(index)
-        names.append(".".join([base, *map(str, rest)]))
+            base = io_types.key_name(where)
+        names.append(".".join([base, *(io_types.key_name(k) for k in rest)]))
     return names
 
 
