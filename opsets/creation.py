@@ -356,14 +356,11 @@ def linspace(g, start: Value, end: Value, steps: Value, dtype: Value | None = No
     linspace.Scalar_Tensor(Scalar start, Tensor end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 
     A constant for constant bounds; else ``start + i * (end - start) / (steps - 1)`` over
-    a Range (opset 11)."""
+    a Range (opset 11; at 9 and 10 the indices NonZero finds in a tensor of ones)."""
     first, last, count = _number(start), _number(end), _number(steps)
     dtype_ = _result_dtype(g, dtype, None)
     if not any(isinstance(v, Value) for v in (first, last, count)):
         return g.constant(torch.linspace(first, last, count, dtype=dtype_))
-    if g.opset < 11:
-        sh._onnx_opset_unsupported_detailed("aten::linspace", g.opset, 11,
-                                            "bounds computed at run time")
     double = torch.float64
     index = range_values(g, 0, count, 1, double, "aten::linspace")
     intervals = g.op("Max", g.op("Sub", _as_scalar(g, count, double), _as_scalar(g, 1, double)),

@@ -107,8 +107,10 @@ pack.case("aten::arange", lambda e: torch.arange(e, dtype=torch.int64), lambda: 
           name="float_end_int_dtype", min_opset=9)
 pack.case("aten::_dim_arange", lambda x: torch._dim_arange(x, -1), (2, 5), min_opset=9, **_DYN)
 pack.case("aten::linspace", lambda x: x + torch.linspace(0, 1, 3), _X, name="static")
-pack.case("aten::linspace", _linspace_dynamic, (2, 5), name="dynamic", script=True, min_opset=11,
+pack.case("aten::linspace", _linspace_dynamic, (2, 5), name="dynamic", script=True, min_opset=9,
           **_DYN)
+pack.case("aten::linspace", torch.linspace, torch.tensor(3.0), torch.tensor(10.0), 5,
+          name="tensor_bounds", min_opset=9)
 pack.case("aten::eye", lambda x: x + torch.eye(3), (3, 3), name="square")
 pack.case("aten::eye", lambda x: torch.eye(2, 4, dtype=torch.int32), _X, name="rect")
 pack.case("aten::eye", _eye_dynamic, (3, 4), name="dynamic", script=True, min_opset=9, **_DYN)
