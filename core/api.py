@@ -156,7 +156,7 @@ def export_to_pretty_string(model: Any, args: Any, export_params: bool = True,
         add_node_names=add_node_names, **kwargs)
     result = pipeline.convert(model, args, options, check=False)
     if google_printer:
-        return str(result.model_proto())
+        return str(result.model_proto)
     return pretty(result.serialized)
 
 

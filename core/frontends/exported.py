@@ -25,7 +25,7 @@ import operator
 import re
 import warnings
 from collections.abc import Container, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.export._patches import _register_rnn_while_loop_decomposition
@@ -71,6 +71,8 @@ _SYM_FUNCTIONS = {
     math.floor: ("aten::floor", "aten::floor.float(float a) -> int"),
     math.trunc: ("aten::Int", "aten::Int.float(float a) -> int"),
     torch._sym_sqrt: ("aten::sqrt", "aten::sqrt.float(float a) -> float"),
+    torch.sym_ite: ("aten::where",
+                    "aten::where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor"),
 }
 #: ATen ops the FX graph writes under another name than TorchScript does.
 _RENAMED = {
@@ -101,8 +103,7 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
             dynamic_shapes: Any = None, dynamic_axes: Mapping[str, Any] | None = None,
             input_names: Sequence[str] | None = None, strict: bool = False,
             kernels: Mapping[str, Any] | None = None, served: Container[str] = ()
-            ) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
-                       list[str]]:
+            ) -> Captured:
     """Capture ``model`` with ``torch.export.export`` as the TorchScript front end traces it:
     the tensors in ``args`` (nested, named ones included) become the inputs, every other
     argument a constant, and the outputs a flat tuple of tensors.
@@ -111,9 +112,8 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     in ``served`` converts them: asked when the model calls one (so the pack serving it
     loads only then); the others are decomposed as usual.
 
-    Returns the program, the inputs' names, the names of their dynamic axes
-    (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
-    and notes on the outputs."""
+    Returns the program, the inputs' names, the names of their dynamic axes, notes on the
+    outputs and their names (see :class:`Captured`)."""
 
     leaves, spec = pytree.tree_flatten((args, kwargs))
     paths = leaf_paths(args, kwargs, model.forward)
@@ -123,32 +123,62 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     if dynamic_shapes is not None:
         specs = _tensor_specs(model, args, kwargs, dynamic_shapes)
         per_tensor = [specs.get(id(t)) for t in tensors]
-        axis_names = {(index, axis % max(t.dim(), 1)): dim.__name__
+        axis_names = {(index, axis % max(t.dim(), 1)): _dim_name(dim)
                       for index, (t, axes) in enumerate(zip(tensors, per_tensor)) if axes
-                      for axis, dim in _axis_items(axes)
-                      if isinstance(getattr(dim, "__name__", None), str)}
+                      for axis, dim in _axis_items(axes) if _dim_name(dim) is not None}
+        per_tensor = [_strings_as_dims(axes) for axes in per_tensor]
     else:
         per_tensor, axis_names = _specs_from_axes(tensors, names, dynamic_axes or {},
                                                   input_names)
     notes: list[str] = []
-    wrapper = Flattened(model, spec, leaves, slots, notes)
+    output_names: list[str | None] = []  # outside the module, whose attributes torch.export
+    # restores after a capture
+    wrapper = Flattened(model, spec, leaves, slots, notes, output_names)
+    failed: Exception | None = None
+    for attempt in (strict,) if strict else (False, True):  # non-strict, then strict
+        try:
+            program = _export(wrapper, tensors, per_tensor, kernels or {}, served, attempt)
+            break
+        except OnnxExporterError:
+            raise  # oxport's own (a pack's capture kernel), already clear
+        except Exception as exc:  # noqa: BLE001 - torch.export's own errors, chained
+            failed = failed or exc
+    else:
+        assert failed is not None
+        raise _capture_error(model, wrapper, tensors, failed) from failed
+    return Captured(program, names, axis_names, notes, output_names)
+
+
+def _export(wrapper: Flattened, tensors: Sequence[torch.Tensor], per_tensor: Sequence[Any],
+            kernels: Mapping[str, Any], served: Container[str], strict: bool
+            ) -> torch.export.ExportedProgram:
+    """One ``torch.export.export`` of ``wrapper``: the tensors' axes dynamic as
+    ``per_tensor`` says, the ops of ``kernels`` kept whole where ``served``."""
     shapes = (tuple(per_tensor),) if any(per_tensor) else None
-    kept_whole = [_kept_whole(name, kernel, served)
-                  for name, kernel in (kernels or {}).items()]
-    try:
-        with warnings.catch_warnings(), contextlib.ExitStack() as stack:
-            if _example_size_below_two(tensors, per_tensor):
-                # That axis stays dynamic only with size-oblivious guards, which slow the
-                # capture of a transformer down: only when needed.
-                stack.enter_context(fx_config.patch(backed_size_oblivious=True))
-            for patch in kept_whole:
-                stack.enter_context(patch)
-            warnings.simplefilter("ignore", FutureWarning)
-            program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
-                                          strict=strict)
-    except Exception as exc:  # noqa: BLE001 - torch.export's own errors, chained
-        raise _capture_error(model, wrapper, tensors, exc) from exc
-    return program, names, axis_names, notes
+    with warnings.catch_warnings(), contextlib.ExitStack() as stack:
+        if _example_size_below_two(tensors, per_tensor):
+            # That axis stays dynamic only with size-oblivious guards, which slow the
+            # capture of a transformer down: only when needed.
+            stack.enter_context(fx_config.patch(backed_size_oblivious=True))
+        for name, kernel in kernels.items():
+            stack.enter_context(_kept_whole(name, kernel, served))
+        warnings.simplefilter("ignore", FutureWarning)
+        return torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
+                                   strict=strict)
+
+
+class Captured(NamedTuple):
+    """What :func:`capture` made of the model."""
+
+    program: torch.export.ExportedProgram
+    #: The tensor inputs' names (their parameter paths: ``x``, ``state.0``).
+    input_names: list[str]
+    #: ``{(input index, axis): name}`` from ``dynamic_shapes``' names or ``dynamic_axes``.
+    axis_names: dict[tuple[int, int], str]
+    #: What happened to the outputs (dicts flattened, strings dropped).
+    notes: list[str]
+    #: Each flat output's name from the dict keys and namedtuple fields it was under.
+    output_names: list[str | None]
 
 
 def _capture_error(model: Any, wrapper: Flattened, tensors: Sequence[torch.Tensor],
@@ -207,6 +237,29 @@ def _axis_items(axes: Any) -> list[tuple[int, Any]]:
     return list(axes.items() if isinstance(axes, Mapping) else enumerate(axes))
 
 
+def _dim_name(dim: Any) -> str | None:
+    """The ONNX name a ``dynamic_shapes`` entry gives its axis: a string itself (as
+    torch.onnx takes it), a ``torch.export.Dim``'s name; None for the rest."""
+    if isinstance(dim, str):
+        return dim
+    name = getattr(dim, "__name__", None)
+    return name if isinstance(name, str) else None
+
+
+def _strings_as_dims(axes: Any) -> Any:
+    """One tensor's ``dynamic_shapes`` entry with each dim name given as a string made
+    ``Dim.DYNAMIC``, as torch.onnx passes it to torch.export (the name goes to ONNX)."""
+    if isinstance(axes, Mapping):
+        return {axis: _string_as_dim(dim) for axis, dim in axes.items()}
+    if isinstance(axes, (list, tuple)):
+        return type(axes)(_string_as_dim(dim) for dim in axes)
+    return axes
+
+
+def _string_as_dim(dim: Any) -> Any:
+    return torch.export.Dim.DYNAMIC if isinstance(dim, str) else dim
+
+
 def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
                      dynamic_axes: Mapping[str, Any], input_names: Sequence[str] | None
                      ) -> tuple[list[Any], dict[tuple[int, int], str]]:
@@ -236,13 +289,16 @@ def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
 def _tensor_specs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                   dynamic_shapes: Any) -> dict[int, Any]:
     """id(input tensor) -> its spec in ``dynamic_shapes`` (by parameter name, or a tuple in
-    argument order, nested like the arguments)."""
-    if isinstance(dynamic_shapes, Mapping):
-        try:
-            bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
-        except (TypeError, ValueError) as exc:
+    the order of ``forward``'s parameters, as torch.export reads it, named arguments
+    included; nested like the arguments)."""
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError) as exc:
+        if isinstance(dynamic_shapes, Mapping):
             raise InvalidExportArgumentError(
                 f"args do not match {type(model).__name__}.forward: {exc}") from None
+        bound = {str(i): value for i, value in enumerate((*args, *kwargs.values()))}
+    if isinstance(dynamic_shapes, Mapping):
         unknown = set(dynamic_shapes) - set(bound)
         if unknown:
             raise InvalidExportArgumentError(
@@ -250,7 +306,7 @@ def _tensor_specs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 f"{type(model).__name__}.forward (given: {list(bound)}).")
         pairs = [(value, dynamic_shapes.get(name)) for name, value in bound.items()]
     elif isinstance(dynamic_shapes, (list, tuple)):
-        pairs = list(zip((*args, *kwargs.values()), dynamic_shapes))
+        pairs = list(zip(bound.values(), dynamic_shapes))
     else:
         raise InvalidExportArgumentError(
             f"dynamic_shapes must be a dict by argument name or a tuple in argument order, not "
@@ -352,8 +408,10 @@ class _Reader:
     """Builds the source-graph view of one ExportedProgram's graph."""
 
     def __init__(self, program: torch.export.ExportedProgram,
-                 axis_names: Mapping[tuple[int, int], str], prefix: str) -> None:
+                 axis_names: Mapping[tuple[int, int], str], prefix: str,
+                 input_names: Sequence[str] = ()) -> None:
         self.program = program
+        self._input_names = list(input_names)
         self.env: dict[torch.fx.Node, Any] = {}
         self.symbols: dict[str, str] = {}
         self._axis_names = axis_names
@@ -425,7 +483,9 @@ class _Reader:
                         self.symbols.setdefault(str(size.node.expr),
                                                 name or f"{node.name}_dim_{axis}")
                     elif name:
-                        fixed.append(f"{node.name} axis {axis} ({name!r}) = {int(size)}")
+                        label = self._input_names[index] if index < len(
+                            self._input_names) else node.name
+                        fixed.append(f"{label} axis {axis} ({name!r}) = {int(size)}")
         if fixed:
             warnings.warn(
                 "oxport: torch.export fixed dynamic axes the model's code makes static: "
@@ -853,14 +913,16 @@ def _scope(stack: Mapping[str, tuple[str, Any]] | None, prefix: str) -> str:
 def read(program: torch.export.ExportedProgram,
          axis_names: Mapping[tuple[int, int], str] | None = None, *,
          input_names: Sequence[str] | None = None, notes: Sequence[str] = (),
-         prefix: str = "", runnable: bool = True) -> Any:
+         output_names: Sequence[str | None] = (), prefix: str = "", runnable: bool = True
+         ) -> Any:
     """The front end of ``program`` (already decomposed): a FrontEnd whose graph is the
     source-graph view. ``prefix`` is the path of the user's model in the captured module
-    (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it.
+    (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it;
+    ``output_names`` name the outputs (:attr:`Captured.output_names`).
     ``runnable``: whether the front end keeps the program to run it (``evaluate``, for
     ``find_mismatch``); an export drops it once read."""
 
-    reader = _Reader(program, axis_names or {}, prefix)
+    reader = _Reader(program, axis_names or {}, prefix, input_names or ())
     graph, examples, names, params, more = reader.read()
     assumed = _assumed_conditions(program, list(input_names or names))
     if assumed:
@@ -872,7 +934,7 @@ def read(program: torch.export.ExportedProgram,
             "general path (or, for code that tests torch.jit.is_tracing(), export "
             f"{front_end(False)}).", UserWarning, stacklevel=user_stacklevel())
     return FrontEnd(graph, examples, list(input_names or names), params, [],
-                    [*notes, *more],
+                    [*notes, *more], output_names=list(output_names),
                     evaluate=(functools.partial(_evaluate, program, reader.env)
                               if runnable else None),
                     example_sizes=False)
