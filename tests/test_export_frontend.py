@@ -19,9 +19,9 @@ import pytest
 import torch
 
 import oxport
-from oxport.frontends import exported
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
 from oxport.diagnose.verification import verify
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
+from oxport.frontends import capture
 from tests.models.resnet import resnet18
 from tests.models.word_language_model import RNNModel
 
@@ -133,12 +133,10 @@ def test_a_capture_kernel_applies_only_where_a_symbolic_serves_its_op() -> None:
 
 
 def test_a_capture_kernel_for_an_op_torch_lacks_is_refused_clearly() -> None:
-    from oxport.frontends import exported
-
     with pytest.raises(OnnxExporterError, match="^A capture kernel is registered for "
                                                 "aten::ghost_rnn.input, which torch does not"):
-        exported.capture(torch.nn.ReLU(), (torch.randn(2, 3),), {},
-                         kernels={"aten::ghost_rnn.input": torch.empty_like})
+        capture.capture(torch.nn.ReLU(), (torch.randn(2, 3),), {},
+                        kernels={"aten::ghost_rnn.input": torch.empty_like})
 
 
 def test_transformers_bert_matches_eager_at_a_second_batch_and_length() -> None:
@@ -259,7 +257,7 @@ def test_releasing_source_lines_keeps_entries_from_before_and_without_a_file(tmp
         path.write_text("x = 1\n")
     linecache.clearcache()
     linecache.getline(str(before), 1)
-    with exported.capture_state_released():
+    with capture.capture_state_released():
         assert linecache.getline(str(during), 1) == "x = 1\n"
         generated = "<eval_with_key>.0"  # as torch.fx names a GraphModule's code
         loader = type("Loader", (), {"get_source": lambda self, name: "y = 2\n"})()

@@ -195,16 +195,16 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     ``ExportedProgram`` already, decomposed except where a pack serves the op. Unless
     ``runnable`` (the front end keeps the program to run it), what the capture made is
     collected once the program is read."""
-    from oxport.frontends import exported
+    from oxport.frontends import capture, exported
 
     served = exported.ServedOps(registry, opset)
-    with capture_garbage_collected(), exported.capture_state_released():
+    with capture_garbage_collected(), capture.capture_state_released():
         if isinstance(model, torch.export.ExportedProgram):
             return exported.read(exported.decompose(model, served), runnable=runnable)
         positional, kwargs = arguments.normalize_args(args)
         arguments.check_inputs(positional, kwargs, model.forward)
         with torch.enable_grad():  # torch.export records grad mode changes otherwise
-            captured = exported.capture(
+            captured = capture.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
                 dynamic_axes=dynamic_axes, input_names=input_names,
                 kernels=registry.capture_kernels, served=served)
@@ -445,7 +445,8 @@ def _name_open_output_dims(serialized: serialize.Serialized, rounds: int = 8) ->
         try:
             inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False,
                                                          data_prop=True)
-        except (onnx.shape_inference.InferenceError, RuntimeError):
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError,
+                RuntimeError):
             return
         shapes = {v.name: _dims(v) for v in (*inferred.graph.input, *inferred.graph.value_info,
                                             *inferred.graph.output)}
