@@ -341,3 +341,34 @@ def test_trace_path_leaves_a_dim_open_where_the_name_is_not_certain() -> None:
     assert _dims(proto.graph.output[0])[0] not in ("b", "s")
     again = torch.randn(3, 5, 4)
     np.testing.assert_allclose(_run(proto, again)[0], again.reshape(-1, 4).numpy() * 2)
+
+
+def _tiny_transformer(kind: str) -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    if kind == "gpt2":
+        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=99,
+                                         n_positions=64, use_cache=False)
+        return transformers.GPT2LMHeadModel(config).eval()
+    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=37, vocab_size=99,
+                                     max_position_embeddings=64)
+    return transformers.BertModel(config).eval()
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bert"])
+def test_trace_path_names_transformer_output_dims_as_the_dynamo_path_does(kind) -> None:
+    """Sizes computed at run time (``Range(0, seq)``, ``position_ids[:, :seq]``, views with
+    ``-1``) keep the axis names on the trace path as on the torch.export one."""
+    model, ids = _tiny_transformer(kind), torch.randint(0, 99, (2, 7))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = oxport.export(model, (ids,), input_names=["input_ids"],
+                               dynamic_axes={"input_ids": {0: "batch", 1: "seq"}}).model_proto
+    exported = _ours(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    assert _named_dims(traced.graph.output) == _named_dims(exported.graph.output)
+    assert None not in [dim for dims in _named_dims(traced.graph.output) for dim in dims]
+    again = torch.randint(0, 99, (3, 11))
+    with torch.no_grad():
+        want = [t.numpy() for t in model(again).to_tuple()]
+    for got, eager in zip(_run(traced, again), want, strict=True):
+        np.testing.assert_allclose(got, eager, rtol=1e-4, atol=1e-4)

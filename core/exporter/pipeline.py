@@ -4,16 +4,13 @@ inputs and outputs, serialize. :func:`convert` runs them in order."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import logging
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import onnx
 import torch
 
 from oxport import plugin_manager as plugin_loader
@@ -24,7 +21,7 @@ from oxport.errors import (
     user_stacklevel,
     warn_at_source,
 )
-from oxport.exporter import progress
+from oxport.exporter import dim_names, progress
 from oxport.exporter.options import (
     ExportOptions,
     check_front_end_options,
@@ -48,7 +45,6 @@ from oxport.ir import Graph
 from oxport.passes import dtype_legalization, functions, optimize
 from oxport.passes import folding as passes
 from oxport.registry import RegistryView
-from oxport.serialize.weights import weightless
 from oxport.types import OperatorExportTypes, TrainingMode
 from oxport.walk import Conversion, Unconvertible
 
@@ -109,7 +105,7 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
         with progress.phase("serialize", timings):
             serialized = _serialize(graph, model, front, input_names, dynamic_axes, options)
             if dynamic_axes and front.example_sizes:
-                _name_open_output_dims(serialized)
+                dim_names.name_open_output_dims(serialized)
         if options.verbose:
             print(pretty(serialized))
         result = ExportResult(graph, serialized, options.opset, dict(conversion.used),
@@ -428,103 +424,6 @@ def _output_names(given: Sequence[str] | None, front: FrontEnd, graph: Graph,
             or len(set(keyed)) != len(keyed) or taken & set(keyed):
         return given
     return [*names, *keyed]  # type: ignore[list-item]
-
-
-def _name_open_output_dims(serialized: serialize.Serialized, rounds: int = 8) -> None:
-    """Name the output dims ONNX shape inference left open after the dynamic axes they
-    equal, where that is certain: inference again, each ``Reshape`` to a constant shape
-    with ``0`` / ``-1`` (a traced ``view(b, s, 8)`` with its sizes folded) typed by exact
-    symbolic division of its input's dims (``batch*2*seq*4 / (batch*8)`` is ``seq``),
-    which ONNX's inference does not do, until nothing more resolves."""
-    outputs = serialized.model.graph.output
-    if None not in (dim for value in outputs for dim in _dims(value)):
-        return
-    probe = weightless(serialized.model, serialized.weights)
-    constants = _int_constants(probe.graph)
-    for _ in range(rounds):
-        try:
-            inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False,
-                                                         data_prop=True)
-        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError,
-                RuntimeError):
-            return
-        shapes = {v.name: _dims(v) for v in (*inferred.graph.input, *inferred.graph.value_info,
-                                            *inferred.graph.output)}
-        refined = [info for node in inferred.graph.node if node.op_type == "Reshape"
-                   for info in [_reshaped(node, shapes, constants)] if info is not None]
-        if not refined:
-            break
-        known = {info.name for info in refined}
-        kept = [v for v in probe.graph.value_info if v.name not in known]
-        del probe.graph.value_info[:]
-        probe.graph.value_info.extend([*kept, *refined])
-    for output in outputs:
-        derived = shapes.get(output.name)
-        if derived is None or len(derived) != len(output.type.tensor_type.shape.dim):
-            continue
-        for dim, found in zip(output.type.tensor_type.shape.dim, derived):
-            if not dim.HasField("dim_value") and not dim.dim_param and isinstance(found, str) \
-                    and not found.startswith("unk__"):
-                dim.dim_param = found
-
-
-def _dims(value: onnx.ValueInfoProto) -> list[int | str | None]:
-    """A value's dims: a size, a symbol's name, or None."""
-    if not value.type.HasField("tensor_type") or not value.type.tensor_type.HasField("shape"):
-        return []
-    return [dim.dim_value if dim.HasField("dim_value") else dim.dim_param or None
-            for dim in value.type.tensor_type.shape.dim]
-
-
-def _int_constants(graph: onnx.GraphProto) -> dict[str, list[int]]:
-    """The 1-D int64 constants of ``graph`` (initializers and Constant nodes) by name."""
-    tensors = {t.name: t for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            for attribute in node.attribute:
-                if attribute.name == "value":
-                    tensors[node.output[0]] = attribute.t
-    return {name: onnx.numpy_helper.to_array(t).tolist() for name, t in tensors.items()
-            if t.data_type == onnx.TensorProto.INT64 and len(t.dims) == 1}
-
-
-def _reshaped(node: onnx.NodeProto, shapes: Mapping[str, list[Any]],
-              constants: Mapping[str, list[int]]) -> onnx.ValueInfoProto | None:
-    """The output type of a Reshape to a constant shape, its ``0`` and ``-1`` resolved
-    symbolically; None when that names no dim inference left open."""
-    target, given, current = (constants.get(node.input[1]), shapes.get(node.input[0]),
-                              shapes.get(node.output[0]))
-    allow_zero = any(a.name == "allowzero" and a.i for a in node.attribute)
-    if target is None or not given or None in given or current is None \
-            or len(current) != len(target) or allow_zero:
-        return None
-    dims: list[Any] = [given[i] if size == 0 and i < len(given) else size
-                       for i, size in enumerate(target)]
-    if dims.count(-1) == 1:
-        dims[dims.index(-1)] = _quotient(given, [d for d in dims if d != -1])
-    better = [new if isinstance(new, str) and not new.startswith("unk__")
-              and (old is None or str(old).startswith("unk__")) else old
-              for old, new in zip(current, dims)]
-    if better == current:
-        return None
-    return onnx.helper.make_tensor_value_info(node.output[0], onnx.TensorProto.UNDEFINED,
-                                              better)
-
-
-def _quotient(numerator: Sequence[Any], denominator: Sequence[Any]) -> int | str | None:
-    """The product of ``numerator``'s dims over ``denominator``'s as one dim, when it is a
-    whole number or a single symbol exactly; else None."""
-    symbols = collections.Counter(d for d in numerator if isinstance(d, str))
-    symbols.subtract(d for d in denominator if isinstance(d, str))
-    number = math.prod(d for d in numerator if isinstance(d, int))
-    divisor = math.prod(d for d in denominator if isinstance(d, int))
-    if None in denominator or divisor == 0 or number % divisor or any(
-            count < 0 for count in symbols.values()):
-        return None
-    left = [name for name, count in symbols.items() for _ in range(count)]
-    if not left:
-        return number // divisor
-    return left[0] if len(left) == 1 and number == divisor else None
 
 
 def _state_dict_order(model: Any) -> list[str]:
