@@ -59,8 +59,8 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
 
     ``dynamo=True`` captures the model with ``torch.export.export`` (non-strict) and converts
     its graph with the same op packs; ``dynamic_shapes`` then gives its dynamic dims
-    (``torch.export.Dim``s name the ONNX dims; ``dynamic_axes`` is translated when it is
-    not given). An ``ExportedProgram`` as ``model`` is converted as it is. ``optimize``,
+    (``torch.export.Dim``s and strings in their place name the ONNX dims; ``dynamic_axes``
+    is translated when it is not given). An ``ExportedProgram`` as ``model`` is converted as it is. ``optimize``,
     ``profile``, ``dump_exported_program``, ``artifacts_dir`` and
     ``custom_translation_table`` do nothing here, as in torch.onnx with ``dynamo=False``.
     ``verify=True`` checks the model with ONNX Runtime against eager PyTorch before it is
@@ -77,7 +77,9 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     Nothing is left at ``f`` when the export fails, except after a :class:`CheckerError`:
     then the invalid model is still written, for inspection.
 
-    Returns an :class:`ExportResult` (torch.onnx returns None).
+    Returns an :class:`ExportResult` (torch.onnx returns None with ``dynamo=False``), which
+    offers torch.onnx's ``ONNXProgram`` surface too: ``.model_proto``, ``.save(path)``,
+    calling it on inputs (ONNX Runtime), ``.optimize()``.
     """
     options = ExportOptions.of(
         model, export_params=export_params, verbose=verbose, training=training,
@@ -156,7 +158,7 @@ def export_to_pretty_string(model: Any, args: Any, export_params: bool = True,
         add_node_names=add_node_names, **kwargs)
     result = pipeline.convert(model, args, options, check=False)
     if google_printer:
-        return str(result.model_proto())
+        return str(result.model_proto)
     return pretty(result.serialized)
 
 

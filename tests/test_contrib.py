@@ -47,7 +47,7 @@ X = torch.randn(2, 5)
 
 
 def gelu_nodes(opset: int = 17, **kwargs) -> tuple[list[tuple[str, str]], onnx.ModelProto]:
-    model = oxport.convert(Gelu(), (X,), opset_version=opset, **kwargs).model_proto()
+    model = oxport.convert(Gelu(), (X,), opset_version=opset, **kwargs).model_proto
     return [(n.domain, n.op_type) for n in model.graph.node if n.op_type != "Constant"], model
 
 
@@ -148,7 +148,7 @@ def test_installed_packs(fresh_plugins, capsys):
     assert manager.registry.lookup("oxport_example::scaled_add", 17) is not None
     assert example.registered == {"symbolics": 2, "domains": 1}
     args = (torch.randn(3), torch.randn(3))
-    model = oxport.convert(ScaledAdd(), args, opset_version=17).model_proto()
+    model = oxport.convert(ScaledAdd(), args, opset_version=17).model_proto
     assert [(n.domain, n.op_type) for n in model.graph.node] == [("com.example", "ScaledAdd")]
     assert {o.domain: o.version for o in model.opset_import}["com.example"] == 1
     assert "ortcontrib" in gelu_providers(capsys)

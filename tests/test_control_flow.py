@@ -154,7 +154,7 @@ class LoopModel2(torch.nn.Module):
 def export_and_run(model, args, *others, opset=None, **kwargs):
     """Export with ``args``; at ``args`` and every ``others`` ONNX Runtime must match eager."""
     result = oxport.convert(model, args, opset_version=opset, **kwargs)
-    proto = result.model_proto()
+    proto = result.model_proto
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
@@ -191,7 +191,7 @@ def test_seed_loop_model2_gives_37s(opset):
 
 def test_traced_loop_model_is_unrolled():
     dummy = torch.ones(2, 3, dtype=torch.long)
-    proto = oxport.convert(LoopModel(), (dummy, 5)).model_proto()
+    proto = oxport.convert(LoopModel(), (dummy, 5)).model_proto
     assert "Loop" not in op_types(proto)
     session = ort.InferenceSession(proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
@@ -289,7 +289,7 @@ def test_branches_with_different_dtypes_are_reported():
 
 
 def test_loop_body_is_a_typed_subgraph_with_unique_names():
-    proto = oxport.convert(nested, (torch.zeros(2), torch.tensor(3))).model_proto()
+    proto = oxport.convert(nested, (torch.zeros(2), torch.tensor(3))).model_proto
     names: list[str] = []
 
     def collect(graph: onnx.GraphProto) -> None:

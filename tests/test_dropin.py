@@ -62,7 +62,7 @@ def test_torch_2_keywords_with_dynamo_false():
 
 def test_f_none_converts_without_writing():
     result = oxport.export(AddOptional(), torch.randn(2, 3))
-    assert [i.name for i in result.model_proto().graph.input] == ["x"]
+    assert [i.name for i in result.model_proto.graph.input] == ["x"]
 
 
 @pytest.mark.parametrize("keywords, match", [
@@ -143,7 +143,7 @@ def _torch_onnx(model, args, **options) -> onnx.ModelProto:
 def test_graph_signature_is_torch_onnx_s(model, args, inputs):
     """The issue's examples: torch.onnx's inputs and outputs, and eager's results."""
     result = oxport.convert(model, args, opset_version=17)
-    ours = _signature(result.model_proto())
+    ours = _signature(result.model_proto)
     assert ours == _signature(_torch_onnx(model, args, opset_version=17))
     assert ours[0] == inputs
     import onnxruntime as ort
@@ -204,7 +204,7 @@ def test_scripted_number_arguments_are_inputs_as_in_torch_onnx(model, args, agai
     scripted = torch.jit.script(model)
     result = oxport.convert(scripted, args, opset_version=opset)
     theirs = _torch_onnx(scripted, args, opset_version=opset)
-    assert _signature(result.model_proto()) == _signature(theirs)
+    assert _signature(result.model_proto) == _signature(theirs)
     assert _signature(theirs)[0] == inputs
     positional, named = normalize_args(again)
     want = scripted(*positional, **named).numpy()
@@ -265,7 +265,7 @@ def test_scripted_list_of_ints_is_a_sequence_input(pad):
     x = torch.randn(2, 2, 4, 4)
     theirs = _torch_onnx(scripted, (x, pad), opset_version=17)
     result = oxport.convert(scripted, (x, pad), opset_version=17)
-    ours = result.model_proto()
+    ours = result.model_proto
     assert [i.type.WhichOneof("value") for i in ours.graph.input] == \
         [i.type.WhichOneof("value") for i in theirs.graph.input] == \
         ["tensor_type", "sequence_type"]
@@ -283,7 +283,7 @@ def test_scripted_list_of_ints_is_hard_coded_below_opset_11():
     scripted = torch.jit.script(ScriptedPad())
     x = torch.randn(2, 2, 4, 4)
     result = oxport.convert(scripted, (x, [2, 4]), opset_version=10)
-    assert len(result.model_proto().graph.input) == 1
+    assert len(result.model_proto.graph.input) == 1
     import onnxruntime as ort
     session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, result.feeds((x, [2, 4])))[0],
@@ -297,7 +297,7 @@ def test_scripted_number_left_to_its_default_is_hard_coded():
     theirs = _torch_onnx(scripted, (_X,), opset_version=17)
     assert _signature(theirs)[0] == [("FLOAT", 2), ("INT64", 0)]
     result = oxport.convert(scripted, (_X,), opset_version=17)
-    assert _signature(result.model_proto())[0] == [("FLOAT", 2)]
+    assert _signature(result.model_proto)[0] == [("FLOAT", 2)]
     assert list(result.feeds((_X,))) == ["x"]
 
 
@@ -358,7 +358,7 @@ def test_optional_tensors_whose_none_checks_fold_stay_inputs(model, args, feeds)
     scripted = torch.jit.script(model)
     theirs = _torch_onnx(scripted, args, opset_version=17)
     result = oxport.convert(scripted, args, opset_version=17)
-    ours = result.model_proto()
+    ours = result.model_proto
     assert len(ours.graph.input) == len(theirs.graph.input) == len(feeds)
     assert list(result.feeds(args)) == [i.name for i in ours.graph.input]
     want = scripted(*args[:-1], **args[-1]) if isinstance(args[-1], dict) else scripted(*args)
@@ -377,10 +377,10 @@ def test_optional_tensor_left_to_its_default_is_hard_coded():
     theirs = _torch_onnx(scripted, ({"y": y},), opset_version=17, input_names=["y"])
     assert not np.allclose(_run(theirs, [y]), want)
     result = oxport.convert(scripted, ({"y": y},), opset_version=17, input_names=["y"])
-    assert [i.name for i in result.model_proto().graph.input] == ["y"]
-    np.testing.assert_allclose(_run(result.model_proto(), [y]), want)
+    assert [i.name for i in result.model_proto.graph.input] == ["y"]
+    np.testing.assert_allclose(_run(result.model_proto, [y]), want)
     result = oxport.convert(scripted, (_X,), opset_version=17)
-    assert len(result.model_proto().graph.input) == 1
+    assert len(result.model_proto.graph.input) == 1
 
 
 def test_tensor_left_to_its_default_is_hard_coded():
@@ -389,8 +389,8 @@ def test_tensor_left_to_its_default_is_hard_coded():
     scripted = torch.jit.script(ScriptedTensorDefault())
     assert len(_torch_onnx(scripted, (_X,), opset_version=17).graph.input) == 2
     result = oxport.convert(scripted, (_X,), opset_version=17)
-    assert len(result.model_proto().graph.input) == 1
-    np.testing.assert_allclose(_run(result.model_proto(), [_X]), scripted(_X).numpy())
+    assert len(result.model_proto.graph.input) == 1
+    np.testing.assert_allclose(_run(result.model_proto, [_X]), scripted(_X).numpy())
 
 
 @pytest.mark.parametrize("model, args, options", [
@@ -446,7 +446,7 @@ def test_inputs_torch_onnx_reads_at_run_time_stay(model, arg, inputs):
     read, so the two files take the same feeds."""
     scripted = torch.jit.script(model)
     theirs = _torch_onnx(scripted, (arg,), opset_version=17)
-    ours = oxport.convert(scripted, (arg,), opset_version=17).model_proto()
+    ours = oxport.convert(scripted, (arg,), opset_version=17).model_proto
     assert len(ours.graph.input) == len(theirs.graph.input) == inputs
     want = scripted(arg)
     want = want[0] if isinstance(want, tuple) else want
@@ -465,7 +465,7 @@ def test_input_names_name_inputs_before_unused_ones_are_dropped():
         result = oxport.convert(UsesY(), (x, x), input_names=["a", "b"],
                                 dynamic_axes={"a": {0: "n"}, "b": {0: "batch"}, "zz": [0]})
     assert warned[0].filename == __file__  # the caller's line, not oxport's
-    proto = result.model_proto()
+    proto = result.model_proto
     assert [i.name for i in proto.graph.input] == ["b"]
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     assert result.graph.dropped_inputs == ["a"]
@@ -486,7 +486,7 @@ def test_an_input_whose_shape_an_op_reads_stays_unless_the_op_folds_whole(forwar
             return forward(x, y)
 
     proto = oxport.convert(Model(), (torch.randn(2, 3, 4), y), input_names=["x", "y"]
-                           ).model_proto()
+                           ).model_proto
     assert [i.name for i in proto.graph.input] == kept
 
 
@@ -498,7 +498,7 @@ def test_a_0d_fill_of_an_input_keeps_the_input():
             return torch.full_like(x, 1.3, dtype=torch.int)
 
     result = oxport.convert(FullLike(), (torch.tensor(12),))
-    assert [i.name for i in result.model_proto().graph.input] == ["x"]
+    assert [i.name for i in result.model_proto.graph.input] == ["x"]
     oxport.testing.check_in_runtime(result, (torch.tensor(5),), {},
                                     torch.tensor(1, dtype=torch.int), rtol=0, atol=0)
 
@@ -511,9 +511,9 @@ def test_a_scripted_input_returned_as_written_keeps_its_static_sizes():
 
     model = torch.jit.script(Fill())
     x = torch.randn(2, 3)
-    assert not oxport.convert(model, (x,)).model_proto().graph.input
+    assert not oxport.convert(model, (x,)).model_proto.graph.input
     dynamic = oxport.convert(model, (x,), input_names=["x"], dynamic_axes={"x": [0]})
-    assert [i.name for i in dynamic.model_proto().graph.input] == ["x"]
+    assert [i.name for i in dynamic.model_proto.graph.input] == ["x"]
 
 
 def test_a_dict_keyed_by_tensors_takes_its_keys_as_inputs_too():
@@ -525,7 +525,7 @@ def test_a_dict_keyed_by_tensors_takes_its_keys_as_inputs_too():
 
     pairs = {torch.tensor(1.0): torch.randn(1, 2, 3)}
     result = oxport.convert(AddKey(), (pairs, {}))
-    assert len(result.model_proto().graph.input) == 2
+    assert len(result.model_proto.graph.input) == 2
     key, value = torch.tensor(5.0), torch.randn(1, 2, 3)
     oxport.testing.check_in_runtime(result, ({key: value},), {}, value + key, rtol=1e-5,
                                     atol=1e-6)
@@ -542,9 +542,9 @@ def test_dict_and_namedtuple_outputs_are_named_after_keys_and_fields():
     x = torch.randn(2, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing is lost: no warning
-        proto = oxport.convert(Keyed(), (x,)).model_proto()
+        proto = oxport.convert(Keyed(), (x,)).model_proto
     assert [o.name for o in proto.graph.output] == ["logits", "pair.low", "pair.high"]
-    named = oxport.convert(Keyed(), (x,), output_names=["scores"]).model_proto()
+    named = oxport.convert(Keyed(), (x,), output_names=["scores"]).model_proto
     assert [o.name for o in named.graph.output] == ["scores", "pair.low", "pair.high"]
 
 
@@ -684,7 +684,7 @@ def test_quantized_args_and_outputs_are_value_scale_zero_point(model, args, name
 
     from oxport.testing import flatten_expected
     result = oxport.convert(model, args, opset_version=17)
-    proto = result.model_proto()
+    proto = result.model_proto
     assert _signature(proto) == _signature(_torch_onnx(model, args, opset_version=17))
     assert [i.name for i in proto.graph.input] == names
     session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])

@@ -317,8 +317,8 @@ def test_training_mode_skips_constant_folding():
             return x + self.table * 2
 
     x = torch.randn(4, 5)
-    folded = oxport.convert(Scaled(), x).model_proto()
-    kept = oxport.convert(Scaled(), x, training=TrainingMode.TRAINING).model_proto()
+    folded = oxport.convert(Scaled(), x).model_proto
+    kept = oxport.convert(Scaled(), x, training=TrainingMode.TRAINING).model_proto
     assert [n.op_type for n in folded.graph.node] == ["Add"]
     assert [n.op_type for n in kept.graph.node if n.op_type != "Constant"] == ["Mul", "Add"]
 
@@ -353,7 +353,7 @@ def test_opset_versions(opset, tmp_path):
 
 
 def test_default_opset_is_20():
-    proto = oxport.convert(Net().eval(), torch.randn(2, 3)).model_proto()
+    proto = oxport.convert(Net().eval(), torch.randn(2, 3)).model_proto
     assert [(o.domain, o.version) for o in proto.opset_import] == [("", 20)]
 
 
@@ -430,7 +430,7 @@ def custom_relu():
 @pytest.mark.parametrize("custom_opsets, version", [(None, 1), ({"custom_domain": 3}, 3)])
 def test_custom_opsets(custom_relu, custom_opsets, version):
     proto = oxport.convert(Net().eval(), torch.randn(2, 3), custom_opsets=custom_opsets,
-                           ).model_proto()
+                           ).model_proto
     imports = {o.domain: o.version for o in proto.opset_import}
     assert imports == {"": 20, "custom_domain": version}
     assert [n.domain for n in proto.graph.node if n.op_type == "MyRelu"] == ["custom_domain"]

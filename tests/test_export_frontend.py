@@ -19,9 +19,9 @@ import pytest
 import torch
 
 import oxport
-from oxport.frontends import exported
-from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
 from oxport.diagnose.verification import verify
+from oxport.errors import InvalidExportArgumentError, OnnxExporterError, UnsupportedOperatorError
+from oxport.frontends import capture
 from tests.models.resnet import resnet18
 from tests.models.word_language_model import RNNModel
 
@@ -41,7 +41,7 @@ def test_cnn_with_a_named_dim_matches_eager_at_another_batch() -> None:
     batch = torch.export.Dim("batch")
     result = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, dynamo=True,
                            dynamic_shapes={"x": {0: batch}})
-    proto = result.model_proto()
+    proto = result.model_proto
     onnx.checker.check_model(proto, full_check=True)
     assert _dims(proto.graph.input[0]) == ["batch", 3, 32, 32]
     assert _dims(proto.graph.output[0]) == ["batch", 10]
@@ -64,9 +64,9 @@ def test_output_sizes_torch_export_proved_static_need_no_shape_inference(monkeyp
     options = dict(input_names=["x"], output_names=["y"],
                    dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
     exported = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, dynamo=True,
-                             **options).model_proto()
+                             **options).model_proto
     assert _dims(exported.graph.output[0]) == ["batch", 10] and not inferred
-    traced = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, **options).model_proto()
+    traced = oxport.export(model, (torch.randn(2, 3, 32, 32),), None, **options).model_proto
     assert _dims(traced.graph.output[0]) == ["batch", 10] and inferred == [True]
 
 
@@ -81,7 +81,7 @@ def test_lstm_language_model_keeps_its_sequence_axis_dynamic() -> None:
     assert len(verdict.runs) == 3  # the example, then seq and batch changed
     result = oxport.convert(model, (tokens, model.init_hidden(3)), dynamo=True,
                             dynamic_axes={"tokens": {0: "seq"}})
-    assert [n.op_type for n in result.model_proto().graph.node].count("LSTM") == 2
+    assert [n.op_type for n in result.model_proto.graph.node].count("LSTM") == 2
 
 
 @pytest.mark.parametrize("kind", ["GRU", "RNN_TANH", "RNN_RELU"])
@@ -99,7 +99,7 @@ def test_gru_and_rnn_language_models_keep_their_sequence_axis_dynamic(kind: str)
     result = oxport.convert(model, (tokens, model.init_hidden(3)), dynamo=True,
                             dynamic_axes=axes)
     onnx_op = "GRU" if kind == "GRU" else "RNN"
-    assert [n.op_type for n in result.model_proto().graph.node].count(onnx_op) == 2
+    assert [n.op_type for n in result.model_proto.graph.node].count(onnx_op) == 2
 
 
 @pytest.mark.parametrize("layer", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
@@ -120,12 +120,12 @@ def test_a_capture_kernel_applies_only_where_a_symbolic_serves_its_op() -> None:
     unrolls it as it would without the kernel."""
     model = torch.nn.GRU(4, 5).eval()
     x = torch.randn(3, 2, 4)
-    kept = oxport.convert(model, (x,), dynamo=True).model_proto()
+    kept = oxport.convert(model, (x,), dynamo=True).model_proto
     assert [n.op_type for n in kept.graph.node].count("GRU") == 1
     unrolled = oxport.convert(model, (x,), dynamo=True, disable_plugins=["oxport.rnn"])
-    ops = [n.op_type for n in unrolled.model_proto().graph.node]
+    ops = [n.op_type for n in unrolled.model_proto.graph.node]
     assert "GRU" not in ops and "MatMul" in ops
-    session = ort.InferenceSession(unrolled.model_proto().SerializeToString(),
+    session = ort.InferenceSession(unrolled.model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     got = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     with torch.no_grad():
@@ -133,12 +133,10 @@ def test_a_capture_kernel_applies_only_where_a_symbolic_serves_its_op() -> None:
 
 
 def test_a_capture_kernel_for_an_op_torch_lacks_is_refused_clearly() -> None:
-    from oxport.frontends import exported
-
     with pytest.raises(OnnxExporterError, match="^A capture kernel is registered for "
                                                 "aten::ghost_rnn.input, which torch does not"):
-        exported.capture(torch.nn.ReLU(), (torch.randn(2, 3),), {},
-                         kernels={"aten::ghost_rnn.input": torch.empty_like})
+        capture.capture(torch.nn.ReLU(), (torch.randn(2, 3),), {},
+                        kernels={"aten::ghost_rnn.input": torch.empty_like})
 
 
 def test_transformers_bert_matches_eager_at_a_second_batch_and_length() -> None:
@@ -200,7 +198,7 @@ def test_an_exported_program_is_taken_as_it_is() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
     program = torch.export.export(model, (torch.randn(2, 4),),
                                   dynamic_shapes=({0: torch.export.Dim("rows")},))
-    proto = oxport.export(program, (), None).model_proto()
+    proto = oxport.export(program, (), None).model_proto
     # A program keeps no Dim names: a dim is named after the input axis it first sizes.
     assert _dims(proto.graph.input[0]) == ["input_dim_0", 4]
     verdict = verify(program, (torch.randn(2, 4),), dynamic_axes={"input": {0: "input_dim_0"}})
@@ -212,7 +210,7 @@ def test_an_exported_program_is_taken_as_it_is() -> None:
 
 def test_parameters_keep_their_state_dict_names() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
-    proto = oxport.export(model, (torch.randn(2, 4),), None, dynamo=True).model_proto()
+    proto = oxport.export(model, (torch.randn(2, 4),), None, dynamo=True).model_proto
     assert sorted(i.name for i in proto.graph.initializer) == ["0.bias", "0.weight"]
 
 
@@ -259,7 +257,7 @@ def test_releasing_source_lines_keeps_entries_from_before_and_without_a_file(tmp
         path.write_text("x = 1\n")
     linecache.clearcache()
     linecache.getline(str(before), 1)
-    with exported.capture_state_released():
+    with capture.capture_state_released():
         assert linecache.getline(str(during), 1) == "x = 1\n"
         generated = "<eval_with_key>.0"  # as torch.fx names a GraphModule's code
         loader = type("Loader", (), {"get_source": lambda self, name: "y = 2\n"})()
@@ -285,7 +283,7 @@ def test_a_custom_op_is_served_by_a_registered_symbolic() -> None:
     oxport.register_custom_op_symbolic(
         "oxport_test::twice", lambda g, x: g.op("Add", x, x), 9)
     try:
-        proto = oxport.export(Uses(), (torch.randn(3),), None, dynamo=True).model_proto()
+        proto = oxport.export(Uses(), (torch.randn(3),), None, dynamo=True).model_proto
     finally:
         oxport.unregister_custom_op_symbolic("oxport_test::twice", 9)
     assert [n.op_type for n in proto.graph.node] == ["Add"]
@@ -339,7 +337,7 @@ def test_a_mutating_custom_op_writes_what_its_symbolic_returns(
             source = torch.export.export(model, (x, y)).run_decompositions({})
         assert {n.target.name() for n in source.graph.nodes
                 if isinstance(n.target, torch._ops.HigherOrderOperator)} == {capture}
-    proto = oxport.convert(source, (x, y), dynamo=capture != "trace").model_proto()
+    proto = oxport.convert(source, (x, y), dynamo=capture != "trace").model_proto
     for got, want in zip(_run(proto, x, y), model(x, y)):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
 
@@ -365,7 +363,7 @@ def test_torch_onnx_drops_a_custom_op_s_write(scale_into_symbolic) -> None:
     # saying so.
     oxport.register_custom_op_symbolic("oxport_test::scale_into", symbolic, 9)
     with pytest.warns(UserWarning, match="returned no new value for acc"):
-        ours = _run(oxport.convert(model, (x, y)).model_proto(), x, y)
+        ours = _run(oxport.convert(model, (x, y)).model_proto, x, y)
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6)
 
 
@@ -441,7 +439,7 @@ def test_torch_cond_becomes_an_if_taking_either_branch_at_run_time() -> None:
                               lambda x: x * 2 - 1, (x,))
 
     model = Branches().eval()
-    proto = oxport.convert(model, (torch.ones(2, 3),), dynamo=True).model_proto()
+    proto = oxport.convert(model, (torch.ones(2, 3),), dynamo=True).model_proto
     assert "If" in [n.op_type for n in proto.graph.node]
     for x in (torch.ones(2, 3), -torch.ones(2, 3)):
         np.testing.assert_allclose(_run(proto, x)[0], model(x).detach().numpy(), rtol=1e-5,
@@ -462,7 +460,7 @@ def test_while_loop_becomes_a_loop_with_a_run_time_trip_count() -> None:
             return while_loop(cond, body, (torch.zeros((), dtype=torch.int64), x))[1]
 
     model = Doubling()
-    proto = oxport.convert(model, (torch.ones(2, 3), torch.tensor(3)), dynamo=True).model_proto()
+    proto = oxport.convert(model, (torch.ones(2, 3), torch.tensor(3)), dynamo=True).model_proto
     assert "Loop" in [n.op_type for n in proto.graph.node]
     for n in (0, 3, 5):
         x = torch.randn(2, 3)
@@ -477,7 +475,7 @@ def test_grad_mode_wrappers_are_inlined() -> None:
                 y = x * 3
             return y + x
 
-    proto = oxport.convert(NoGradPart(), (torch.randn(4),), dynamo=True).model_proto()
+    proto = oxport.convert(NoGradPart(), (torch.randn(4),), dynamo=True).model_proto
     x = torch.randn(4)
     np.testing.assert_allclose(_run(proto, x)[0], (x * 3 + x).numpy(), rtol=1e-6)
 
@@ -496,7 +494,7 @@ def test_transformers_decoders_match_eager_at_a_second_batch_and_length(name: st
     result = oxport.convert(model, (dict(inputs, return_dict=False),), dynamo=True,
                             opset_version=17, input_names=list(inputs),
                             dynamic_axes={k: a for k, a in spec.axes.items() if k in inputs})
-    proto = result.model_proto()
+    proto = result.model_proto
     assert _dims(proto.graph.input[0]) == ["batch", "seq"]
     for size in SIZES:
         feeds = spec.inputs(*size)
@@ -524,7 +522,7 @@ def test_vision_transformers_resize_position_embeddings_at_a_second_size(name: s
     proto = oxport.convert(model, ({**inputs, **options},), dynamo=True, opset_version=20,
                            input_names=list(inputs),
                            output_names=[key for key in spec.axes if key not in inputs],
-                           dynamic_axes=spec.axes).model_proto()
+                           dynamic_axes=spec.axes).model_proto
     for size in SIZES:
         feeds = spec.inputs(*size)
         with torch.no_grad():
@@ -588,7 +586,7 @@ def test_modules_become_functions_from_the_module_stack() -> None:
 
     model, x = Stack().eval(), torch.randn(2, 4)
     protos = [oxport.convert(model, (x,), dynamo=dynamo, opset_version=17,
-                             export_modules_as_functions={Block}).model_proto()
+                             export_modules_as_functions={Block}).model_proto
               for dynamo in (False, True)]
     traced, exported = ([n.op_type for n in p.graph.node] for p in protos)
     assert exported == traced == ["Block", "Block"]
@@ -608,7 +606,7 @@ def test_both_front_ends_give_the_same_inputs_and_outputs() -> None:
         return [[(v.name, v.type.tensor_type.elem_type, len(v.type.tensor_type.shape.dim))
                  for v in values] for values in (proto.graph.input, proto.graph.output)]
 
-    traced, exported = (signature(oxport.convert(model, args, dynamo=dynamo).model_proto())
+    traced, exported = (signature(oxport.convert(model, args, dynamo=dynamo).model_proto)
                         for dynamo in (False, True))
     assert [name for name, _, _ in exported[0]] == ["tokens", "hidden.0", "hidden.1"]
     assert exported[0] == traced[0]
@@ -621,7 +619,7 @@ def test_complex_tensors_are_carried_as_real_pairs() -> None:
         return torch.view_as_real(z * torch.polar(torch.ones_like(x), x)) + z.imag.unsqueeze(-1)
 
     proto = oxport.convert(_Function(spectrum), (torch.randn(2, 8),), dynamo=True,
-                           opset_version=17).model_proto()
+                           opset_version=17).model_proto
     onnx.checker.check_model(proto, full_check=True)
     x = torch.randn(2, 8)
     np.testing.assert_allclose(_run(proto, x)[0], spectrum(x).numpy(), rtol=1e-4, atol=1e-5)
@@ -636,7 +634,7 @@ def test_a_split_of_a_dynamic_axis_reads_the_example_size() -> None:
 
     proto = oxport.convert(_Function(halves), (torch.randn(6, 2), torch.randn(1, 2)),
                            dynamo=True, input_names=["x", "y"],
-                           dynamic_axes={"x": [0], "y": [1]}).model_proto()
+                           dynamic_axes={"x": [0], "y": [1]}).model_proto
     x, y = torch.randn(9, 2), torch.randn(1, 3)
     for got, want in zip(_run(proto, x, y), halves(x, y)):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
@@ -650,7 +648,7 @@ def test_like_factories_fill_a_dynamic_shape_below_opset_9() -> None:
                 torch.full_like(x, 2.5))
 
     proto = oxport.convert(_Function(fills), (torch.randn(2, 3),), dynamo=True, opset_version=7,
-                           input_names=["x"], dynamic_axes={"x": [0, 1]}).model_proto()
+                           input_names=["x"], dynamic_axes={"x": [0, 1]}).model_proto
     x = torch.tensor([[float("nan"), 0.0], [float("inf"), -1.0], [0.0, 3.0]])
     for got, want in zip(_run(proto, x), fills(x)):
         np.testing.assert_array_equal(got, want.numpy())
@@ -670,7 +668,7 @@ def test_scan_and_map_become_scans_over_a_dynamic_length() -> None:
 
     proto = oxport.convert(_Function(steps), (torch.zeros(3), torch.randn(4, 3)), dynamo=True,
                            input_names=["init", "xs"],
-                           dynamic_axes={"xs": {0: "steps"}}).model_proto()
+                           dynamic_axes={"xs": {0: "steps"}}).model_proto
     assert [n.op_type for n in proto.graph.node].count("Scan") == 2
     init, xs = torch.randn(3), torch.randn(7, 3)
     for got, want in zip(_run(proto, init, xs), steps(init, xs)):
@@ -686,7 +684,7 @@ def test_values_only_runtime_asserts_read_are_dropped() -> None:
     x, i = torch.randn(2, 7, 3), torch.tensor([1, 5, -1])
     program = torch.export.export(_Function(pieces), (x, i)).run_decompositions()
     assert "sym_storage_offset" in str(program.graph)
-    proto = oxport.convert(program, (x, i)).model_proto()
+    proto = oxport.convert(program, (x, i)).model_proto
     other = torch.tensor([2, 3, 6])
     for got, want in zip(_run(proto, x, other), pieces(x, other)):
         np.testing.assert_array_equal(got, want.numpy())

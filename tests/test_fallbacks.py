@@ -237,7 +237,7 @@ def test_a_declining_symbolic_hands_over_to_the_one_it_shadows():
 
     oxport.register_custom_op_symbolic("aten::mul", mul, 7)
     try:
-        model = oxport.convert(_Mul(), (torch.randn(3),)).model_proto()
+        model = oxport.convert(_Mul(), (torch.randn(3),)).model_proto
     finally:
         oxport.unregister_custom_op_symbolic("aten::mul", 7)
     assert ops(model) == [("", "Mul")]

@@ -28,7 +28,7 @@ def _export(model: torch.nn.Module, *args: torch.Tensor, opset: int = 20,
     """Export, check, run in ONNX Runtime and compare with eager; returns the model."""
     model.eval()
     proto = oxport.convert(model, args, opset_version=opset,
-                           export_modules_as_functions=functions, **kwargs).model_proto()
+                           export_modules_as_functions=functions, **kwargs).model_proto
     import onnxruntime as ort
     session = ort.InferenceSession(proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])

@@ -14,7 +14,7 @@ def _check(model, *inputs: torch.Tensor, opset: int = 17) -> None:
     import onnxruntime as ort
 
     result = oxport.convert(testing.as_module(model), inputs, opset_version=opset)
-    session = ort.InferenceSession(result.model_proto().SerializeToString(),
+    session = ort.InferenceSession(result.model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     actual = session.run(None, {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)})
     testing.compare(model(*inputs), actual, rtol=1e-5, atol=1e-6)

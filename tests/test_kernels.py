@@ -61,14 +61,14 @@ def test_each_runtime_gap_is_real(op, param):
 def test_supported_dtypes_get_no_casts():
     model = as_module(lambda x, y: torch.where(x > 0, x, y) - y)
     result = oxport.convert(model, (torch.randn(3), torch.randn(3)), opset_version=17)
-    assert [n.op_type for n in result.model_proto().graph.node].count("Cast") == 0
+    assert [n.op_type for n in result.model_proto.graph.node].count("Cast") == 0
 
 
 def test_a_missing_kernel_is_computed_wider_and_cast_back():
     model = as_module(lambda c, x, y: torch.where(c, x, y))
     args = (torch.rand(3) > 0.5, torch.arange(3, dtype=torch.int16),
             -torch.ones(3, dtype=torch.int16))
-    proto = oxport.convert(model, args, opset_version=17).model_proto()
+    proto = oxport.convert(model, args, opset_version=17).model_proto
     where = next(n for n in proto.graph.node if n.op_type == "Where")
     casts = {n.output[0]: n for n in proto.graph.node if n.op_type == "Cast"}
     assert all(casts[name].attribute[0].i == onnx.TensorProto.INT32 for name in where.input[1:])

@@ -497,7 +497,7 @@ def test_layer(name: str, opset: int) -> None:
     with torch.no_grad():  # eager and the trace in one grad mode: layers choose their path by it
         expected = model(*inputs)
         result = oxport.convert(model, inputs, opset_version=opset)
-    proto = result.model_proto()
+    proto = result.model_proto
     onnx.checker.check_model(proto, full_check=True)
     import onnxruntime as ort
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])

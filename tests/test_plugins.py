@@ -499,7 +499,7 @@ def test_a_symbolic_written_for_torch_onnx_fails_where_it_is_used(install):
     exports that need it, naming the import to change, and no other export."""
     install("torch-style", TORCH_STYLE_PACK, value="fake_oxport_torch_style:plugin")
     relu = oxport.export(torch.nn.ReLU(), (torch.randn(2, 3),), io.BytesIO())
-    assert [n.op_type for n in relu.model_proto().graph.node] == ["Relu"]
+    assert [n.op_type for n in relu.model_proto.graph.node] == ["Relu"]
     with pytest.raises(RegistryError, match=r"aten::elu: the symbolic 'elu' from torch-style "
                                             r"\(torch-style-dist 1.0\) cannot run in oxport\. "
                                             r"It uses torch.onnx.symbolic_opset9"):
@@ -508,7 +508,7 @@ def test_a_symbolic_written_for_torch_onnx_fails_where_it_is_used(install):
     oxport.register_custom_op_symbolic("aten::elu", lambda g, x, *_: g.op("Elu", x), 9)
     try:
         elu = oxport.export(torch.nn.ELU(), (torch.randn(2, 3),), io.BytesIO())
-        assert [n.op_type for n in elu.model_proto().graph.node] == ["Elu"]
+        assert [n.op_type for n in elu.model_proto.graph.node] == ["Elu"]
     finally:
         oxport.unregister_custom_op_symbolic("aten::elu", 9)
     manager = plugins.load(strict=False)

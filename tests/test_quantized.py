@@ -36,7 +36,7 @@ def _run(model: nn.Module, *inputs: torch.Tensor, opset: int,
          example: tuple | None = None) -> tuple[list, onnx.ModelProto]:
     """ONNX Runtime's outputs on ``inputs`` (the feeds; ``example``: the args exported,
     when they differ, as a quantized tensor's three parts)."""
-    proto = oxport.convert(model, example or inputs, opset_version=opset).model_proto()
+    proto = oxport.convert(model, example or inputs, opset_version=opset).model_proto
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
@@ -177,7 +177,7 @@ def test_a_quantized_argument_loads_the_pack_that_splits_it():
     as three outputs, quantized again with the argument's scale and zero point."""
     x = torch.quantize_per_tensor(torch.randn(2, 3), 0.1, 2, torch.quint8)
     proto = oxport.convert(nn.ReLU(), (x,), opset_version=17,
-                           disable_plugins=["oxport.signal"]).model_proto()
+                           disable_plugins=["oxport.signal"]).model_proto
     assert [i.name for i in proto.graph.input] == ["input_value", "input_scale",
                                                   "input_zero_point"]
     assert [n.op_type for n in proto.graph.node] == ["Cast", "Cast", "DequantizeLinear", "Relu",

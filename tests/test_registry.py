@@ -352,7 +352,7 @@ def my_neg(g, x):
 
 def node_types(opset: int) -> list[tuple[str, str]]:
     result = oxport.convert(Neg(), (torch.randn(2, 3),), opset_version=opset)
-    return [(n.domain, n.op_type) for n in result.model_proto().graph.node]
+    return [(n.domain, n.op_type) for n in result.model_proto.graph.node]
 
 
 @pytest.fixture
@@ -377,7 +377,7 @@ def test_runtime_registration_beats_the_builtin_from_its_since_on(runtime_neg):
     assert node_types(13) == [("", "Neg")]
     assert node_types(14) == [("test_domain", "MyNeg")]
     assert node_types(20) == [("test_domain", "MyNeg")]
-    model = oxport.convert(Neg(), (torch.randn(2, 3),), opset_version=20).model_proto()
+    model = oxport.convert(Neg(), (torch.randn(2, 3),), opset_version=20).model_proto
     assert {o.domain: o.version for o in model.opset_import} == {"": 20, "test_domain": 1}
 
 

@@ -235,7 +235,7 @@ def test_a_symbolic_returning_something_else_than_its_outputs_is_a_clear_error(
 def test_a_symbolic_may_return_its_one_output_in_a_tuple(erf_symbolic):
     erf_symbolic(lambda g, x: (g.op("Erf", x),))
     x = torch.randn(3)
-    session = ort.InferenceSession(oxport.convert(Erf(), x).model_proto().SerializeToString(),
+    session = ort.InferenceSession(oxport.convert(Erf(), x).model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
                                torch.erf(x).numpy(), **TOL)
@@ -302,7 +302,7 @@ def test_runtime_registration_below_opset_7_means_every_opset_as_in_torch_onnx(e
     register prim::PythonOp at 1); oxport exports nothing below 7, so 1-6 mean "from 7"."""
     oxport.register_custom_op_symbolic("aten::erf", lambda g, x: g.op("Neg", x), 6)
     try:
-        proto = oxport.convert(Erf(), torch.randn(3), opset_version=7).model_proto()
+        proto = oxport.convert(Erf(), torch.randn(3), opset_version=7).model_proto
     finally:
         oxport.unregister_custom_op_symbolic("aten::erf", 6)
     assert [n.op_type for n in proto.graph.node] == ["Neg"]

@@ -84,7 +84,7 @@ def test_faq_dynamic_sequence_and_batch(opset: int) -> None:
         output_names=["output", "hn", "cn"],
         dynamic_axes={"input": {0: "sequence", 1: "batch"}, "h0": states, "c0": states,
                       "output": {0: "sequence", 1: "batch"}, "hn": states, "cn": states})
-    proto = result.model_proto()
+    proto = result.model_proto
     onnx.checker.check_model(proto, full_check=True)
     ops = [node.op_type for node in proto.graph.node]
     assert ops.count("LSTM") == LAYERS
@@ -155,7 +155,7 @@ def test_word_language_model(variant: str, opset: int) -> None:
     states = {name: {1: "batch"} for name in names[1:]}
     result = oxport.convert(model, (tokens, hidden), opset_version=opset, input_names=names,
                             dynamic_axes={"tokens": {0: "seq", 1: "batch"}, **states})
-    proto = result.model_proto()
+    proto = result.model_proto
     onnx.checker.check_model(proto, full_check=True)
     onnx_op = {"LSTM": "LSTM", "GRU": "GRU"}.get(model.rnn_type, "RNN")
     assert [n.op_type for n in proto.graph.node].count(onnx_op) == 2

@@ -251,7 +251,7 @@ def test_scripted_lstm_with_an_overloaded_forward():
     torch.manual_seed(0)
     eager = torch.nn.LSTM(4, 5, num_layers=2, batch_first=True).eval()
     x = torch.randn(2, 3, 4)
-    proto = oxport.convert(script(eager).eval(), (x,), opset_version=14).model_proto()
+    proto = oxport.convert(script(eager).eval(), (x,), opset_version=14).model_proto
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
@@ -380,7 +380,7 @@ def test_exporting_scripted_models_raises_no_deprecation_warning():
 
 def test_onnx_checker_accepts_nested_subgraphs():
     proto = oxport.convert(script(ListLoopModel()), (torch.randn(16),),
-                           opset_version=13).model_proto()
+                           opset_version=13).model_proto
     onnx.checker.check_model(proto, full_check=True)
 
 
@@ -445,7 +445,7 @@ def test_scripted_transformer_encoder_with_padding_not_at_the_end():
     at_end = torch.arange(5) >= torch.tensor([[5], [2], [4]])
     at_start = at_end.flip(1)
     result = oxport.convert(model, (x, {"src_key_padding_mask": at_end}), opset_version=17)
-    session = ort.InferenceSession(result.model_proto().SerializeToString(),
+    session = ort.InferenceSession(result.model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     with torch.no_grad():
         for mask in (at_end, at_start):
@@ -470,7 +470,7 @@ def test_none_results_are_empty_optionals_from_opset_15(opset):
     None back); below opset 15, which has no Optional, they are left out."""
     x = torch.randn(2, 3)
     result = oxport.convert(torch.jit.script(_NoneInTupleResult()), (x,), opset_version=opset)
-    proto = result.model_proto()
+    proto = result.model_proto
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     got = session.run(None, result.feeds((x,)))
     expected = [x.numpy(), (x * 2).numpy()] + ([None] if opset >= 15 else [])
@@ -515,7 +515,7 @@ def test_a_list_of_ints_output_is_a_sequence_of_0d_tensors(opset):
     first = torch.ones(2, 3)
     result = oxport.convert(model, (first,), opset_version=opset, input_names=["x"],
                             dynamic_axes={"x": [0, 1]})
-    proto = result.model_proto()
+    proto = result.model_proto
     assert _sequence_outputs(proto) == [True]
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     for x in (first, torch.ones(4, 2), torch.ones(1, 0)):
@@ -528,7 +528,7 @@ def test_a_list_of_ints_output_is_a_1d_tensor_below_opset_11():
     """Sequences (SplitToSequence) arrive in opset 11: below, the list is one 1-D tensor."""
     x = torch.ones(2, 3)
     proto = oxport.convert(torch.jit.script(_SizeList()), (x,), opset_version=9,
-                           input_names=["x"], dynamic_axes={"x": [0, 1]}).model_proto()
+                           input_names=["x"], dynamic_axes={"x": [0, 1]}).model_proto
     assert _sequence_outputs(proto) == [False]
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     got, = session.run(None, {"x": torch.ones(3, 1).numpy()})

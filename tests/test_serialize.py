@@ -51,7 +51,7 @@ def _dims(value_info: onnx.ValueInfoProto) -> list:
 # -- IR version and opset imports -----------------------------------------------------------
 @pytest.mark.parametrize("opset", range(7, 27))
 def test_ir_version_matches_the_opset(opset):
-    proto = oxport.convert(MLP().eval(), torch.randn(2, 8), opset_version=opset).model_proto()
+    proto = oxport.convert(MLP().eval(), torch.randn(2, 8), opset_version=opset).model_proto
     expected = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], True)
     assert proto.ir_version == expected
     assert proto.ir_version < 14  # ONNX Runtime 1.31 rejects IR 14
@@ -135,7 +135,7 @@ def test_inference_failure_leaves_output_dims_open(monkeypatch):
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
     proto = oxport.convert(MLP(), torch.randn(2, 8), input_names=["x"],
-                           dynamic_axes={"x": [0]}, check=False).model_proto()
+                           dynamic_axes={"x": [0]}, check=False).model_proto
     assert _dims(proto.graph.output[0]) == [None, None]
 
 
@@ -428,7 +428,7 @@ def test_raw_bytes_share_memory_with_the_tensor():
 def test_to_bytes_matches_the_complete_model_proto():
     result = oxport.convert(MLP().eval(), torch.randn(2, 8))
     streamed = onnx.load_from_string(result.to_bytes())
-    complete = result.model_proto()
+    complete = result.model_proto
     assert streamed.SerializeToString(deterministic=True) == \
         complete.SerializeToString(deterministic=True)
 

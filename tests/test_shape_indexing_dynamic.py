@@ -166,7 +166,7 @@ def test_second_size(name, model, first, second, axes, opsets):
     for opset in opsets:
         result = oxport.convert(as_module(model), tuple(t.clone() for t in first),
                                 opset_version=opset, input_names=names, dynamic_axes=axes)
-        session = ort.InferenceSession(result.model_proto().SerializeToString(),
+        session = ort.InferenceSession(result.model_proto.SerializeToString(),
                                        providers=["CPUExecutionProvider"])
         with torch.no_grad():
             expected = model(*(t.clone() for t in second))
@@ -179,7 +179,7 @@ def test_sizes_read_from_a_traced_shape_stay_the_traced_ones():
     squeeze removes its dim without deciding at run time, as for a constant size."""
     model = as_module(lambda x: (torch.zeros(x.size(0), 2) + x[:, :2]).squeeze(0))
     result = oxport.convert(model, (torch.randn(1, 3),), opset_version=17)
-    ops = [node.op_type for node in result.model_proto().graph.node]
+    ops = [node.op_type for node in result.model_proto.graph.node]
     assert "Squeeze" in ops and "Compress" not in ops and "Reshape" not in ops
 
 

@@ -62,7 +62,7 @@ def test_a_complex_output_is_its_real_pairs_where_torch_onnx_refuses() -> None:
     with pytest.raises(torch.onnx.errors.SymbolicValueError):
         torch.onnx.export(module, (x,), io.BytesIO(), opset_version=17, dynamo=False)
     result = oxport.convert(module, (x,), opset_version=17)
-    session = ort.InferenceSession(result.model_proto().SerializeToString(),
+    session = ort.InferenceSession(result.model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     got = session.run(None, result.feeds((x,)))[0]
     np.testing.assert_allclose(got, torch.view_as_real(spectrum(x)).numpy(), rtol=1e-4,

@@ -127,7 +127,7 @@ def test_find_mismatch_traces_in_the_callers_grad_mode_as_export_does(capsys):
             info = find_mismatch(GradModeBranch(), (x,), opset_version=15)
             exported = oxport.convert(GradModeBranch(), (x,), opset_version=15)
         assert [n.kind() for n in info.graph.nodes()] == [kind]
-        assert [n.op_type for n in exported.model_proto().graph.node] == [kind[6:].title()]
+        assert [n.op_type for n in exported.model_proto.graph.node] == [kind[6:].title()]
 
 
 class Branchy(torch.nn.Module):

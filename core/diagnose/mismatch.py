@@ -285,7 +285,7 @@ class GraphInfo:
                 warnings.simplefilter("ignore")
                 self.export_result = api.convert(self._front, None, check=False,
                                                  **self._search.export_kwargs)
-            proto = self.export_result.model_proto()
+            proto = self.export_result.model_proto
             names = [i.name for i in proto.graph.input][:len(self.input_args)]
             self.onnx_outs = run_ort(ort_session(proto), names, self.input_args)
         except Exception as exc:  # noqa: BLE001 - an export or runtime error is a finding too

@@ -312,7 +312,7 @@ class _Checker:
         proto = result.serialized.model
         self.inputs = [i.name for i in proto.graph.input][:len(result.graph.inputs)]
         self.outputs = [o.name for o in proto.graph.output]
-        self.session = ort_session(result.model_proto())
+        self.session = ort_session(result.model_proto)
         positional, kwargs = arguments.normalize_args(args)
         self.leaves, self.spec = pytree.tree_flatten((positional, kwargs))
         self.leaves = [arguments.as_input(leaf) for leaf in self.leaves]

@@ -21,7 +21,7 @@ from oxport.errors import (
     user_stacklevel,
     warn_at_source,
 )
-from oxport.exporter import progress
+from oxport.exporter import dim_names, progress
 from oxport.exporter.options import (
     ExportOptions,
     check_front_end_options,
@@ -98,10 +98,14 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
                        folding=options.do_constant_folding and not training)
             input_names, dynamic_axes = _settle_boundary(graph, front, manager, registry,
                                                          options, readers)
+            if not front.example_sizes:
+                dynamic_axes = _static_axes_dropped(graph, input_names, dynamic_axes)
             _finish(graph, conversion, model, options)
 
         with progress.phase("serialize", timings):
             serialized = _serialize(graph, model, front, input_names, dynamic_axes, options)
+            if dynamic_axes and front.example_sizes:
+                dim_names.name_open_output_dims(serialized)
         if options.verbose:
             print(pretty(serialized))
         result = ExportResult(graph, serialized, options.opset, dict(conversion.used),
@@ -189,23 +193,25 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
     ``ExportedProgram`` already, decomposed except where a pack serves the op. Unless
     ``runnable`` (the front end keeps the program to run it), what the capture made is
     collected once the program is read."""
-    from oxport.frontends import exported
+    from oxport.frontends import capture, exported
 
     served = exported.ServedOps(registry, opset)
-    with capture_garbage_collected(), exported.capture_state_released():
+    with capture_garbage_collected(), capture.capture_state_released():
         if isinstance(model, torch.export.ExportedProgram):
             return exported.read(exported.decompose(model, served), runnable=runnable)
         positional, kwargs = arguments.normalize_args(args)
         arguments.check_inputs(positional, kwargs, model.forward)
         with torch.enable_grad():  # torch.export records grad mode changes otherwise
-            program, names, axis_names, notes = exported.capture(
+            captured = capture.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
                 dynamic_axes=dynamic_axes, input_names=input_names,
                 kernels=registry.capture_kernels, served=served)
-        program = exported.decompose(program, served)
-        front = exported.read(program, axis_names, input_names=names, notes=notes,
+        program = exported.decompose(captured.program, served)
+        names = [*(input_names or ()), *captured.input_names[len(input_names or ()):]]
+        front = exported.read(program, captured.axis_names, input_names=names,
+                              notes=captured.notes, output_names=captured.output_names,
                               prefix="model.", runnable=runnable)
-        del program  # collected with the rest of the capture as the block ends
+        del program, captured  # collected with the rest of the capture as the block ends
         return front
 
 
@@ -298,6 +304,28 @@ def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,
         elif key not in (output_names or ()):
             return None
     return result
+
+
+def _static_axes_dropped(graph: Graph, input_names: Sequence[str] | None,
+                         dynamic_axes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``dynamic_axes`` without the input axes the graph proved static (torch.export
+    fixed them, with a warning, where the model's code makes them so): the file keeps
+    those sizes, as they are the only ones the model runs at."""
+    if not isinstance(dynamic_axes, Mapping):
+        return dynamic_axes
+    names = list(input_names or [])
+    shapes = {(names[i] if i < len(names) else serialize.clean_name(v.name)): v.type().shape
+              for i, v in enumerate(graph.inputs)}
+    kept: dict[str, Any] = {}
+    for key, spec in dynamic_axes.items():
+        shape = shapes.get(key)
+        if shape is None or not isinstance(spec, (Mapping, list, tuple)):
+            kept[key] = spec
+            continue
+        kept[key] = {axis: name for axis, name in dynamic_axis_pairs(key, spec)
+                     if not (isinstance(axis, int) and -len(shape) <= axis < len(shape)
+                             and isinstance(shape[axis], int))}
+    return kept
 
 
 # -- passes ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import os
 import warnings
 from typing import IO, Any
 
+import numpy as np
 import onnx
 import torch
 
@@ -16,6 +17,7 @@ from oxport.exporter import progress
 from oxport.frontends import arguments
 from oxport.ir import Graph
 from oxport.registry import SymbolicEntry
+from oxport.serialize import weights
 from oxport.walk import FallbackUse
 
 
@@ -49,6 +51,7 @@ class ExportResult:
     warnings: list[ExportWarning]
     output_notes: list[str]
     timings: dict[str, float]
+    _session: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         graph = self.serialized.model.graph
@@ -59,16 +62,43 @@ class ExportResult:
                 f"({progress.size(self.serialized.weight_bytes)}), "
                 f"{_count(len(self.warnings), 'warning')}>")
 
+    @property
     def model_proto(self) -> onnx.ModelProto:
-        """The complete ModelProto, weights included (copies them)."""
+        """The complete ModelProto, weights included (a new copy on each access, as
+        torch.onnx's ``ONNXProgram.model_proto``)."""
         return self.serialized.to_model_proto()
 
     def save(self, f: str | os.PathLike[str] | IO[bytes],
-             external_data: bool | str | None = None) -> None:
+             external_data: bool | str | None = None, *, include_initializers: bool = True,
+             keep_initializers_as_inputs: bool = False) -> None:
         """Write the model atomically to a path, or to a binary file object
-        (``external_data`` as for :func:`oxport.export`)."""
+        (``external_data`` as for :func:`oxport.export`). As torch.onnx's
+        ``ONNXProgram.save``: ``include_initializers=False`` leaves the weights out,
+        ``keep_initializers_as_inputs=True`` lists them as graph inputs too."""
+        serialized = self.serialized
+        if not include_initializers or keep_initializers_as_inputs:
+            serialized = _with_initializers(serialized, include_initializers,
+                                            keep_initializers_as_inputs)
         with progress.phase("write", self.timings) as advance:
-            serialize.write(self.serialized, f, external_data=external_data, progress=advance)
+            serialize.write(serialized, f, external_data=external_data, progress=advance)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Run the model with ONNX Runtime on the arguments ``forward`` takes (as torch.onnx's
+        ``ONNXProgram.__call__``): its outputs as torch tensors (a Sequence output as a
+        list of them). The session is made on the first call; :meth:`release` drops it."""
+        if self._session is None:
+            self._session = _inference_session(self)
+        feeds = self.feeds((*args, dict(kwargs)))
+        return tuple(_as_torch(out) for out in self._session.run(None, feeds))
+
+    def release(self) -> None:
+        """Drop the ONNX Runtime session :meth:`__call__` made."""
+        self._session = None
+
+    def optimize(self) -> None:
+        """Kept for code written for torch.onnx's ``ONNXProgram``, whose ``optimize()``
+        folds constants and removes redundant nodes: oxport did that while exporting
+        (``do_constant_folding=True``, the default), so the model stays as it is."""
 
     def to_bytes(self) -> bytes:
         return serialize.to_bytes(self.serialized)
@@ -162,3 +192,49 @@ def _as_input_dtype(array: Any, graph_input: Any, leaf: Any) -> Any:
         return array
     return array.astype(onnx.helper.tensor_dtype_to_np_dtype(
         graph_input.type.tensor_type.elem_type))
+
+
+def _with_initializers(serialized: serialize.Serialized, include: bool, as_inputs: bool
+                       ) -> serialize.Serialized:
+    """``serialized`` with its weights left out (not ``include``) and/or listed as graph
+    inputs (``as_inputs``), for :meth:`ExportResult.save`."""
+    model = onnx.ModelProto()
+    model.CopyFrom(serialized.model)
+    if as_inputs:
+        listed = {value.name for value in model.graph.input}
+        model.graph.input.extend(_weight_input(w) for w in serialized.weights
+                                 if w.name not in listed)
+    return dataclasses.replace(serialized, model=model,
+                               weights=list(serialized.weights) if include else [])
+
+
+def _weight_input(weight: serialize.Weight) -> onnx.ValueInfoProto:
+    """A graph input typed like ``weight``."""
+    tensor = weight.tensor
+    elem_type = (weights.onnx_elem_type(tensor.dtype)
+                 if isinstance(tensor, (torch.Tensor, serialize.LazyTensor))
+                 else onnx.helper.np_dtype_to_tensor_dtype(tensor.dtype))
+    return onnx.helper.make_tensor_value_info(weight.name, elem_type, list(tensor.shape))
+
+
+def _inference_session(result: ExportResult) -> Any:
+    """An ONNX Runtime CPU session of ``result``'s model (written to a temporary folder
+    first when its weights need external data)."""
+    import tempfile
+
+    import onnxruntime
+
+    if result.serialized.weight_bytes <= weights.EXTERNAL_DATA_THRESHOLD:
+        return onnxruntime.InferenceSession(result.to_bytes(),
+                                            providers=["CPUExecutionProvider"])
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.onnx")
+        result.save(path, external_data=True)
+        return onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+
+def _as_torch(output: Any) -> Any:
+    """An ONNX Runtime output as torch gives it: a tensor, or a list of tensors."""
+    if isinstance(output, list):
+        return [_as_torch(item) for item in output]
+    return torch.from_numpy(np.asarray(output))

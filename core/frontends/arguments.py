@@ -101,17 +101,20 @@ def feed_array(leaf: Any, part: str | None = None) -> Any:
 
 class Flattened(torch.nn.Module):
     """Calls the model with rebuilt structured args and returns a flat tuple of tensors
-    (their names, from dict keys and namedtuple fields, go to ``output_names``)."""
+    (their names, from dict keys and namedtuple fields, go to ``output_names``, which
+    may be given: a list kept outside the module survives torch.export, which restores a
+    module's attributes after its capture)."""
 
     def __init__(self, model: torch.nn.Module, spec: Any, leaves: list[Any],
-                 tensor_slots: list[int], notes: list[str]) -> None:
+                 tensor_slots: list[int], notes: list[str],
+                 output_names: list[str | None] | None = None) -> None:
         super().__init__()
         self.model = model
         self._spec = spec
         self._leaves = leaves
         self._tensor_slots = tensor_slots
         self._notes = notes
-        self.output_names: list[str | None] = []
+        self.output_names: list[str | None] = [] if output_names is None else output_names
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         leaves = list(self._leaves)
@@ -124,7 +127,8 @@ class Flattened(torch.nn.Module):
 
 def flatten_outputs(out: Any, notes: list[str],
                     names: list[str | None] | None = None) -> tuple[torch.Tensor, ...]:
-    """Outputs as a flat tuple of tensors; strings are dropped. ``names`` receives a name
+    """Outputs as a flat tuple of tensors (and of the SymInts, SymFloats and SymBools a
+    torch.export capture computes from sizes); strings are dropped. ``names`` receives a name
     for each: the dict keys and namedtuple fields on its path (``"logits"``,
     ``"pair.0"``), or None when there are none."""
     flat: list[torch.Tensor] = []
@@ -151,6 +155,10 @@ def flatten_outputs(out: Any, notes: list[str],
                          "(ONNX has no string outputs)", lossy=True)
         elif obj is None:
             return
+        elif isinstance(obj, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            flat.append(obj)  # a number computed from sizes (torch.export): a 0-d output
+            if names is not None:
+                names.append(label)
         elif isinstance(obj, (bool, int, float)):
             flat.append(torch.tensor(obj))
             if names is not None:

@@ -1,6 +1,6 @@
 """The torch.export front end: an ``ExportedProgram`` as the source-graph view.
 
-A model is captured with ``torch.export.export`` (non-strict unless asked); an
+A model is captured with ``torch.export.export`` (:mod:`oxport.frontends.capture`); an
 ``ExportedProgram`` is taken as it is. Its graph is then decomposed with torch's
 decomposition table, except the ops an enabled pack serves at the target opset, which
 stay whole (plugins first, decomposition second). Each FX node becomes a
@@ -16,30 +16,22 @@ an input, exactly as TorchScript would give it, so the same symbolics serve it:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
-import linecache
 import math
 import operator
 import re
 import warnings
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch.export._patches import _register_rnn_while_loop_decomposition
-from torch.fx.experimental import _config as fx_config
-from torch.fx.experimental import proxy_tensor
 from torch.utils import _pytree as pytree
 
 from oxport.errors import (
-    InvalidExportArgumentError,
     OnnxExporterError,
     front_end,
     user_stacklevel,
 )
-from oxport.frontends.arguments import Flattened, dynamic_axis_pairs, leaf_paths
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
     SourceBlock,
@@ -71,6 +63,8 @@ _SYM_FUNCTIONS = {
     math.floor: ("aten::floor", "aten::floor.float(float a) -> int"),
     math.trunc: ("aten::Int", "aten::Int.float(float a) -> int"),
     torch._sym_sqrt: ("aten::sqrt", "aten::sqrt.float(float a) -> float"),
+    torch.sym_ite: ("aten::where",
+                    "aten::where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor"),
 }
 #: ATen ops the FX graph writes under another name than TorchScript does.
 _RENAMED = {
@@ -95,209 +89,6 @@ _WRAPPERS = {torch.ops.higher_order.wrap_with_set_grad_enabled: 1,
 _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1,
                    torch.channels_last: 2, torch.channels_last_3d: 3}
 _LAYOUTS = {torch.strided: 0, torch.sparse_coo: 1}
-
-
-def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-            dynamic_shapes: Any = None, dynamic_axes: Mapping[str, Any] | None = None,
-            input_names: Sequence[str] | None = None, strict: bool = False,
-            kernels: Mapping[str, Any] | None = None, served: Container[str] = ()
-            ) -> tuple[torch.export.ExportedProgram, list[str], dict[tuple[int, int], str],
-                       list[str]]:
-    """Capture ``model`` with ``torch.export.export`` as the TorchScript front end traces it:
-    the tensors in ``args`` (nested, named ones included) become the inputs, every other
-    argument a constant, and the outputs a flat tuple of tensors.
-
-    ``kernels`` (op name -> a pack's capture kernel) keeps those ops whole where a symbolic
-    in ``served`` converts them: asked when the model calls one (so the pack serving it
-    loads only then); the others are decomposed as usual.
-
-    Returns the program, the inputs' names, the names of their dynamic axes
-    (``{(input index, axis): name}``, from ``dynamic_shapes``' Dims or ``dynamic_axes``),
-    and notes on the outputs."""
-
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    paths = leaf_paths(args, kwargs, model.forward)
-    slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    tensors = [leaves[i] for i in slots]
-    names = [paths[i] for i in slots]
-    if dynamic_shapes is not None:
-        specs = _tensor_specs(model, args, kwargs, dynamic_shapes)
-        per_tensor = [specs.get(id(t)) for t in tensors]
-        axis_names = {(index, axis % max(t.dim(), 1)): dim.__name__
-                      for index, (t, axes) in enumerate(zip(tensors, per_tensor)) if axes
-                      for axis, dim in _axis_items(axes)
-                      if isinstance(getattr(dim, "__name__", None), str)}
-    else:
-        per_tensor, axis_names = _specs_from_axes(tensors, names, dynamic_axes or {},
-                                                  input_names)
-    notes: list[str] = []
-    wrapper = Flattened(model, spec, leaves, slots, notes)
-    shapes = (tuple(per_tensor),) if any(per_tensor) else None
-    kept_whole = [_kept_whole(name, kernel, served)
-                  for name, kernel in (kernels or {}).items()]
-    try:
-        with warnings.catch_warnings(), contextlib.ExitStack() as stack:
-            if _example_size_below_two(tensors, per_tensor):
-                # That axis stays dynamic only with size-oblivious guards, which slow the
-                # capture of a transformer down: only when needed.
-                stack.enter_context(fx_config.patch(backed_size_oblivious=True))
-            for patch in kept_whole:
-                stack.enter_context(patch)
-            warnings.simplefilter("ignore", FutureWarning)
-            program = torch.export.export(wrapper, tuple(tensors), dynamic_shapes=shapes,
-                                          strict=strict)
-    except Exception as exc:  # noqa: BLE001 - torch.export's own errors, chained
-        raise _capture_error(model, wrapper, tensors, exc) from exc
-    return program, names, axis_names, notes
-
-
-def _capture_error(model: Any, wrapper: Flattened, tensors: Sequence[torch.Tensor],
-                   exc: Exception) -> OnnxExporterError:
-    """torch.export's failure with the way out that fits it: when the model raises in eager
-    PyTorch on these inputs too, its code (or the inputs) must change, as any front end
-    would fail; else the TorchScript front end may read it."""
-    what = f"torch.export could not capture {type(model).__name__}: {type(exc).__name__}: {exc}"
-    try:
-        with torch.no_grad():
-            wrapper(*tensors)
-    except Exception as eager:  # noqa: BLE001 - the model's own error, quoted
-        return OnnxExporterError(
-            f"{what}\nThe model raises in eager PyTorch on these inputs too "
-            f"({type(eager).__name__}: {eager}): fix the model or give inputs it accepts.")
-    return OnnxExporterError(f"{what}\nExport {front_end(False)} (the TorchScript front end) "
-                             "instead, or fix the model where torch.export points.")
-
-
-def _kept_whole(name: str, kernel: Any, served: Container[str]
-                ) -> contextlib.AbstractContextManager[None]:
-    """While capturing, ``kernel`` stands in for op ``name``'s decomposition (a
-    CompositeImplicitAutograd kernel), so torch.export records the op whole, if a symbolic
-    in ``served`` converts it; else the op decomposes as it would without the kernel.
-
-    torch.export._patches does this for its while_loop LSTM and GRU; a pack's kernel only
-    gives the outputs' shapes, since the symbolic converts the op itself."""
-    namespace, _, rest = name.partition("::")
-    op_name, _, overload = rest.partition(".")
-    try:
-        op = getattr(getattr(getattr(torch.ops, namespace), op_name), overload or "default")
-    except AttributeError:
-        raise OnnxExporterError(
-            f"A capture kernel is registered for {name}, which torch does not define: fix "
-            "the name in the pack that registers it, or block that pack.") from None
-
-    def kernel_if_served(*args: Any, **kwargs: Any) -> Any:
-        if name in served or name.partition(".")[0] in served:
-            return kernel(*args, **kwargs)
-        return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
-
-    return _register_rnn_while_loop_decomposition(op, kernel_if_served)
-
-
-def _example_size_below_two(tensors: Sequence[torch.Tensor], per_tensor: Sequence[Any]
-                            ) -> bool:
-    """Whether a dynamic axis has an example size of 0 or 1, which torch.export would
-    otherwise fix."""
-    return any(dim is not None and -tensor.dim() <= axis < tensor.dim()
-               and tensor.shape[axis] < 2
-               for tensor, axes in zip(tensors, per_tensor) if axes
-               for axis, dim in _axis_items(axes))
-
-
-def _axis_items(axes: Any) -> list[tuple[int, Any]]:
-    return list(axes.items() if isinstance(axes, Mapping) else enumerate(axes))
-
-
-def _specs_from_axes(tensors: Sequence[torch.Tensor], names: Sequence[str],
-                     dynamic_axes: Mapping[str, Any], input_names: Sequence[str] | None
-                     ) -> tuple[list[Any], dict[tuple[int, int], str]]:
-    """torch.onnx's ``dynamic_axes`` (keys name the flat tensor inputs: ``input_names``,
-    else the parameter paths such as ``hidden.0``) as one torch.export spec per tensor:
-    ``Dim.AUTO``, so an axis the model fixes becomes static with a warning, as tracing
-    would fix it, instead of failing the capture."""
-    keys = list(input_names or [])
-    specs: list[Any] = []
-    axis_names: dict[tuple[int, int], str] = {}
-    for index, tensor in enumerate(tensors):
-        key = keys[index] if index < len(keys) else names[index]
-        axes = dynamic_axes.get(key)
-        if axes is None:
-            specs.append(None)
-            continue
-        pairs = dynamic_axis_pairs(key, axes)
-        spec = {}
-        for axis, name in pairs:
-            axis %= max(tensor.dim(), 1)
-            spec[axis] = torch.export.Dim.AUTO
-            axis_names[(index, axis)] = str(name)
-        specs.append(spec)
-    return specs, axis_names
-
-
-def _tensor_specs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  dynamic_shapes: Any) -> dict[int, Any]:
-    """id(input tensor) -> its spec in ``dynamic_shapes`` (by parameter name, or a tuple in
-    argument order, nested like the arguments)."""
-    if isinstance(dynamic_shapes, Mapping):
-        try:
-            bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
-        except (TypeError, ValueError) as exc:
-            raise InvalidExportArgumentError(
-                f"args do not match {type(model).__name__}.forward: {exc}") from None
-        unknown = set(dynamic_shapes) - set(bound)
-        if unknown:
-            raise InvalidExportArgumentError(
-                f"dynamic_shapes names {sorted(unknown)}, which are not arguments given to "
-                f"{type(model).__name__}.forward (given: {list(bound)}).")
-        pairs = [(value, dynamic_shapes.get(name)) for name, value in bound.items()]
-    elif isinstance(dynamic_shapes, (list, tuple)):
-        pairs = list(zip((*args, *kwargs.values()), dynamic_shapes))
-    else:
-        raise InvalidExportArgumentError(
-            f"dynamic_shapes must be a dict by argument name or a tuple in argument order, not "
-            f"{type(dynamic_shapes).__name__}.")
-    found: dict[int, Any] = {}
-
-    def visit(value: Any, spec: Any) -> None:
-        if spec is None:
-            return
-        if isinstance(value, torch.Tensor):
-            found[id(value)] = spec
-        elif isinstance(value, Mapping) and isinstance(spec, Mapping):
-            for key, item in value.items():
-                visit(item, spec.get(key))
-        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
-            for item, item_spec in zip(value, spec):
-                visit(item, item_spec)
-
-    for value, spec in pairs:
-        visit(value, spec)
-    return found
-
-
-@contextlib.contextmanager
-def capture_state_released() -> Iterator[None]:
-    """Drop at the block's end what torch.export keeps of the captures made inside it.
-
-    * The source files read into ``linecache``: torch.export reads every file on the
-      capture's call stacks to record stack traces (on ResNet-50, 37 of torch's own files,
-      1.8 M characters) and linecache keeps them for the life of the process. The nodes
-      hold their stack traces as text, and linecache reads a file again if anything asks
-      for it; entries without a file behind them stay.
-    * The nodes of the last non-strict capture, which torch.export maps by fake tensor in a
-      module global (for its fake-tensor leak check, made during the capture) until the
-      next capture: they keep the captured graph and its fake tensors alive after the
-      program is dropped."""
-    before = set(linecache.cache)
-    try:
-        yield
-    finally:
-        for name in set(linecache.cache) - before:
-            entry = linecache.cache.get(name)
-            if entry is not None and len(entry) == 4 and entry[1] is not None:
-                linecache.cache.pop(name, None)
-        traced = getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", None)
-        if isinstance(traced, dict):
-            traced.clear()
 
 
 class ServedOps(Container[str]):
@@ -352,8 +143,10 @@ class _Reader:
     """Builds the source-graph view of one ExportedProgram's graph."""
 
     def __init__(self, program: torch.export.ExportedProgram,
-                 axis_names: Mapping[tuple[int, int], str], prefix: str) -> None:
+                 axis_names: Mapping[tuple[int, int], str], prefix: str,
+                 input_names: Sequence[str] = ()) -> None:
         self.program = program
+        self._input_names = list(input_names)
         self.env: dict[torch.fx.Node, Any] = {}
         self.symbols: dict[str, str] = {}
         self._axis_names = axis_names
@@ -425,7 +218,9 @@ class _Reader:
                         self.symbols.setdefault(str(size.node.expr),
                                                 name or f"{node.name}_dim_{axis}")
                     elif name:
-                        fixed.append(f"{node.name} axis {axis} ({name!r}) = {int(size)}")
+                        label = self._input_names[index] if index < len(
+                            self._input_names) else node.name
+                        fixed.append(f"{label} axis {axis} ({name!r}) = {int(size)}")
         if fixed:
             warnings.warn(
                 "oxport: torch.export fixed dynamic axes the model's code makes static: "
@@ -853,14 +648,17 @@ def _scope(stack: Mapping[str, tuple[str, Any]] | None, prefix: str) -> str:
 def read(program: torch.export.ExportedProgram,
          axis_names: Mapping[tuple[int, int], str] | None = None, *,
          input_names: Sequence[str] | None = None, notes: Sequence[str] = (),
-         prefix: str = "", runnable: bool = True) -> Any:
+         output_names: Sequence[str | None] = (), prefix: str = "", runnable: bool = True
+         ) -> Any:
     """The front end of ``program`` (already decomposed): a FrontEnd whose graph is the
     source-graph view. ``prefix`` is the path of the user's model in the captured module
-    (``"model."`` when :func:`capture` wrapped it): parameter names and scopes drop it.
+    (``"model."`` when :func:`~oxport.frontends.capture.capture` wrapped it): parameter
+    names and scopes drop it; ``output_names`` name the outputs
+    (:attr:`~oxport.frontends.capture.Captured.output_names`).
     ``runnable``: whether the front end keeps the program to run it (``evaluate``, for
     ``find_mismatch``); an export drops it once read."""
 
-    reader = _Reader(program, axis_names or {}, prefix)
+    reader = _Reader(program, axis_names or {}, prefix, input_names or ())
     graph, examples, names, params, more = reader.read()
     assumed = _assumed_conditions(program, list(input_names or names))
     if assumed:
@@ -872,14 +670,14 @@ def read(program: torch.export.ExportedProgram,
             "general path (or, for code that tests torch.jit.is_tracing(), export "
             f"{front_end(False)}).", UserWarning, stacklevel=user_stacklevel())
     return FrontEnd(graph, examples, list(input_names or names), params, [],
-                    [*notes, *more],
+                    [*notes, *more], output_names=list(output_names),
                     evaluate=(functools.partial(_evaluate, program, reader.env)
                               if runnable else None),
                     example_sizes=False)
 
 
 #: A size in torch.export's guards: ``L['x'].size()[1]``, or ``L['tensors'][0].size()[1]``
-#: for the inputs of the model :func:`capture` wraps.
+#: for the inputs of the model :func:`~oxport.frontends.capture.capture` wraps.
 _GUARDED_SIZE = re.compile(r"L\['(\w+)'\](?:\[(\d+)\])?\.size\(\)\[(\d+)\]")
 _INTEGER = re.compile(r"-?\d+")
 

@@ -366,7 +366,7 @@ def check_in_runtime(result: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any
     PyTorch's outputs); returns ONNX Runtime's outputs."""
     import onnxruntime as ort
 
-    model_proto = result.model_proto()
+    model_proto = result.model_proto
     onnx.checker.check_model(model_proto, full_check=True)
     session = ort.InferenceSession(model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])

@@ -22,7 +22,7 @@ ARGS = (torch.randn(2, 3), torch.randn(2, 3))
 
 
 def test_a_custom_op_in_its_own_domain_with_its_function():
-    model = oxport.convert(Model(), ARGS, opset_version=17).model_proto()
+    model = oxport.convert(Model(), ARGS, opset_version=17).model_proto
     (node,) = model.graph.node
     assert (node.domain, node.op_type) == ("com.example", "ScaledAdd")
     assert onnx.helper.get_attribute_value(node.attribute[0]) == 3.0
@@ -34,11 +34,11 @@ def test_a_custom_op_in_its_own_domain_with_its_function():
 
 def test_custom_opsets_sets_the_domain_version():
     model = oxport.convert(Model(), ARGS, opset_version=17,
-                           custom_opsets={"com.example": 3}).model_proto()
+                           custom_opsets={"com.example": 3}).model_proto
     assert {o.domain: o.version for o in model.opset_import}["com.example"] == 3
 
 
 def test_older_opsets_get_standard_ops():
-    model = oxport.convert(Model(), ARGS, opset_version=13).model_proto()
+    model = oxport.convert(Model(), ARGS, opset_version=13).model_proto
     assert [n.op_type for n in model.graph.node if n.op_type != "Constant"] == ["Mul", "Add"]
     assert not model.functions

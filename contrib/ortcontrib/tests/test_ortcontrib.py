@@ -37,7 +37,7 @@ class Gelu(torch.nn.Module):
 
 def test_exact_gelu_is_com_microsoft_gelu():
     x = torch.randn(2, 5)
-    model = oxport.convert(Gelu(), (x,), opset_version=17).model_proto()
+    model = oxport.convert(Gelu(), (x,), opset_version=17).model_proto
     assert nodes(model) == [("com.microsoft", "Gelu")]
     assert {o.domain: o.version for o in model.opset_import}["com.microsoft"] == 1
     compare(F.gelu(x), run_ort(model, x), rtol=1e-4, atol=1e-5)
@@ -47,7 +47,7 @@ def test_tanh_gelu_declines_to_the_standard_symbolic():
     x = torch.randn(2, 5)
     for opset in (17, 20):
         result = oxport.convert(Gelu("tanh"), (x,), opset_version=opset)
-        model = result.model_proto()
+        model = result.model_proto
         assert all(domain == "" for domain, _ in nodes(model)), nodes(model)
         (gelu,) = [e for e in result.used if e.name == "aten::gelu"]
         assert gelu.provenance.distribution == "oxport"  # the standard pack's symbolic
@@ -56,7 +56,7 @@ def test_tanh_gelu_declines_to_the_standard_symbolic():
 
 def test_double_gelu_declines_too():
     result = oxport.convert(Gelu(), (torch.randn(3, dtype=torch.float64),), opset_version=17)
-    assert ("", "Erf") in nodes(result.model_proto())
+    assert ("", "Erf") in nodes(result.model_proto)
 
 
 class LinearGelu(torch.nn.Module):
@@ -71,7 +71,7 @@ class LinearGelu(torch.nn.Module):
 def test_bias_gelu_fusion():
     x = torch.randn(2, 3, 6)
     model = LinearGelu().eval()
-    onnx_model = oxport.convert(model, (x,), opset_version=17).model_proto()
+    onnx_model = oxport.convert(model, (x,), opset_version=17).model_proto
     assert ("com.microsoft", "BiasGelu") in nodes(onnx_model)
     assert ("", "Add") not in nodes(onnx_model)
     compare(model(x), run_ort(onnx_model, x), rtol=1e-4, atol=1e-5)
