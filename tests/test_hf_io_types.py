@@ -64,9 +64,8 @@ def test_a_llama_takes_and_returns_its_dynamic_cache(dynamo):
                                                       "cache": cache}),
                          dynamic_axes=axes, dynamo=dynamo)
     assert [i.name for i in proto.graph.input] == list(feeds)
-    if not dynamo:  # the torch.export front end names outputs after the graph (issue #37)
-        assert [o.name for o in proto.graph.output] == [
-            "logits", *(f"present.cache.{i}.{kv}" for i in (0, 1) for kv in ("key", "value"))]
+    assert [o.name for o in proto.graph.output] == [
+        "logits", *(f"present.cache.{i}.{kv}" for i in (0, 1) for kv in ("key", "value"))]
     for batch, seq, past in ((2, 3, 4), (3, 1, 6)):
         feeds, cache = _llama_feeds(batch, seq, past)
         with torch.no_grad():
