@@ -783,18 +783,19 @@ def _tensor_items(op: str, g, tensors: Value) -> list[Value] | None:
     return None
 
 
-def _concat(g, items: list[Value], axis: int) -> Value:
-    if len(items) == 1:
-        return items[0]
-    return g.op("Concat", *sh.promote(g, *items), axis_i=axis)
+def _concat(g, items: list[Value], axis: int, dtype: torch.dtype | None = None) -> Value:
+    """Concat of ``items`` cast to ``dtype`` (default: their promoted dtype)."""
+    dtype = dtype or sh.result_dtype(*items)
+    items = [sh.cast_to(g, t, dtype) for t in items] if dtype is not None else items
+    return items[0] if len(items) == 1 else g.op("Concat", *items, axis_i=axis)
 
 
 @pack.symbolic("aten::cat", since=7)
 def cat(g, tensors: Value, dim: Value) -> Value:
     """cat(Tensor[] tensors, int dim=0) -> Tensor
 
-    Concat (dtypes promoted, legacy empty 1-D tensors dropped); ConcatFromSequence for a
-    run-time list."""
+    Concat (dtypes promoted over every tensor, the legacy empty 1-D tensors it drops
+    included); ConcatFromSequence for a run-time list."""
     axis = sh._get_const(dim, "i", "dim")
     items = _tensor_items("aten::cat", g, tensors)
     if items is None:
@@ -805,7 +806,7 @@ def cat(g, tensors: Value, dim: Value) -> Value:
         if rank is None:
             sh._unimplemented("aten::cat", "a negative dim over tensors of unknown rank")
         axis += rank
-    return _concat(g, kept, axis)
+    return _concat(g, kept, axis, sh.result_dtype(*items))
 
 
 @pack.symbolic("aten::stack", since=7)

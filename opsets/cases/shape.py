@@ -44,6 +44,12 @@ pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
           input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)
 pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
 pack.case("aten::cat", lambda x, y: torch.cat([x, y.int()], -1), (2, 3), (2, 4), name="neg")
+# A legacy empty 1-D tensor is dropped, but its dtype still takes part in the promotion.
+pack.case("aten::cat", lambda x: torch.cat([x, torch.empty(0)]),
+          torch.tensor([[1, 2], [3, 4]]), name="one_left_promoted")
+pack.case("aten::cat", lambda x, y: torch.cat([x, y.half(), torch.empty(0)]),
+          torch.tensor([1, 2]), (3,), name="empty_promotes", atol=1e-3)
+pack.case("aten::cat", lambda x: torch.cat([x, torch.tensor([])]), (3,), name="empty_float")
 pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
