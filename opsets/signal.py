@@ -360,17 +360,40 @@ def fft_irfft(g, self: Value, n: Value | None = None, dim: Value | None = None,
     return _part(g, pairs, 0)
 
 
+#: ONNX Pad's mode for each ``pad_mode`` of ``torch.stft``'s centring (and its first opset).
+_PAD_MODES = {"constant": ("constant", 11), "reflect": ("reflect", 11),
+              "replicate": ("edge", 11), "circular": ("wrap", 19)}
+
+
+def _centred(g, signal: Value, n_fft: int, pad_mode: Value) -> Value:
+    """``signal`` ([batch, samples]) padded by ``n_fft // 2`` at both ends as ``pad_mode``
+    says (``torch.stft(..., center=True)``)."""
+    mode = sh._get_const(pad_mode, "s", "pad_mode")
+    if mode not in _PAD_MODES:
+        sh._unimplemented("aten::stft", f"pad_mode={mode!r}")
+    onnx_mode, since = _PAD_MODES[mode]
+    if g.opset < since:
+        sh._onnx_opset_unsupported_detailed("aten::stft", g.opset, since,
+                                            f"pad_mode={mode!r} (Pad mode {onnx_mode!r})")
+    half = n_fft // 2
+    return g.op("Pad", signal, g.constant(torch.tensor([0, half, 0, half])), mode_s=onnx_mode)
+
+
 @pack.symbolic("aten::stft", since=17)
 def stft(g, self: Value, n_fft: Value, hop_length: Value, win_length: Value, window: Value,
-         normalized: Value, onesided: Value, return_complex: Value,
-         align_to_window: Value | None = None) -> Value:
+         *options: Value) -> Value:
     """stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
     stft.center(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool center=True, str pad_mode="reflect", bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
 
     ONNX STFT over [batch,] signal: frames of ``n_fft`` every ``hop_length`` under the
     window (zero-padded to ``n_fft`` about its centre), transposed to PyTorch's
     [batch,] frequency, frame, 2 (complex pairs, or the real form for return_complex=False).
-    ``torch.stft``'s centring pads the signal before this node."""
+    ``torch.stft``'s centring pads the signal before the default overload; the ``center``
+    overload (``torch.ops.aten.stft.center``, kept by torch.export) pads it here."""
+    overload = g.original_node.schema().partition("(")[0].partition(".")[2]
+    center, pad_mode = options[:2] if overload == "center" else (None, None)
+    rest = list(options[2:] if overload == "center" else options) + [None]
+    normalized, onesided, return_complex, align_to_window = rest[:4]
     op = "aten::stft"
     rank = sh._get_tensor_rank(self)
     if rank not in (1, 2) or is_complex(g, 0):
@@ -390,6 +413,8 @@ def stft(g, self: Value, n_fft: Value, hop_length: Value, win_length: Value, win
                       g.constant(torch.zeros(n_fft - length - left, dtype=dtype)), axis_i=0)
     one_sided = sh._is_none(onesided) or sh._get_const(onesided, "b", "onesided")
     signal = self if rank == 2 else sh._unsqueeze_helper(g, self, [0])
+    if center is not None and sh._get_const(center, "b", "center"):
+        signal = _centred(g, signal, n_fft, pad_mode)
     frames = g.op("STFT", _as_signal(g, signal, False), g.constant(torch.tensor(hop)),
                   window, g.constant(torch.tensor(n_fft)), onesided_i=int(one_sided))
     out = g.op("Transpose", frames, perm_i=[0, 2, 1, 3])

@@ -59,6 +59,22 @@ pack.case("aten::stft", lambda x: torch.stft(x, 16, hop_length=4, window=torch.h
 pack.case("aten::stft", lambda x: torch.view_as_real(torch.stft(
     x, 8, win_length=6, center=False, normalized=True, onesided=False, return_complex=True)),
     (40,), name="short_window_two_sided", rtol=1e-4, atol=1e-4)
+
+
+def _stft_center(pad_mode: str, center: bool = True):
+    """``aten::stft.center`` with all its arguments, as torch.export keeps a direct call."""
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(torch.ops.aten.stft.center(
+            x, 16, 4, 12, torch.hann_window(12), center, pad_mode, True, True, True, None))
+    return model
+
+
+for _mode, _opset in (("reflect", None), ("constant", None), ("replicate", None),
+                      ("circular", 19)):
+    pack.case("aten::stft", _stft_center(_mode), (2, 64), name=f"center_overload_{_mode}",
+              rtol=1e-4, atol=1e-4, min_opset=_opset)
+pack.case("aten::stft", _stft_center("reflect", center=False), (50,),
+          name="center_overload_not_centred", rtol=1e-4, atol=1e-4)
 pack.case("aten::fft_fft", lambda x: torch.view_as_real(torch.fft.fft(x, dim=0)), (6, 3),
           rtol=1e-4, atol=1e-4)
 pack.case("aten::fft_fft", lambda x: torch.fft.fft(torch.view_as_complex(x), norm="ortho").abs(),
