@@ -279,10 +279,38 @@ def _fourier(g, x: Value, complex_input: bool, axes: Sequence[int], mode: str | 
                        dtype)
 
 
-def _no_signal_size(s: Value | None, op: str) -> None:
-    if s is not None and not sh._is_none(s):
-        sh._unimplemented(op, "signal sizes n=/s= (pad or trim the input before the "
-                              "transform)")
+def _signal_sizes(s: Value | None, op: str) -> list[int] | None:
+    """The signal sizes ``n=`` / ``s=`` asks for (None: the input's own)."""
+    if s is None or sh._is_none(s):
+        return None
+    sizes = sh._get_const(s, "is", "s")
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    if any(n is None or n < 1 for n in sizes):
+        sh._unimplemented(op, f"signal sizes {sizes} (each must be a positive int)")
+    return sizes
+
+
+def _resized(g, x: Value, axis: int, n: int, rank: int) -> Value:
+    """``x`` (of ``rank`` axes, a complex tensor's pairs axis counted) trimmed or
+    zero-padded at the end of ``axis`` to ``n`` elements, as PyTorch does for an FFT's
+    signal size."""
+    size = sh._get_tensor_dim_size(x, axis)
+    if size == n:
+        return x
+    if size is None or size > n:
+        x = sh._slice_helper(g, x, [axis], [0], [n])
+    if size is not None and size > n:
+        return x
+    if size is not None:
+        missing = g.constant(torch.tensor([n - size]))
+    else:
+        length = g.op("Gather", g.op("Shape", x), g.constant(torch.tensor([axis])), axis_i=0)
+        missing = g.op("Sub", g.constant(torch.tensor([n])), length)
+    zeros = g.constant(torch.zeros(axis, dtype=torch.int64))
+    after = g.constant(torch.zeros(rank - axis - 1, dtype=torch.int64))
+    pads = g.op("Concat", zeros, g.constant(torch.tensor([0])), after, zeros, missing, after,
+                axis_i=0)
+    return g.op("Pad", x, pads)
 
 
 def _complex_rank(g, x: Value, op: str) -> int:
@@ -300,11 +328,16 @@ def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
     One DFT per axis of a real or complex input; complex pairs out."""
     op = "aten::fft_fftn"
     rank = _complex_rank(g, self, op)
-    _no_signal_size(s, op)
-    axes = (list(range(rank)) if dim is None or sh._is_none(dim)
+    sizes = _signal_sizes(s, op)
+    axes = (list(range(rank))[-len(sizes) if sizes else 0:] if dim is None or sh._is_none(dim)
             else sh._get_const(dim, "is", "dim"))
-    return as_pairs(g, _fourier(g, self, is_complex(g, 0), sorted(a % rank for a in axes),
-                                _norm_mode(norm, op)))
+    axes = [a % rank for a in ([axes] if isinstance(axes, int) else axes)]
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            sh._unimplemented(op, f"s={sizes} for the {len(axes)} axes {axes}")
+        for axis, n in zip(axes, sizes):
+            self = _resized(g, self, axis, n, rank + is_complex(g, 0))
+    return as_pairs(g, _fourier(g, self, is_complex(g, 0), sorted(axes), _norm_mode(norm, op)))
 
 
 def _one_dim_fft(name: str, inverse: bool, onesided: bool):
@@ -312,18 +345,21 @@ def _one_dim_fft(name: str, inverse: bool, onesided: bool):
 
     def symbolic(g, self: Value, n: Value | None = None, dim: Value | None = None,
                  norm: Value | None = None) -> Value:
-        _no_signal_size(n, op)
         complex_input = is_complex(g, 0)
         if onesided and complex_input:
             sh._unimplemented(op, "a complex input (rfft takes real signals)")
         axis = sh._get_const(dim, "i", "dim") % _complex_rank(g, self, op)
+        sizes = _signal_sizes(n, op)
+        if sizes is not None:
+            self = _resized(g, self, axis, sizes[0], sh._get_tensor_rank(self))
         return as_pairs(g, _fourier(g, self, complex_input, [axis], _norm_mode(norm, op),
                                     inverse=inverse, onesided=onesided))
     symbolic.__name__ = name
     symbolic.__doc__ = (f"{name}(Tensor self, SymInt? n=None, int dim=-1, str? norm=None) "
                         "-> Tensor\n\n"
                         f"ONNX DFT ({'inverse, ' if inverse else ''}"
-                        f"{'one-sided, ' if onesided else ''}one axis); complex pairs out.")
+                        f"{'one-sided, ' if onesided else ''}one axis) of the signal trimmed "
+                        "or zero-padded to n; complex pairs out.")
     return symbolic
 
 
