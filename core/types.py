@@ -79,7 +79,8 @@ class JitScalarType(enum.IntEnum):
     def from_dtype(cls, dtype: torch.dtype | None) -> JitScalarType:
         """The scalar type of a ``torch.dtype``."""
         if dtype not in _FROM_DTYPE:
-            raise OnnxExporterError(f"Unknown dtype {dtype!r}: it has no JitScalarType.")
+            raise OnnxExporterError(_PACKED_DTYPES.get(
+                dtype, f"Unknown dtype {dtype!r}: it has no JitScalarType."))
         return _FROM_DTYPE[dtype]
 
     @classmethod
@@ -170,6 +171,15 @@ _TABLE: dict[JitScalarType, tuple[Any, str, str, int]] = {
     JitScalarType.UNDEFINED: (None, "Undefined", "undefined", TensorProto.UNDEFINED),
 }
 _FROM_DTYPE = {row[0]: member for member, row in _TABLE.items() if row[0] is not None}
+#: Why dtypes packing several numbers in one element are not exported, and what to do.
+_PACKED_DTYPES = {
+    getattr(torch, "float4_e2m1fn_x2", None): (
+        "torch.float4_e2m1fn_x2 packs two FP4 (E2M1) numbers in each element, which oxport "
+        "does not export: ONNX's FLOAT4E2M1 (opset 23 on) counts each number, so every shape "
+        "would change. Keep the packed bytes as torch.uint8 in the model (x.view(torch.uint8) "
+        "where they enter or leave it) and compute in a float dtype."),
+}
+_PACKED_DTYPES.pop(None, None)
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:
