@@ -224,7 +224,9 @@ def _identity(name: str):
     signature = {"alias": "(Tensor(a) self) -> Tensor(a)",
                  "clone": "(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
                  "contiguous": "(Tensor(a) self, *, MemoryFormat memory_format=0) -> Tensor(a)",
-                 "lift": "(Tensor self) -> Tensor"}[name]
+                 "lift": "(Tensor self) -> Tensor",
+                 "resolve_conj": "(Tensor(a) self) -> Tensor(a)",
+                 "resolve_neg": "(Tensor(a) self) -> Tensor(a)"}[name]
     symbolic.__doc__ = f"{name}{signature}\n\nChanges nothing an ONNX graph can see."
     return symbolic
 
@@ -1158,8 +1160,11 @@ def _real_identity(name: str):
     return symbolic
 
 
-for _name in ("conj_physical", "resolve_conj", "resolve_neg"):
-    pack.symbolic(f"aten::{_name}", since=7)(_real_identity(_name))
+pack.symbolic("aten::conj_physical", since=7)(_real_identity("conj_physical"))
+# A graph value never carries a lazy conjugate or negative bit (no symbolic makes one):
+# resolving them changes nothing, complex pairs included.
+for _name in ("resolve_conj", "resolve_neg"):
+    pack.symbolic(f"aten::{_name}", since=7, accepts_complex=True)(_identity(_name))
 
 
 @pack.symbolic("aten::_shape_as_tensor", since=7)

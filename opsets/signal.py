@@ -10,6 +10,7 @@ types (:func:`is_complex`).
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
 
@@ -58,14 +59,77 @@ def complex_cast(g, pairs: Value, target: torch.dtype | None) -> Value:
     return as_pairs(g, pairs)
 
 
+def _after_last(value: Value) -> int:
+    """The axis after ``value``'s last (-1 when its rank is unknown: negative axes need
+    opset 11), where its pairs axis is or goes."""
+    rank = sh._get_tensor_rank(value)
+    return -1 if rank is None else rank
+
+
 def _part(g, pairs: Value, index: int) -> Value:
     """The real (0) or imaginary (1) part of complex pairs."""
-    return g.op("Gather", pairs, g.constant(torch.tensor(index)), axis_i=-1)
+    rank = sh._get_tensor_rank(pairs)
+    return g.op("Gather", pairs, g.constant(torch.tensor(index)),
+                axis_i=-1 if rank is None else rank - 1)
+
+
+def parts(g, value: Value, complex_value: bool) -> tuple[Value, Value | None]:
+    """The real and imaginary parts of complex pairs, typed as the complex tensor's shape
+    (a real tensor: itself and None)."""
+    if not complex_value:
+        return value, None
+    shape = value.type().shape
+    type_ = Type.tensor(value.type().dtype(), None if shape is None else shape[:-1])
+    return tuple(_part(g, value, i).setType(type_) for i in (0, 1))  # type: ignore[return-value]
+
+
+def from_parts(g, real: Value, imag: Value) -> Value:
+    """Complex pairs of the node's output from its real and imaginary parts."""
+    return as_pairs(g, _pair(g, real, imag))
 
 
 def _pair(g, real: Value, imag: Value) -> Value:
-    return g.op("Concat", sh._unsqueeze_helper(g, real, [-1]),
-                sh._unsqueeze_helper(g, imag, [-1]), axis_i=-1)
+    axis = _after_last(real) if _after_last(real) == _after_last(imag) else -1
+    return g.op("Concat", sh._unsqueeze_helper(g, real, [axis]),
+                sh._unsqueeze_helper(g, imag, [axis]), axis_i=axis)
+
+
+def complex_operand(g, value: Value, position: int, kind: str, dtype: torch.dtype | None
+                    ) -> tuple[Value, bool]:
+    """Input ``position`` of the node (of ``kind``) and whether it is complex: a complex
+    tensor is its pairs already; a complex number (``x * (2 + 3j)``) becomes the pair of
+    ``dtype`` (a real dtype; float32 when None)."""
+    number = value.const if isinstance(value, Value) and value.is_const else None
+    if isinstance(number, builtins.complex):  # (``complex`` here is the aten symbolic)
+        real = dtype if dtype is not None and dtype.is_floating_point else torch.float32
+        return sh.mark_complex_pairs(g.constant(torch.tensor([number.real, number.imag],
+                                                             dtype=real))), True
+    return value, is_complex(g, position, kind)
+
+
+def pair_dtype(*values: Value) -> torch.dtype | None:
+    """The real dtype of the first complex pairs or float tensor among ``values``."""
+    return next((v.type().dtype() for v in values if isinstance(v, Value)
+                 and v.type().dtype() is not None and v.type().dtype().is_floating_point), None)
+
+
+def as_complex_pairs(g, real: Value, dtype: torch.dtype | None) -> Value:
+    """A real tensor (or number) as complex pairs with a zero imaginary part."""
+    real = sh.cast_to(g, g.as_value(real), dtype or torch.float32)
+    return _pair(g, real, g.op("Mul", real, g.constant(torch.tensor(0, dtype=dtype or
+                                                                     torch.float32))))
+
+
+def complex_add(g, self: Value, other: Value, self_complex: bool, other_complex: bool,
+                subtract: bool = False) -> Value:
+    """``self + other`` (``self - other`` with ``subtract``), at least one complex (as
+    pairs); a real operand adds to the real parts."""
+    dtype = pair_dtype(*(v for v, c in ((self, self_complex), (other, other_complex)) if c))
+    self, other = (v if c else as_complex_pairs(g, v, dtype)
+                   for v, c in ((self, self_complex), (other, other_complex)))
+    if dtype is not None:
+        self, other = sh.cast_to(g, self, dtype), sh.cast_to(g, other, dtype)
+    return g.op("Sub" if subtract else "Add", self, other)
 
 
 def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex: bool
@@ -76,7 +140,7 @@ def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex:
         if pairs.type().dtype() is not None:
             real = sh.cast_to(g, real, pairs.type().dtype())
         if real.type().dim() != 0:  # a real tensor scales both parts of each element
-            real = sh._unsqueeze_helper(g, real, [-1])
+            real = sh._unsqueeze_helper(g, real, [_after_last(real)])
         return g.op("Mul", pairs, real)
     a, b, c, d = _part(g, self, 0), _part(g, self, 1), _part(g, other, 0), _part(g, other, 1)
     return _pair(g, g.op("Sub", g.op("Mul", a, c), g.op("Mul", b, d)),

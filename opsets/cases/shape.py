@@ -202,6 +202,8 @@ pack.case("aten::alias", lambda x: torch.ops.aten.alias(x) + 1, (2, 3))
 pack.case("aten::lift", lambda x: torch.ops.aten.lift(x) * 2, (2, 3))
 pack.case("aten::conj_physical", lambda x: torch.conj_physical(x) + 1, (2, 3))
 pack.case("aten::resolve_conj", lambda x: x.resolve_conj() + 1, (2, 3))
+pack.case("aten::resolve_conj", lambda x: torch.view_as_real(x.resolve_conj()),
+          lambda: torch.randn(2, 3, dtype=torch.complex64), name="complex")
 pack.case("aten::resolve_neg", lambda x: x.resolve_neg() + 1, (2, 3))
 pack.case("aten::_shape_as_tensor", lambda x: torch._shape_as_tensor(x) + 1, (2, 3, 4),
           input_names=["x"], dynamic_axes=DYN)
