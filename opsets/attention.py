@@ -40,8 +40,8 @@ def _check_dropout(g, dropout_p: float) -> None:
 
 def _dropped(g, weights: Value, dropout_p: float) -> Value:
     """``weights`` with dropout, as ``scaled_dot_product_attention`` applies it whatever
-    the module's mode (random: each weight zeroed with probability ``dropout_p``, the rest
-    scaled by ``1 / (1 - dropout_p)``)."""
+    the module's mode: a Dropout in training mode, as ``dropout(train=True)`` exports
+    (ONNX Runtime's default graph optimizations remove it; it drops with them off)."""
     if not dropout_p:
         return weights
     return g.op("Dropout", weights, g.constant(torch.tensor(dropout_p, dtype=torch.float32)),
