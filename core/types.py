@@ -76,10 +76,22 @@ class JitScalarType(enum.IntEnum):
     UNDEFINED = 20
 
     @classmethod
+    def _missing_(cls, value: object) -> JitScalarType | None:
+        """A ScalarType argument holds c10's code, which is this enum's number up to
+        BFLOAT16 (15) only: c10's codes of the float8 types (23-26) map to their members;
+        a packed dtype's code fails naming it."""
+        if value in _C10_CODES:
+            return cls[_C10_CODES[value]]  # type: ignore[index]
+        if value in _C10_PACKED:
+            raise OnnxExporterError(_PACKED_DTYPES[_C10_PACKED[value]])  # type: ignore[index]
+        return None
+
+    @classmethod
     def from_dtype(cls, dtype: torch.dtype | None) -> JitScalarType:
         """The scalar type of a ``torch.dtype``."""
         if dtype not in _FROM_DTYPE:
-            raise OnnxExporterError(f"Unknown dtype {dtype!r}: it has no JitScalarType.")
+            raise OnnxExporterError(_PACKED_DTYPES.get(
+                dtype, f"Unknown dtype {dtype!r}: it has no JitScalarType."))
         return _FROM_DTYPE[dtype]
 
     @classmethod
@@ -170,6 +182,19 @@ _TABLE: dict[JitScalarType, tuple[Any, str, str, int]] = {
     JitScalarType.UNDEFINED: (None, "Undefined", "undefined", TensorProto.UNDEFINED),
 }
 _FROM_DTYPE = {row[0]: member for member, row in _TABLE.items() if row[0] is not None}
+#: Why dtypes packing several numbers in one element are not exported, and what to do.
+_PACKED_DTYPES = {
+    getattr(torch, "float4_e2m1fn_x2", None): (
+        "torch.float4_e2m1fn_x2 packs two FP4 (E2M1) numbers in each element, which oxport "
+        "does not export: ONNX's FLOAT4E2M1 (opset 23 on) counts each number, so every shape "
+        "would change. Keep the packed bytes as torch.uint8 in the model (x.view(torch.uint8) "
+        "where they enter or leave it) and compute in a float dtype."),
+}
+_PACKED_DTYPES.pop(None, None)
+#: c10's ScalarType codes past the prefix it shares with JitScalarType, by member name.
+_C10_CODES = {23: "FLOAT8E5M2", 24: "FLOAT8E4M3FN", 25: "FLOAT8E5M2FNUZ", 26: "FLOAT8E4M3FNUZ"}
+#: c10's codes of the packed dtypes oxport refuses (see _PACKED_DTYPES).
+_C10_PACKED = {45: getattr(torch, "float4_e2m1fn_x2", None)}
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:

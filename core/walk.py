@@ -39,7 +39,11 @@ from oxport.frontends.base import FrontEnd
 from oxport.ir import COMPLEX_OF_REAL, Graph, Type, Value
 from oxport.passes.infer import infer_value, needs_inference
 from oxport.registry import RegistryView, SymbolicEntry, vet_symbolic
-from oxport.symbolic_helper import carries_complex_pairs, has_complex_input
+from oxport.symbolic_helper import (
+    carries_complex_pairs,
+    has_complex_input,
+    mark_complex_pairs,
+)
 
 if TYPE_CHECKING:
     from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue
@@ -227,8 +231,9 @@ class Conversion:
         user_count = len(ts_inputs) - len(front.params)
         for index, (ts_value, name) in enumerate(zip(ts_inputs[:user_count],
                                                       front.input_names)):
-            value = graph.add_input(name, _named_dims(Type.of(ts_value.type()),
+            value = graph.add_input(name, _named_dims(Type.of(ts_value.type()).as_real_pairs(),
                                                       front.input_dim_names, index))
+            _mark_if_complex(ts_value, value)
             if index < len(front.input_leaves):
                 value.meta = {"arg_leaf": front.input_leaves[index]}
             if index in front.kept_inputs:
@@ -237,8 +242,11 @@ class Conversion:
         for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
             # The trace's type keeps requires_grad, which symbolics may ask about.
             type_ = Type.of(ts_value.type())
+            if tensor.is_complex():  # ONNX holds it as its real pairs
+                tensor, type_ = torch.view_as_real(tensor.resolve_conj()), type_.as_real_pairs()
             self.env[ts_value.unique()] = graph.add_initializer(
                 name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
+            _mark_if_complex(ts_value, self.env[ts_value.unique()])
         if getattr(self.progress, "listened", self.progress is not None):
             self.nodes_total = count_nodes(front.graph)
         for node in front.graph.nodes():
@@ -747,6 +755,13 @@ def _may_defer(node: SourceNode) -> bool:
         return False
     schema = node.schema()
     return schema != "(no schema)" and "!" not in schema
+
+
+def _mark_if_complex(ts_value: SourceValue, value: Value) -> None:
+    """Mark a graph input or weight that is a complex tensor as its real pairs."""
+    dtype = Type.of(ts_value.type()).dtype()
+    if dtype is not None and dtype.is_complex:
+        mark_complex_pairs(value)
 
 
 def _type_complex_pairs(ts_value: SourceValue, value: Value) -> None:

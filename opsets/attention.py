@@ -26,11 +26,26 @@ def _rank(value: Value) -> int:
     return rank
 
 
-def _check_dropout(dropout_p: float) -> None:
-    if dropout_p:
-        sh._unimplemented("aten::scaled_dot_product_attention",
-                          f"dropout_p={dropout_p} (attention dropout is random; export in eval "
-                          "mode, where models pass dropout_p=0)")
+#: The first opset whose Dropout drops at inference (its training_mode input).
+_DROPOUT_IN_INFERENCE = 12
+
+
+def _check_dropout(g, dropout_p: float) -> None:
+    if dropout_p and g.opset < _DROPOUT_IN_INFERENCE:
+        sh._onnx_opset_unsupported_detailed(
+            "aten::scaled_dot_product_attention", g.opset, _DROPOUT_IN_INFERENCE,
+            f"dropout_p={dropout_p} drops attention weights even in eval mode, which needs "
+            "Dropout's training_mode input (or pass dropout_p=0 for a deterministic model)")
+
+
+def _dropped(g, weights: Value, dropout_p: float) -> Value:
+    """``weights`` with dropout, as ``scaled_dot_product_attention`` applies it whatever
+    the module's mode: a Dropout in training mode, as ``dropout(train=True)`` exports
+    (ONNX Runtime's default graph optimizations remove it; it drops with them off)."""
+    if not dropout_p:
+        return weights
+    return g.op("Dropout", weights, g.constant(torch.tensor(dropout_p, dtype=torch.float32)),
+                g.constant(torch.tensor(True)))
 
 
 def _negative_infinity(g, dtype: torch.dtype) -> Value:
@@ -73,7 +88,8 @@ def _repeat_heads(g, value: Value, groups: int, heads: int) -> Value:
 
 
 def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | None,
-                is_causal: bool, scale: float | None, enable_gqa: bool) -> Value:
+                is_causal: bool, scale: float | None, enable_gqa: bool,
+                dropout_p: float = 0.0) -> Value:
     if enable_gqa:
         q_heads, kv_heads = (sh._get_tensor_dim_size(query, -3),
                              sh._get_tensor_dim_size(key, -3))
@@ -83,14 +99,16 @@ def _decomposed(g, query: Value, key: Value, value: Value, attn_mask: Value | No
         if q_heads != kv_heads:
             key = _repeat_heads(g, key, q_heads // kv_heads, q_heads)
             value = _repeat_heads(g, value, q_heads // kv_heads, q_heads)
-    weights = _attention_weights(g, query, key, attn_mask, is_causal, scale)
-    return g.op("MatMul", weights, value)
+    weights = _attention_weights(g, query, key, attn_mask, is_causal, scale, safe=True)
+    return g.op("MatMul", _dropped(g, weights, dropout_p), value)
 
 
 def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_causal: bool,
-                       scale: float | None) -> Value:
+                       scale: float | None, safe: bool = False) -> Value:
     """Softmax of the scaled, masked scores ``q k^T``: a boolean mask keeps where True
-    (``key`` may have more batch dims than ``query``: MatMul broadcasts them)."""
+    (``key`` may have more batch dims than ``query``: MatMul broadcasts them). With
+    ``safe``, a row a mask leaves no key in weighs nothing (zeros, as eager
+    ``scaled_dot_product_attention``'s safe softmax gives)."""
     dtype = query.type().dtype() or torch.float32
     # Like PyTorch, scale q and k by sqrt(scale) each, for stability in half precision.
     head_dim = sh._get_tensor_dim_size(query, -1)
@@ -111,7 +129,19 @@ def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_
             scores = g.op("Where", attn_mask, scores, _negative_infinity(g, dtype))
         else:
             scores = g.op("Add", scores, attn_mask)
+        if safe:
+            return _safe_softmax(g, scores, dtype)
     return g.op("Softmax", scores, axis_i=-1)
+
+
+def _safe_softmax(g, scores: Value, dtype: torch.dtype) -> Value:
+    """Softmax over the last axis, zero for a row whose scores are all -inf (a causal mask
+    never empties a row; a boolean or -inf mask may)."""
+    weights = g.op("Softmax", scores, axis_i=-1)
+    top = sh.reduce_helper(g, "ReduceMax", scores, [-1], keepdims_i=1)
+    # Below the lowest finite number: -inf (Less takes floats at every opset, Equal from 11).
+    empty = g.op("Less", top, g.constant(torch.tensor(torch.finfo(dtype).min, dtype=dtype)))
+    return g.op("Where", empty, g.constant(torch.tensor(0, dtype=dtype)), weights)
 
 
 _SDPA_ARGS = ("v", "v", "v", "v", "f", "b", "f", "b")
@@ -123,9 +153,10 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
                                  is_causal=False, scale=None, enable_gqa=False):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
 
-    MatMul -> (causal / mask) -> Softmax -> MatMul."""
-    _check_dropout(dropout_p)
-    return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    MatMul -> (causal / mask) -> Softmax -> (Dropout) -> MatMul."""
+    _check_dropout(g, dropout_p)
+    return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                       dropout_p)
 
 
 @pack.symbolic("aten::scaled_dot_product_attention", since=23)
@@ -135,13 +166,15 @@ def scaled_dot_product_attention_23(g, query, key, value, attn_mask=None, dropou
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
 
     One Attention node for 3-D and 4-D inputs; the decomposition otherwise, and for masks
-    broadcast over the query axis (ONNX Runtime 1.31 refuses them)."""
-    _check_dropout(dropout_p)
+    broadcast over the query axis (ONNX Runtime 1.31 refuses them), and with dropout (which
+    Attention lacks)."""
     rank = _rank(query)
     mask_dtype = None if sh._is_none(attn_mask) else attn_mask.type().dtype()
-    if rank not in (3, 4) or _rank(key) != rank or _rank(value) != rank or mask_dtype not in (None, torch.bool, query.type().dtype()) \
+    if dropout_p or rank not in (3, 4) or _rank(key) != rank or _rank(value) != rank \
+            or mask_dtype not in (None, torch.bool, query.type().dtype()) \
             or not _attention_op_takes(attn_mask, (query.type().symbolic_sizes() or [None])[-2]):
-        return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
+        return _decomposed(g, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                           dropout_p)
     inputs = [query, key, value]
     if mask_dtype is not None:
         if rank == 3 and _rank(attn_mask) == 3:

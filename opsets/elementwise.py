@@ -18,7 +18,16 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Value
 from oxport.opsets.common import clamp_values, float_input, is_int, promote, scalar
-from oxport.opsets.signal import as_pairs, complex_abs, complex_mul, is_complex
+from oxport.opsets.signal import (
+    as_complex_pairs,
+    as_pairs,
+    complex_abs,
+    complex_add,
+    complex_mul,
+    complex_operand,
+    is_complex,
+    pair_dtype,
+)
 from oxport.types import onnx_dtype
 
 pack = OpPack("oxport.elementwise", cases="oxport.opsets.cases.elementwise")
@@ -42,25 +51,56 @@ def _scaled(g, value: Value, alpha: Any, dtype: torch.dtype | None) -> Value:
     return g.op("Mul", value, scalar(g, int(factor) if is_int(dtype) else factor, dtype))
 
 
-@pack.symbolic("aten::add", since=7)
+def _complex_operands(g, kind: str, self: Value, other: Value
+                      ) -> tuple[Value, Value, bool, bool] | None:
+    """Both operands, complex ones as pairs, and which are complex; None when neither is."""
+    dtype = pair_dtype(self, other)
+    (a, a_complex), (b, b_complex) = (complex_operand(g, v, i, kind, dtype)
+                                      for i, v in enumerate((self, other)))
+    return (a, b, a_complex, b_complex) if a_complex or b_complex else None
+
+
+def _complex_sum(g, kind: str, self: Value, other: Value, alpha: Value | None,
+                 subtract: bool) -> Value | None:
+    """``self +/- alpha * other`` when an operand is complex (as pairs); None otherwise."""
+    operands = _complex_operands(g, kind, self, other)
+    if operands is None:
+        return None
+    a, b, a_complex, b_complex = operands
+    if not sh._is_none(alpha) and sh._maybe_get_const(alpha, "f") != 1:
+        if not b_complex:
+            b = as_complex_pairs(g, b, pair_dtype(a))
+            b_complex = True
+        b = _scaled(g, b, alpha, pair_dtype(a, b))
+    return as_pairs(g, complex_add(g, a, b, a_complex, b_complex, subtract))
+
+
+@pack.symbolic("aten::add", since=7, accepts_complex=True)
 def add(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
     add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
     add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
 
-    ``self + alpha * other``; bools add as logical or."""
+    ``self + alpha * other``; bools add as logical or; complex tensors and numbers as real
+    pairs."""
+    complex_sum = _complex_sum(g, "aten::add", self, other, alpha, subtract=False)
+    if complex_sum is not None:
+        return complex_sum
     (a, b), dtype = promote(g, "aten::add", self, other)
     b = _scaled(g, b, alpha, dtype)
     return g.op("Or" if dtype == torch.bool else "Add", a, b)
 
 
-@pack.symbolic("aten::sub", since=7)
+@pack.symbolic("aten::sub", since=7, accepts_complex=True)
 def sub(g, self: Value, other: Value, alpha: Value | None = None) -> Value:
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
     sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
     sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
 
-    ``self - alpha * other``."""
+    ``self - alpha * other``; complex tensors and numbers as real pairs."""
+    complex_sum = _complex_sum(g, "aten::sub", self, other, alpha, subtract=True)
+    if complex_sum is not None:
+        return complex_sum
     (a, b), dtype = promote(g, "aten::sub", self, other)
     return g.op("Sub", a, _scaled(g, b, alpha, dtype))
 
@@ -82,9 +122,9 @@ def mul(g, self: Value, other: Value) -> Value:
     mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
 
     ``self * other``; bools multiply as logical and; complex tensors as real pairs."""
-    operands_complex = [is_complex(g, 0, "aten::mul"), is_complex(g, 1, "aten::mul")]
-    if any(operands_complex):
-        return as_pairs(g, complex_mul(g, self, other, *operands_complex))
+    operands = _complex_operands(g, "aten::mul", self, other)
+    if operands is not None:
+        return as_pairs(g, complex_mul(g, *operands))
     (a, b), dtype = promote(g, "aten::mul", self, other)
     return g.op("And" if dtype == torch.bool else "Mul", a, b)
 

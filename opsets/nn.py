@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
 from oxport.opsets.common import scalar_as_vector
+from oxport.opsets.signal import from_parts, is_complex, parts
 
 pack = OpPack("oxport.nn", cases="oxport.opsets.cases.nn")
 
@@ -129,19 +132,51 @@ def _convolution_mode(g, input, weight, bias, stride, padding, dilation, groups)
     return _conv(g, input, weight, bias, stride, padding, dilation, groups)
 
 
+def _complex_conv(g, input: Value, weight: Value, bias: Value | None, *options: Any) -> Value:
+    """A convolution with a complex input, weight or bias (as pairs): the real convolutions
+    of the parts, ``(a + bi) * (c + di) = (ac - bd) + (ad + bc)i``, the bias's parts added
+    to theirs."""
+    a, b = parts(g, input, is_complex(g, 0))
+    c, d = parts(g, weight, is_complex(g, 1))
+    bias = None if sh._is_none(bias) else bias
+    bias_real, bias_imag = parts(g, bias, is_complex(g, 2)) if bias is not None else (None, None)
+
+    def term(x: Value | None, w: Value | None) -> Value | None:
+        return None if x is None or w is None else _conv(g, x, w, None, *options)
+
+    def combined(first: Value | None, second: Value | None, subtract: bool,
+                 offset: Value | None) -> Value:
+        total = first if second is None else second if first is None else \
+            g.op("Sub" if subtract else "Add", first, second)
+        if total is None:  # a real input and weight: only a complex bias's part
+            total = g.op("Mul", _conv(g, a, c, None, *options),
+                         g.constant(torch.tensor(0, dtype=a.type().dtype())))
+        if offset is not None:
+            rank = sh._get_tensor_rank(total) or len(options[0]) + 2
+            total = g.op("Add", total, sh._unsqueeze_helper(g, offset, list(range(1, rank - 1))))
+        return total
+
+    real = combined(term(a, c), term(b, d), True, bias_real)
+    imag = combined(term(a, d), term(b, c), False, bias_imag)
+    return from_parts(g, real, imag)
+
+
 def _conv_nd(name: str):
     @sh.parse_args("v", "v", "v", "is", "none", "is", "i")
     def conv(g, input, weight, bias, stride, padding, dilation, groups):
         named = padding.const if padding.is_const and isinstance(padding.const, str) else None
-        return _conv(g, input, weight, bias, stride,
-                     named or sh._get_const(padding, "is", "padding"), dilation, groups)
+        pads = named or sh._get_const(padding, "is", "padding")
+        if any(is_complex(g, i) for i in range(3)):
+            return _complex_conv(g, input, weight, bias, stride, pads, dilation, groups)
+        return _conv(g, input, weight, bias, stride, pads, dilation, groups)
     conv.__name__ = name
     n = int(name[-2])
     conv.__doc__ = (f"{name}(Tensor input, Tensor weight, Tensor? bias=None, "
                     f"SymInt[{n}] stride={[1] * n}, SymInt[{n}] padding={[0] * n}, "
                     f"SymInt[{n}] dilation={[1] * n}, SymInt groups=1) -> Tensor\n"
                     f"{name}.padding(..., str padding=\"valid\", ...) -> Tensor\n\n"
-                    "Conv (scripted code calls it; traces record ``_convolution``).")
+                    "Conv (scripted code calls it; traces record ``_convolution``); complex "
+                    "tensors as real convolutions of their parts.")
     return conv
 
 
@@ -163,7 +198,8 @@ def _conv_transpose_nd(name: str):
 
 
 for _rank in (1, 2, 3):
-    pack.symbolic(f"aten::conv{_rank}d", since=7)(_conv_nd(f"conv{_rank}d"))
+    pack.symbolic(f"aten::conv{_rank}d", since=7, accepts_complex=True)(
+        _conv_nd(f"conv{_rank}d"))
     pack.symbolic(f"aten::conv_transpose{_rank}d", since=7)(
         _conv_transpose_nd(f"conv_transpose{_rank}d"))
 

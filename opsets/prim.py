@@ -23,6 +23,8 @@ def prim_constant(g, **attrs: Any) -> Value:
     until an ONNX node consumes it."""
     output = g.original_node.output()
     value = output.toIValue()
+    if isinstance(value, torch.Tensor) and value.is_complex():  # ONNX holds its real pairs
+        return sh.mark_complex_pairs(g.constant(torch.view_as_real(value.resolve_conj())))
     if isinstance(value, torch.Tensor):
         return g.constant(value)
     if isinstance(value, list) and any(isinstance(v, torch.Tensor) for v in value):

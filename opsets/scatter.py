@@ -521,3 +521,37 @@ def masked_scatter(g, self: Value, mask: Value, source: Value) -> Value:
 
 
 pack.alias(masked_scatter, "aten::masked_scatter_", since=11)
+
+
+def _bincount_dtype(weights: Value | None) -> torch.dtype:
+    """PyTorch's bincount result: counts in int64; float32 weights summed as float32, any
+    other weights as float64."""
+    if weights is None:
+        return torch.int64
+    return torch.float32 if weights.type().dtype() == torch.float32 else torch.float64
+
+
+@pack.symbolic("aten::bincount", since=16)
+def bincount(g, self: Value, weights: Value | None = None, minlength: Value | None = None
+             ) -> Value:
+    """bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor
+
+    ScatterElements (reduction add) of the weights (ones without) into zeros of length
+    ``max(max(self) + 1, minlength)``; an empty input gives ``minlength`` zeros."""
+    op = "aten::bincount"
+    if rank_of(op, self) != 1:
+        sh._unimplemented(op, "an input that is not 1-D")
+    weights = None if weights is None or sh._is_none(weights) else weights
+    dtype = _bincount_dtype(weights)
+    least = 0 if minlength is None or sh._is_none(minlength) else \
+        int(sh._get_const(minlength, "i", "minlength"))
+    index = sh.cast_to(g, self, torch.int64)
+    # The largest index, or minlength - 1 when it is larger (or the input empty).
+    floor = g.constant(torch.tensor([least - 1], dtype=torch.int64))
+    top = sh.reduce_helper(g, "ReduceMax", g.op("Concat", index, floor, axis_i=0), [0],
+                           keepdims_i=1)
+    length = g.op("Add", top, g.constant(torch.tensor([1], dtype=torch.int64)))
+    zeros = g.op("ConstantOfShape", length, value_t=torch.zeros(1, dtype=dtype))
+    updates = sh.cast_to(g, weights, dtype) if weights is not None else \
+        g.op("ConstantOfShape", shape_of(g, index), value_t=torch.ones(1, dtype=dtype))
+    return g.op("ScatterElements", zeros, index, updates, axis_i=0, reduction_s="add")

@@ -224,7 +224,9 @@ def _identity(name: str):
     signature = {"alias": "(Tensor(a) self) -> Tensor(a)",
                  "clone": "(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
                  "contiguous": "(Tensor(a) self, *, MemoryFormat memory_format=0) -> Tensor(a)",
-                 "lift": "(Tensor self) -> Tensor"}[name]
+                 "lift": "(Tensor self) -> Tensor",
+                 "resolve_conj": "(Tensor(a) self) -> Tensor(a)",
+                 "resolve_neg": "(Tensor(a) self) -> Tensor(a)"}[name]
     symbolic.__doc__ = f"{name}{signature}\n\nChanges nothing an ONNX graph can see."
     return symbolic
 
@@ -783,18 +785,19 @@ def _tensor_items(op: str, g, tensors: Value) -> list[Value] | None:
     return None
 
 
-def _concat(g, items: list[Value], axis: int) -> Value:
-    if len(items) == 1:
-        return items[0]
-    return g.op("Concat", *sh.promote(g, *items), axis_i=axis)
+def _concat(g, items: list[Value], axis: int, dtype: torch.dtype | None = None) -> Value:
+    """Concat of ``items`` cast to ``dtype`` (default: their promoted dtype)."""
+    dtype = dtype or sh.result_dtype(*items)
+    items = [sh.cast_to(g, t, dtype) for t in items] if dtype is not None else items
+    return items[0] if len(items) == 1 else g.op("Concat", *items, axis_i=axis)
 
 
 @pack.symbolic("aten::cat", since=7)
 def cat(g, tensors: Value, dim: Value) -> Value:
     """cat(Tensor[] tensors, int dim=0) -> Tensor
 
-    Concat (dtypes promoted, legacy empty 1-D tensors dropped); ConcatFromSequence for a
-    run-time list."""
+    Concat (dtypes promoted over every tensor, the legacy empty 1-D tensors it drops
+    included); ConcatFromSequence for a run-time list."""
     axis = sh._get_const(dim, "i", "dim")
     items = _tensor_items("aten::cat", g, tensors)
     if items is None:
@@ -805,7 +808,7 @@ def cat(g, tensors: Value, dim: Value) -> Value:
         if rank is None:
             sh._unimplemented("aten::cat", "a negative dim over tensors of unknown rank")
         axis += rank
-    return _concat(g, kept, axis)
+    return _concat(g, kept, axis, sh.result_dtype(*items))
 
 
 @pack.symbolic("aten::stack", since=7)
@@ -1157,8 +1160,11 @@ def _real_identity(name: str):
     return symbolic
 
 
-for _name in ("conj_physical", "resolve_conj", "resolve_neg"):
-    pack.symbolic(f"aten::{_name}", since=7)(_real_identity(_name))
+pack.symbolic("aten::conj_physical", since=7)(_real_identity("conj_physical"))
+# A graph value never carries a lazy conjugate or negative bit (no symbolic makes one):
+# resolving them changes nothing, complex pairs included.
+for _name in ("resolve_conj", "resolve_neg"):
+    pack.symbolic(f"aten::{_name}", since=7, accepts_complex=True)(_identity(_name))
 
 
 @pack.symbolic("aten::_shape_as_tensor", since=7)

@@ -10,6 +10,7 @@ types (:func:`is_complex`).
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
 
@@ -58,14 +59,77 @@ def complex_cast(g, pairs: Value, target: torch.dtype | None) -> Value:
     return as_pairs(g, pairs)
 
 
+def _after_last(value: Value) -> int:
+    """The axis after ``value``'s last (-1 when its rank is unknown: negative axes need
+    opset 11), where its pairs axis is or goes."""
+    rank = sh._get_tensor_rank(value)
+    return -1 if rank is None else rank
+
+
 def _part(g, pairs: Value, index: int) -> Value:
     """The real (0) or imaginary (1) part of complex pairs."""
-    return g.op("Gather", pairs, g.constant(torch.tensor(index)), axis_i=-1)
+    rank = sh._get_tensor_rank(pairs)
+    return g.op("Gather", pairs, g.constant(torch.tensor(index)),
+                axis_i=-1 if rank is None else rank - 1)
+
+
+def parts(g, value: Value, complex_value: bool) -> tuple[Value, Value | None]:
+    """The real and imaginary parts of complex pairs, typed as the complex tensor's shape
+    (a real tensor: itself and None)."""
+    if not complex_value:
+        return value, None
+    shape = value.type().shape
+    type_ = Type.tensor(value.type().dtype(), None if shape is None else shape[:-1])
+    return tuple(_part(g, value, i).setType(type_) for i in (0, 1))  # type: ignore[return-value]
+
+
+def from_parts(g, real: Value, imag: Value) -> Value:
+    """Complex pairs of the node's output from its real and imaginary parts."""
+    return as_pairs(g, _pair(g, real, imag))
 
 
 def _pair(g, real: Value, imag: Value) -> Value:
-    return g.op("Concat", sh._unsqueeze_helper(g, real, [-1]),
-                sh._unsqueeze_helper(g, imag, [-1]), axis_i=-1)
+    axis = _after_last(real) if _after_last(real) == _after_last(imag) else -1
+    return g.op("Concat", sh._unsqueeze_helper(g, real, [axis]),
+                sh._unsqueeze_helper(g, imag, [axis]), axis_i=axis)
+
+
+def complex_operand(g, value: Value, position: int, kind: str, dtype: torch.dtype | None
+                    ) -> tuple[Value, bool]:
+    """Input ``position`` of the node (of ``kind``) and whether it is complex: a complex
+    tensor is its pairs already; a complex number (``x * (2 + 3j)``) becomes the pair of
+    ``dtype`` (a real dtype; float32 when None)."""
+    number = value.const if isinstance(value, Value) and value.is_const else None
+    if isinstance(number, builtins.complex):  # (``complex`` here is the aten symbolic)
+        real = dtype if dtype is not None and dtype.is_floating_point else torch.float32
+        return sh.mark_complex_pairs(g.constant(torch.tensor([number.real, number.imag],
+                                                             dtype=real))), True
+    return value, is_complex(g, position, kind)
+
+
+def pair_dtype(*values: Value) -> torch.dtype | None:
+    """The real dtype of the first complex pairs or float tensor among ``values``."""
+    return next((v.type().dtype() for v in values if isinstance(v, Value)
+                 and v.type().dtype() is not None and v.type().dtype().is_floating_point), None)
+
+
+def as_complex_pairs(g, real: Value, dtype: torch.dtype | None) -> Value:
+    """A real tensor (or number) as complex pairs with a zero imaginary part."""
+    real = sh.cast_to(g, g.as_value(real), dtype or torch.float32)
+    return _pair(g, real, g.op("Mul", real, g.constant(torch.tensor(0, dtype=dtype or
+                                                                     torch.float32))))
+
+
+def complex_add(g, self: Value, other: Value, self_complex: bool, other_complex: bool,
+                subtract: bool = False) -> Value:
+    """``self + other`` (``self - other`` with ``subtract``), at least one complex (as
+    pairs); a real operand adds to the real parts."""
+    dtype = pair_dtype(*(v for v, c in ((self, self_complex), (other, other_complex)) if c))
+    self, other = (v if c else as_complex_pairs(g, v, dtype)
+                   for v, c in ((self, self_complex), (other, other_complex)))
+    if dtype is not None:
+        self, other = sh.cast_to(g, self, dtype), sh.cast_to(g, other, dtype)
+    return g.op("Sub" if subtract else "Add", self, other)
 
 
 def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex: bool
@@ -76,7 +140,7 @@ def complex_mul(g, self: Value, other: Value, self_complex: bool, other_complex:
         if pairs.type().dtype() is not None:
             real = sh.cast_to(g, real, pairs.type().dtype())
         if real.type().dim() != 0:  # a real tensor scales both parts of each element
-            real = sh._unsqueeze_helper(g, real, [-1])
+            real = sh._unsqueeze_helper(g, real, [_after_last(real)])
         return g.op("Mul", pairs, real)
     a, b, c, d = _part(g, self, 0), _part(g, self, 1), _part(g, other, 0), _part(g, other, 1)
     return _pair(g, g.op("Sub", g.op("Mul", a, c), g.op("Mul", b, d)),
@@ -279,10 +343,38 @@ def _fourier(g, x: Value, complex_input: bool, axes: Sequence[int], mode: str | 
                        dtype)
 
 
-def _no_signal_size(s: Value | None, op: str) -> None:
-    if s is not None and not sh._is_none(s):
-        sh._unimplemented(op, "signal sizes n=/s= (pad or trim the input before the "
-                              "transform)")
+def _signal_sizes(s: Value | None, op: str) -> list[int] | None:
+    """The signal sizes ``n=`` / ``s=`` asks for (None: the input's own)."""
+    if s is None or sh._is_none(s):
+        return None
+    sizes = sh._get_const(s, "is", "s")
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    if any(n is None or n < 1 for n in sizes):
+        sh._unimplemented(op, f"signal sizes {sizes} (each must be a positive int)")
+    return sizes
+
+
+def _resized(g, x: Value, axis: int, n: int, rank: int) -> Value:
+    """``x`` (of ``rank`` axes, a complex tensor's pairs axis counted) trimmed or
+    zero-padded at the end of ``axis`` to ``n`` elements, as PyTorch does for an FFT's
+    signal size."""
+    size = sh._get_tensor_dim_size(x, axis)
+    if size == n:
+        return x
+    if size is None or size > n:
+        x = sh._slice_helper(g, x, [axis], [0], [n])
+    if size is not None and size > n:
+        return x
+    if size is not None:
+        missing = g.constant(torch.tensor([n - size]))
+    else:
+        length = g.op("Gather", g.op("Shape", x), g.constant(torch.tensor([axis])), axis_i=0)
+        missing = g.op("Sub", g.constant(torch.tensor([n])), length)
+    zeros = g.constant(torch.zeros(axis, dtype=torch.int64))
+    after = g.constant(torch.zeros(rank - axis - 1, dtype=torch.int64))
+    pads = g.op("Concat", zeros, g.constant(torch.tensor([0])), after, zeros, missing, after,
+                axis_i=0)
+    return g.op("Pad", x, pads)
 
 
 def _complex_rank(g, x: Value, op: str) -> int:
@@ -300,11 +392,16 @@ def fft_fftn(g, self: Value, s: Value | None = None, dim: Value | None = None,
     One DFT per axis of a real or complex input; complex pairs out."""
     op = "aten::fft_fftn"
     rank = _complex_rank(g, self, op)
-    _no_signal_size(s, op)
-    axes = (list(range(rank)) if dim is None or sh._is_none(dim)
+    sizes = _signal_sizes(s, op)
+    axes = (list(range(rank))[-len(sizes) if sizes else 0:] if dim is None or sh._is_none(dim)
             else sh._get_const(dim, "is", "dim"))
-    return as_pairs(g, _fourier(g, self, is_complex(g, 0), sorted(a % rank for a in axes),
-                                _norm_mode(norm, op)))
+    axes = [a % rank for a in ([axes] if isinstance(axes, int) else axes)]
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            sh._unimplemented(op, f"s={sizes} for the {len(axes)} axes {axes}")
+        for axis, n in zip(axes, sizes):
+            self = _resized(g, self, axis, n, rank + is_complex(g, 0))
+    return as_pairs(g, _fourier(g, self, is_complex(g, 0), sorted(axes), _norm_mode(norm, op)))
 
 
 def _one_dim_fft(name: str, inverse: bool, onesided: bool):
@@ -312,18 +409,21 @@ def _one_dim_fft(name: str, inverse: bool, onesided: bool):
 
     def symbolic(g, self: Value, n: Value | None = None, dim: Value | None = None,
                  norm: Value | None = None) -> Value:
-        _no_signal_size(n, op)
         complex_input = is_complex(g, 0)
         if onesided and complex_input:
             sh._unimplemented(op, "a complex input (rfft takes real signals)")
         axis = sh._get_const(dim, "i", "dim") % _complex_rank(g, self, op)
+        sizes = _signal_sizes(n, op)
+        if sizes is not None:
+            self = _resized(g, self, axis, sizes[0], sh._get_tensor_rank(self))
         return as_pairs(g, _fourier(g, self, complex_input, [axis], _norm_mode(norm, op),
                                     inverse=inverse, onesided=onesided))
     symbolic.__name__ = name
     symbolic.__doc__ = (f"{name}(Tensor self, SymInt? n=None, int dim=-1, str? norm=None) "
                         "-> Tensor\n\n"
                         f"ONNX DFT ({'inverse, ' if inverse else ''}"
-                        f"{'one-sided, ' if onesided else ''}one axis); complex pairs out.")
+                        f"{'one-sided, ' if onesided else ''}one axis) of the signal trimmed "
+                        "or zero-padded to n; complex pairs out.")
     return symbolic
 
 
@@ -360,17 +460,40 @@ def fft_irfft(g, self: Value, n: Value | None = None, dim: Value | None = None,
     return _part(g, pairs, 0)
 
 
+#: ONNX Pad's mode for each ``pad_mode`` of ``torch.stft``'s centring (and its first opset).
+_PAD_MODES = {"constant": ("constant", 11), "reflect": ("reflect", 11),
+              "replicate": ("edge", 11), "circular": ("wrap", 19)}
+
+
+def _centred(g, signal: Value, n_fft: int, pad_mode: Value) -> Value:
+    """``signal`` ([batch, samples]) padded by ``n_fft // 2`` at both ends as ``pad_mode``
+    says (``torch.stft(..., center=True)``)."""
+    mode = sh._get_const(pad_mode, "s", "pad_mode")
+    if mode not in _PAD_MODES:
+        sh._unimplemented("aten::stft", f"pad_mode={mode!r}")
+    onnx_mode, since = _PAD_MODES[mode]
+    if g.opset < since:
+        sh._onnx_opset_unsupported_detailed("aten::stft", g.opset, since,
+                                            f"pad_mode={mode!r} (Pad mode {onnx_mode!r})")
+    half = n_fft // 2
+    return g.op("Pad", signal, g.constant(torch.tensor([0, half, 0, half])), mode_s=onnx_mode)
+
+
 @pack.symbolic("aten::stft", since=17)
 def stft(g, self: Value, n_fft: Value, hop_length: Value, win_length: Value, window: Value,
-         normalized: Value, onesided: Value, return_complex: Value,
-         align_to_window: Value | None = None) -> Value:
+         *options: Value) -> Value:
     """stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
     stft.center(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool center=True, str pad_mode="reflect", bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
 
     ONNX STFT over [batch,] signal: frames of ``n_fft`` every ``hop_length`` under the
     window (zero-padded to ``n_fft`` about its centre), transposed to PyTorch's
     [batch,] frequency, frame, 2 (complex pairs, or the real form for return_complex=False).
-    ``torch.stft``'s centring pads the signal before this node."""
+    ``torch.stft``'s centring pads the signal before the default overload; the ``center``
+    overload (``torch.ops.aten.stft.center``, kept by torch.export) pads it here."""
+    overload = g.original_node.schema().partition("(")[0].partition(".")[2]
+    center, pad_mode = options[:2] if overload == "center" else (None, None)
+    rest = list(options[2:] if overload == "center" else options) + [None]
+    normalized, onesided, return_complex, align_to_window = rest[:4]
     op = "aten::stft"
     rank = sh._get_tensor_rank(self)
     if rank not in (1, 2) or is_complex(g, 0):
@@ -390,6 +513,8 @@ def stft(g, self: Value, n_fft: Value, hop_length: Value, win_length: Value, win
                       g.constant(torch.zeros(n_fft - length - left, dtype=dtype)), axis_i=0)
     one_sided = sh._is_none(onesided) or sh._get_const(onesided, "b", "onesided")
     signal = self if rank == 2 else sh._unsqueeze_helper(g, self, [0])
+    if center is not None and sh._get_const(center, "b", "center"):
+        signal = _centred(g, signal, n_fft, pad_mode)
     frames = g.op("STFT", _as_signal(g, signal, False), g.constant(torch.tensor(hop)),
                   window, g.constant(torch.tensor(n_fft)), onesided_i=int(one_sided))
     out = g.op("Transpose", frames, perm_i=[0, 2, 1, 3])

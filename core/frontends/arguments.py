@@ -93,6 +93,8 @@ def feed_array(leaf: Any, part: str | None = None) -> Any:
     tensor = as_input(leaf).detach().cpu().resolve_conj().resolve_neg()
     if part is not None:
         tensor = quantized_io.feed(tensor, part)
+    if tensor.is_complex():  # fed as its real pairs, as the graph takes it
+        tensor = torch.view_as_real(tensor)
     if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' has the same bits
         import ml_dtypes
         return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)

@@ -170,3 +170,29 @@ pack.case("aten::pow", lambda x: x ** 2, _ints(0, 10, dtype=torch.uint8), name="
 pack.case("aten::square", torch.square, _ints(0, 10, dtype=torch.uint8), name="uint8")
 pack.case("aten::clamp", lambda x: x.clamp(-2, 3), _ints(-5, 5, dtype=torch.int16), name="int16",
           min_opset=8)
+
+
+# Complex tensors (inputs, weights, constants, numbers), carried as real pairs.
+def _complex(*shape: int):
+    return lambda: torch.randn(*shape, dtype=torch.complex64)
+
+
+class _ComplexWeight(torch.nn.Module):
+    """A complex parameter and a complex constant tensor, added and multiplied."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 3, dtype=torch.complex64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real((x + self.w) * torch.tensor([1 + 1j, 2 - 1j, 0.5j]))
+
+
+pack.case(["aten::add", "aten::mul"], _ComplexWeight, _complex(2, 3), name="complex_weight")
+pack.case("aten::mul", lambda x: torch.view_as_real(x * (2 + 3j)), _complex(2, 2),
+          name="complex_number")
+pack.case("aten::mul", lambda r: torch.view_as_real(r * 1j), (3,), name="real_times_complex")
+pack.case(["aten::add", "aten::sub"],
+          lambda x, r: tuple(torch.view_as_real(v) for v in (x + r * 2, x - r, r - x, x + 1.5,
+                                                             x - 3j, x.sub(x, alpha=2))),
+          _complex(2, 3), (3,), name="complex_and_real")

@@ -184,3 +184,30 @@ pack.case("aten::native_dropout", lambda x: torch.native_dropout(x, 0.3, False),
 pack.case("aten::native_dropout", lambda x: torch.native_dropout(x, 0.3, True), (3, 4),
           name="train", check="shape", min_opset=12)
 pack.case("aten::_log_softmax", lambda x: torch._log_softmax(x, 1, False), (2, 3, 4))
+
+
+# Complex convolutions: real convolutions of the parts.
+class _ComplexConv(torch.nn.Module):
+    def __init__(self, complex_bias: bool = False) -> None:
+        super().__init__()
+        self.weight = torch.randn(4, 3, 3, 3, dtype=torch.complex64)
+        self.bias = torch.randn(4, dtype=torch.complex64) if complex_bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(F.conv2d(x, self.weight, self.bias, padding=1))
+
+
+def _complex_image() -> torch.Tensor:
+    return torch.randn(1, 3, 5, 5, dtype=torch.complex64)
+
+
+pack.case("aten::conv2d", _ComplexConv, _complex_image, name="complex", atol=1e-4,
+          not_traceable="the tracer records the real convolutions PyTorch computes a complex "
+                        "one with, not conv2d")
+class _ComplexBias(_ComplexConv):
+    def __init__(self) -> None:
+        super().__init__(complex_bias=True)
+
+
+pack.case("aten::conv2d", _ComplexBias, _complex_image, name="complex_bias", atol=1e-4,
+          not_traceable="the tracer records the real convolutions, not conv2d")

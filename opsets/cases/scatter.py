@@ -198,3 +198,15 @@ def _index_add_(x: torch.Tensor, i: torch.Tensor, s: torch.Tensor) -> torch.Tens
 
 # Tracing records index_add_ as index_add; scripted code writing into an input keeps it.
 pack.case("aten::index_add_", _index_add_, (3, 4), _long(2, 2), (2, 4), script=True)
+
+
+_BINS = torch.tensor([1, 2, 2, 5, 0, 2])
+pack.case("aten::bincount", lambda x: torch.bincount(x), _BINS, name="counts")
+pack.case("aten::bincount", lambda x, w: torch.bincount(x, w, minlength=9), _BINS, (6,),
+          name="weights_minlength")
+pack.case("aten::bincount", lambda x, w: torch.bincount(x, w, minlength=2), _BINS,
+          torch.tensor([1, 2, 3, 4, 5, 6]), name="int_weights_minlength_short")
+pack.case("aten::bincount", lambda x: torch.bincount(x, minlength=3),
+          torch.tensor([], dtype=torch.int64), name="empty")
+pack.case("aten::bincount", lambda x: torch.bincount(x), torch.tensor([3, 0, 3], dtype=torch.int32),
+          name="int32")

@@ -44,6 +44,12 @@ pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
           input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)
 pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
 pack.case("aten::cat", lambda x, y: torch.cat([x, y.int()], -1), (2, 3), (2, 4), name="neg")
+# A legacy empty 1-D tensor is dropped, but its dtype still takes part in the promotion.
+pack.case("aten::cat", lambda x: torch.cat([x, torch.empty(0)]),
+          torch.tensor([[1, 2], [3, 4]]), name="one_left_promoted")
+pack.case("aten::cat", lambda x, y: torch.cat([x, y.half(), torch.empty(0)]),
+          torch.tensor([1, 2]), (3,), name="empty_promotes", atol=1e-3)
+pack.case("aten::cat", lambda x: torch.cat([x, torch.tensor([])]), (3,), name="empty_float")
 pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
@@ -196,6 +202,8 @@ pack.case("aten::alias", lambda x: torch.ops.aten.alias(x) + 1, (2, 3))
 pack.case("aten::lift", lambda x: torch.ops.aten.lift(x) * 2, (2, 3))
 pack.case("aten::conj_physical", lambda x: torch.conj_physical(x) + 1, (2, 3))
 pack.case("aten::resolve_conj", lambda x: x.resolve_conj() + 1, (2, 3))
+pack.case("aten::resolve_conj", lambda x: torch.view_as_real(x.resolve_conj()),
+          lambda: torch.randn(2, 3, dtype=torch.complex64), name="complex")
 pack.case("aten::resolve_neg", lambda x: x.resolve_neg() + 1, (2, 3))
 pack.case("aten::_shape_as_tensor", lambda x: torch._shape_as_tensor(x) + 1, (2, 3, 4),
           input_names=["x"], dynamic_axes=DYN)

@@ -59,6 +59,22 @@ pack.case("aten::stft", lambda x: torch.stft(x, 16, hop_length=4, window=torch.h
 pack.case("aten::stft", lambda x: torch.view_as_real(torch.stft(
     x, 8, win_length=6, center=False, normalized=True, onesided=False, return_complex=True)),
     (40,), name="short_window_two_sided", rtol=1e-4, atol=1e-4)
+
+
+def _stft_center(pad_mode: str, center: bool = True):
+    """``aten::stft.center`` with all its arguments, as torch.export keeps a direct call."""
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(torch.ops.aten.stft.center(
+            x, 16, 4, 12, torch.hann_window(12), center, pad_mode, True, True, True, None))
+    return model
+
+
+for _mode, _opset in (("reflect", None), ("constant", None), ("replicate", None),
+                      ("circular", 19)):
+    pack.case("aten::stft", _stft_center(_mode), (2, 64), name=f"center_overload_{_mode}",
+              rtol=1e-4, atol=1e-4, min_opset=_opset)
+pack.case("aten::stft", _stft_center("reflect", center=False), (50,),
+          name="center_overload_not_centred", rtol=1e-4, atol=1e-4)
 pack.case("aten::fft_fft", lambda x: torch.view_as_real(torch.fft.fft(x, dim=0)), (6, 3),
           rtol=1e-4, atol=1e-4)
 pack.case("aten::fft_fft", lambda x: torch.fft.fft(torch.view_as_complex(x), norm="ortho").abs(),
@@ -80,3 +96,19 @@ pack.case("aten::fft_irfft",
           (2, 6, 3), name="polar_trimmed_ortho", rtol=1e-4, atol=1e-5)
 pack.case("aten::fft_irfft", lambda x: torch.fft.irfft(torch.view_as_complex(x), 7), (4, 2),
           name="odd_length", rtol=1e-4, atol=1e-5)
+
+# Signal sizes: the signal zero-padded or trimmed to n (s) before the transform.
+pack.case("aten::fft_rfft", lambda x: torch.view_as_real(torch.fft.rfft(x, n=8)), (2, 6),
+          name="n_pads", rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_rfft", lambda x: torch.view_as_real(torch.fft.rfft(x, n=4, dim=0,
+                                                                        norm="ortho")),
+          (6, 3), name="n_trims", rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_rfft", lambda x: torch.view_as_real(torch.fft.rfft(x, n=10)), (2, 7),
+          name="n_pads_run_time_length", rtol=1e-4, atol=1e-4, input_names=["x"],
+          dynamic_axes={"x": {1: "n"}}, not_exportable="torch.export specializes the length "
+          "(n=10 pads every length below 10 alike)")
+pack.case("aten::fft_fft", lambda x: torch.view_as_real(torch.fft.fft(
+    torch.view_as_complex(x), n=7, norm="forward")), (3, 5, 2), name="complex_n_pads",
+    rtol=1e-4, atol=1e-4)
+pack.case("aten::fft_fftn", lambda x: torch.view_as_real(torch.fft.fftn(x, s=(3, 6))),
+          (2, 4, 5), name="s_last_axes", rtol=1e-4, atol=1e-4)
