@@ -67,7 +67,7 @@ def _oxport(model: torch.nn.Module, args: tuple[Any, ...], opset: int
     """oxport's file (fully checked) and its ONNX Runtime outputs."""
     with _quiet(), torch.no_grad():
         result = oxport.convert(model, args, dynamo=True, opset_version=opset)
-    proto = result.model_proto()
+    proto = result.model_proto
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
