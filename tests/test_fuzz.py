@@ -97,3 +97,19 @@ def test_runtime_asserts_joined_with_and_are_dropped(opset: int) -> None:
     x = torch.tensor([[0.5, -1.0, 2.0], [3.0, -0.5, 1.5]])
     again = torch.tensor([[-1.0, 4.0, 5.0], [-2.0, -3.0, 0.25]])  # 3 kept, not 4
     _matches_eager_in_ort(_MaskThenNarrow(), x, opset, again)
+
+
+class _FlattenThenUnbind(torch.nn.Module):
+    """``reshape(n, -1)`` of an ``(n, 1)`` input, then ``unbind(1)``: torch.export proves
+    the last size is 1, the Reshape's output leaves it unknown (export-424)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = x.reshape(x.size(0), -1)
+        return flat.unbind(1)[0], flat
+
+
+@pytest.mark.parametrize("opset", [13, 20])
+def test_sizes_torch_export_proved_fill_what_a_symbolic_left_unknown(opset: int) -> None:
+    torch.manual_seed(0)
+    _matches_eager_in_ort(_FlattenThenUnbind(), torch.randn(3, 1), opset, torch.randn(5, 1),
+                          dynamic_axes={"x": [0]})
