@@ -155,7 +155,11 @@ def view(g, self: Value, size: Value) -> Value:
     view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)
     reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
     """
+    items = int_list(size)
     shape = _shape_input(g, size)
+    if items is not None and 0 in items:
+        sizes = [i if isinstance(i, int) else None for i in items]
+        return _reshape_to_empty(g, self, shape, sizes, items.index(0))
     out = g.op("Reshape", self, shape)
     length = (shape.type().shape or [None])[0] if shape.type().dim() == 1 else None
     if out.type().dim() is None and isinstance(length, int) and not shape.is_const:
@@ -166,6 +170,23 @@ def view(g, self: Value, size: Value) -> Value:
 
 
 pack.alias(view, "aten::reshape", since=7)
+
+
+def _reshape_to_empty(g, x: Value, shape: Value, sizes: list[int | None], zero: int
+                      ) -> Value:
+    """``x`` (empty) reshaped to ``shape``, whose dim ``zero`` is 0: ONNX's Reshape reads a
+    0 as "copy the input's dim" unless ``allowzero`` (opset 14), so before 14 ``x`` becomes
+    ``(1, …, 0, …, 1)`` (by a -1) and is expanded to ``shape``. ``sizes``: the result's
+    type."""
+    if g.opset >= 14:
+        out = g.op("Reshape", x, shape, allowzero_i=1)
+    elif g.opset >= 8:
+        ones = [1] * len(sizes)
+        ones[zero] = -1
+        out = g.op("Expand", g.op("Reshape", x, ints(g, ones)), shape)
+    else:
+        sh._onnx_opset_unsupported_detailed("Reshape", g.opset, 8, "a size 0")
+    return out.setType(Type.tensor(x.type().dtype(), sizes))
 
 
 @pack.symbolic("aten::view_as", since=7)
@@ -190,6 +211,9 @@ def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
     start, end = start_dim % max(rank, 1), end_dim % max(rank, 1)
     if rank == 0:
         return sh._reshape_helper(g, input, [1])
+    sizes = input.type().varyingSizes() or [None] * rank
+    if 0 in sizes:  # Flatten and a Reshape's 0 (copy) would not keep an empty dim
+        return _flatten_empty(g, input, start, end, sizes)
     if end == rank - 1:
         flat = g.op("Flatten", input, axis_i=start)
         if start == 0:
@@ -203,6 +227,20 @@ def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
     if end < rank - 1:
         parts.append(shape_slice(g, input, end + 1))
     return g.op("Reshape", input, g.op("Concat", *parts, axis_i=0))
+
+
+def _flatten_empty(g, x: Value, start: int, end: int, sizes: list[int | None]) -> Value:
+    """flatten of a tensor with an empty dim: its shape, read at run time (a traced size
+    may vary), with the product of dims ``start..end``."""
+    rank = len(sizes)
+    parts = [shape_slice(g, x, 0, start)] if start > 0 else []
+    parts.append(g.op("ReduceProd", shape_slice(g, x, start, end + 1), keepdims_i=1))
+    if end < rank - 1:
+        parts.append(shape_slice(g, x, end + 1))
+    target = g.op("Concat", *parts, axis_i=0) if len(parts) > 1 else parts[0]
+    zero = sizes.index(0)
+    zero = zero if zero < start else start if zero <= end else zero - (end - start)
+    return _reshape_to_empty(g, x, target, [None] * (rank - end + start), zero)
 
 
 @pack.symbolic("aten::unflatten", since=7)

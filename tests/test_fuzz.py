@@ -113,3 +113,29 @@ def test_sizes_torch_export_proved_fill_what_a_symbolic_left_unknown(opset: int)
     torch.manual_seed(0)
     _matches_eager_in_ort(_FlattenThenUnbind(), torch.randn(3, 1), opset, torch.randn(5, 1),
                           dynamic_axes={"x": [0]})
+
+
+class _EmptyFlatten(torch.nn.Module):
+    """An empty slice, flattened: torch.export writes ``view(…, [2, 0, 3])``, whose 0 a
+    Reshape without ``allowzero`` reads as "copy the input's dim" (ONNX shape inference:
+    ``Reshape: Invalid position of 0`` at opset 13; a wrong shape elsewhere)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        empty = x[:, 5:]
+        return empty.unsqueeze(0).flatten(0, 1), empty.flatten(0, 1)
+
+
+@pytest.mark.parametrize("opset", [9, 13, 17, 20])
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_an_empty_dim_survives_view_and_flatten(opset: int, dynamo: bool) -> None:
+    model, x = _EmptyFlatten(), torch.randn(2, 3, 3)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        oxport.export(model, (x,), buffer, dynamo=dynamo, opset_version=opset,
+                      input_names=["x"], dynamic_axes={"x": [0]})
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    for inputs in (x, torch.randn(4, 3, 3)):
+        feeds = {i.name: inputs.numpy() for i in session.get_inputs()}
+        got = session.run(None, feeds)
+        assert [a.shape for a in got] == [tuple(t.shape) for t in model(inputs)]
