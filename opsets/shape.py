@@ -985,8 +985,10 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
     if items is not None:  # the sizes say where to cut: any axis size will do
         axis = sh._get_const(dim, "i", "dim") % rank_of("aten::split", self)
         return tensor_list(g, _split(g, self, axis, items))
+    step = sh._maybe_get_const(split_size, "i")
+    if isinstance(step, Value):
+        return _split_by_run_time_step(g, self, step, dim)
     axis, size = _split_dim(g, "aten::split", self, dim)
-    step = sh._get_const(split_size, "i", "split_size")
     count = max(-(-size // step), 1)
     g.uses_traced_size(self, axis, f"aten::split's number of pieces ({count})")
     return tensor_list(g, _split(g, self, axis, _pieces(
@@ -995,6 +997,23 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
 
 
 pack.alias(split, "aten::unsafe_split", since=7)
+
+
+def _split_by_run_time_step(g, x: Value, step: Value, dim: Value) -> Value:
+    """``split(step)`` for a ``step`` computed at run time (torch.export's ``ceil(n / k)``
+    of a chunk along a dynamic axis): as many pieces as the graph unpacks, of ``step``
+    each and the last what remains, read at run time (opset 10: Slices)."""
+    count = _unpacked_piece_count(g)
+    if count is None:
+        sh._unimplemented("aten::split", "a split size computed at run time whose pieces "
+                          "the graph does not unpack")
+    if g.opset < 10:
+        sh._onnx_opset_unsupported_detailed("aten::split", g.opset, 10,
+                                            "a split size computed at run time")
+    axis = sh._get_const(dim, "i", "dim") % rank_of("aten::split", x)
+    g.uses_traced_size(x, axis, f"aten::split's number of pieces ({count})")
+    step = sh.cast_to(g, step, torch.int64)
+    return tensor_list(g, _split(g, x, axis, _pieces(g, dim_size(g, x, axis), step, count)))
 
 
 @pack.symbolic("aten::split_with_sizes", since=7)

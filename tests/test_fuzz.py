@@ -139,3 +139,19 @@ def test_an_empty_dim_survives_view_and_flatten(opset: int, dynamo: bool) -> Non
         feeds = {i.name: inputs.numpy() for i in session.get_inputs()}
         got = session.run(None, feeds)
         assert [a.shape for a in got] == [tuple(t.shape) for t in model(inputs)]
+
+
+class _SplitByARunTimeSize(torch.nn.Module):
+    """A split size computed from a dynamic axis, as torch.export may write a chunk along
+    one (``split(ceil(n / 3))``, export-1183)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.split((x.shape[0] + 2) // 3)[-1] * 2
+
+
+@pytest.mark.parametrize("opset", [13, 17, 20])
+def test_a_split_size_computed_at_run_time_is_read_at_run_time(opset: int) -> None:
+    torch.manual_seed(0)
+    # 4 and 2 rows both give two pieces (of 2 and of 1 rows).
+    _matches_eager_in_ort(_SplitByARunTimeSize(), torch.randn(4, 3), opset,
+                          torch.randn(2, 3), dynamic_axes={"x": [0]})

@@ -56,6 +56,11 @@ pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
 pack.case("aten::vstack", lambda x, y: torch.vstack([x, y]), (3,), (2, 3))
+# A split size computed from a dynamic axis (torch.export may write a chunk so too).
+pack.case("aten::split", lambda x: x.split((x.shape[0] + 2) // 3)[-1] * 2, (4, 3),
+          name="run_time_step",
+          input_names=["x"], dynamic_axes={"x": [0]}, min_opset=10,
+          not_traceable="a split size computed at run time comes from torch.export")
 pack.case("aten::split", lambda x: x.split(2, -1), (2, 5), input_names=["x"],
           dynamic_axes={"x": [0]})
 pack.case("aten::split", lambda x: torch.cat(torch.ops.aten.split(x, [1, 3], 1)[::-1], 1),
