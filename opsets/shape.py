@@ -986,17 +986,39 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
         axis = sh._get_const(dim, "i", "dim") % rank_of("aten::split", self)
         return tensor_list(g, _split(g, self, axis, items))
     step = sh._maybe_get_const(split_size, "i")
+    if _size_known_only_at_run_time(g, self, dim) and g.opset >= 11:
+        # A scripted model's dynamic axis: as many pieces as the run gives, a Sequence.
+        return g.op("SplitToSequence", self, scalar_int(g, step),
+                    axis_i=sh._get_const(dim, "i", "dim") % rank_of("aten::split", self)
+                    ).setType(Type("ListType", elem=Type.tensor(self.type().dtype(),
+                                                                [None] * self.type().dim())))
     if isinstance(step, Value):
         return _split_by_run_time_step(g, self, step, dim)
     axis, size = _split_dim(g, "aten::split", self, dim)
     count = max(-(-size // step), 1)
     g.uses_traced_size(self, axis, f"aten::split's number of pieces ({count})")
+    if count == 1 and (g.sizes_may_vary
+                       or (self.type().varyingSizes() or [None] * (axis + 1))[axis] is None):
+        return tensor_list(g, [_first_piece(g, self, axis, step)])
     return tensor_list(g, _split(g, self, axis, _pieces(
         g, _run_time_size(g, self, axis, size), step, count), traced=_pieces(
         g, size, step, count)))
 
 
 pack.alias(split, "aten::unsafe_split", since=7)
+
+
+def _first_piece(g, x: Value, axis: int, step: int) -> Value:
+    """``x``'s first ``step`` along ``axis`` (the only piece at the traced size): eager's
+    first piece at any size."""
+    if g.opset >= 10:
+        out = g.op("Slice", x, ints(g, [0]), ints(g, [step]), ints(g, [axis]))
+    else:
+        out = g.op("Slice", x, starts_i=[0], ends_i=[step], axes_i=[axis])
+    sizes = list(x.type().symbolic_sizes() or [])
+    if sizes:
+        sizes[axis] = None
+    return out.setType(Type.tensor(x.type().dtype(), sizes or None))
 
 
 def _split_by_run_time_step(g, x: Value, step: Value, dim: Value) -> Value:

@@ -155,3 +155,28 @@ def test_a_split_size_computed_at_run_time_is_read_at_run_time(opset: int) -> No
     # 4 and 2 rows both give two pieces (of 2 and of 1 rows).
     _matches_eager_in_ort(_SplitByARunTimeSize(), torch.randn(4, 3), opset,
                           torch.randn(2, 3), dynamic_axes={"x": [0]})
+
+
+class _FirstPieceOfOne(torch.nn.Module):
+    """``split(4)`` of an axis of size 2: one piece when captured, eager's first 4 at
+    size 5 (export-264)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.split(x, 4, 1)[0] * 2
+
+
+@pytest.mark.parametrize("opset", [9, 13, 20])
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_split_of_one_piece_is_eager_s_first_piece_at_any_size(opset: int,
+                                                                  dynamo: bool) -> None:
+    torch.manual_seed(0)
+    model, x = _FirstPieceOfOne(), torch.randn(3, 2)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        oxport.export(model, (x,), buffer, dynamo=dynamo, opset_version=opset,
+                      input_names=["x"], dynamic_axes={"x": [1]})
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    for inputs in (x, torch.randn(3, 5), torch.randn(3, 1)):
+        np.testing.assert_allclose(session.run(None, {"x": inputs.numpy()})[0],
+                                   model(inputs).numpy(), rtol=1e-6)

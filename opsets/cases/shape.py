@@ -56,6 +56,9 @@ pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
 pack.case("aten::vstack", lambda x, y: torch.vstack([x, y]), (3,), (2, 3))
+# One piece at the traced size: eager's first piece at any size of the dynamic axis.
+pack.case("aten::split", lambda x: x.split(4, 1)[0] * 2, (3, 2), name="one_piece",
+          input_names=["x"], dynamic_axes={"x": [1]})
 # A split size computed from a dynamic axis (torch.export may write a chunk so too).
 pack.case("aten::split", lambda x: x.split((x.shape[0] + 2) // 3)[-1] * 2, (4, 3),
           name="run_time_step",
