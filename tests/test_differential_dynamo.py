@@ -20,8 +20,8 @@ from tests import differential
 FULL = os.environ.get("OXPORT_DIFFERENTIAL") == "full"
 TABLE = differential.intended_differences(front_end="dynamo")
 #: In CI, one op case in this many and one layer in that many, at one opset in turn.
-OP_CASE_SAMPLE = 25
-LAYER_SAMPLE = 8
+OP_CASE_SAMPLE = 30
+LAYER_SAMPLE = 10
 #: The models compared in CI (at every opset).
 MODELS = ("model.mlp", "model.dcgan.generator")
 
