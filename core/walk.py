@@ -172,6 +172,9 @@ class Conversion:
         #: Whether the sizes the source graph holds are an example's that dynamic axes let
         #: vary (a trace exported with dynamic_axes).
         self.sizes_may_vary = sizes_may_vary
+        #: Whether the source graph's static sizes are proven (torch.export's), not an
+        #: example's: they fill in the sizes a symbolic's output leaves unknown.
+        self.sizes_proven = False
         #: Source view value -> (its base value, write(g, base, new_view) -> new base);
         #: filled by view symbolics (select, slice...) so in-place ops write through.
         self.views: dict[int, tuple[SourceValue, ViewWriter]] = {}
@@ -227,6 +230,7 @@ class Conversion:
         """Convert every node (collecting unconvertible ones) without raising or finishing."""
         graph = Graph()
         graph.use_domain("", self.opset)
+        self.sizes_proven = not front.example_sizes
         ts_inputs = list(front.graph.inputs())
         user_count = len(ts_inputs) - len(front.params)
         for index, (ts_value, name) in enumerate(zip(ts_inputs[:user_count],
@@ -501,6 +505,8 @@ class Conversion:
             elif value.type().kind() == "TensorType" and value.type().shape is None \
                     and ts_value.type().kind() == "TensorType":
                 value.setType(value.type().with_sizes(theirs.shape))
+            elif self.sizes_proven:
+                _fill_proven_sizes(value, theirs)
             if needs_inference(value):  # scripted code: TorchScript knew no dtype or rank
                 infer_value(value, self.opset)
             _type_complex_pairs(ts_value, value)
@@ -773,6 +779,19 @@ def _type_complex_pairs(ts_value: SourceValue, value: Value) -> None:
     if isinstance(ts_type, torch._C.TensorType) and ts_type.dtype() is None \
             and real in COMPLEX_OF_REAL and carries_complex_pairs(value):
         ts_value.setType(ts_type.with_dtype(COMPLEX_OF_REAL[real]))
+
+
+def _fill_proven_sizes(value: Value, theirs: Type) -> None:
+    """The sizes of ``value`` that its symbolic left unknown, where the source graph
+    proved them static (torch.export's: a reshape to ``(n, -1)`` whose last size is 1)."""
+    ours = value.type()
+    if ours.kind() != "TensorType" or ours.shape is None or theirs.kind() != "TensorType" \
+            or theirs.shape is None or len(theirs.shape) != len(ours.shape):
+        return
+    sizes = [t if o is None and isinstance(t, int) else o
+             for o, t in zip(ours.shape, theirs.shape)]
+    if sizes != list(ours.shape):
+        value.setType(ours.with_sizes(sizes))
 
 
 def _merge(ours: Type, theirs: Type) -> Type:

@@ -155,7 +155,11 @@ def view(g, self: Value, size: Value) -> Value:
     view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)
     reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
     """
+    items = int_list(size)
     shape = _shape_input(g, size)
+    if items is not None and 0 in items:
+        sizes = [i if isinstance(i, int) else None for i in items]
+        return _reshape_to_empty(g, self, shape, sizes, items.index(0))
     out = g.op("Reshape", self, shape)
     length = (shape.type().shape or [None])[0] if shape.type().dim() == 1 else None
     if out.type().dim() is None and isinstance(length, int) and not shape.is_const:
@@ -166,6 +170,23 @@ def view(g, self: Value, size: Value) -> Value:
 
 
 pack.alias(view, "aten::reshape", since=7)
+
+
+def _reshape_to_empty(g, x: Value, shape: Value, sizes: list[int | None], zero: int
+                      ) -> Value:
+    """``x`` (empty) reshaped to ``shape``, whose dim ``zero`` is 0: ONNX's Reshape reads a
+    0 as "copy the input's dim" unless ``allowzero`` (opset 14), so before 14 ``x`` becomes
+    ``(1, …, 0, …, 1)`` (by a -1) and is expanded to ``shape``. ``sizes``: the result's
+    type."""
+    if g.opset >= 14:
+        out = g.op("Reshape", x, shape, allowzero_i=1)
+    elif g.opset >= 8:
+        ones = [1] * len(sizes)
+        ones[zero] = -1
+        out = g.op("Expand", g.op("Reshape", x, ints(g, ones)), shape)
+    else:
+        sh._onnx_opset_unsupported_detailed("Reshape", g.opset, 8, "a size 0")
+    return out.setType(Type.tensor(x.type().dtype(), sizes))
 
 
 @pack.symbolic("aten::view_as", since=7)
@@ -190,6 +211,9 @@ def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
     start, end = start_dim % max(rank, 1), end_dim % max(rank, 1)
     if rank == 0:
         return sh._reshape_helper(g, input, [1])
+    sizes = input.type().varyingSizes() or [None] * rank
+    if 0 in sizes:  # Flatten and a Reshape's 0 (copy) would not keep an empty dim
+        return _flatten_empty(g, input, start, end, sizes)
     if end == rank - 1:
         flat = g.op("Flatten", input, axis_i=start)
         if start == 0:
@@ -203,6 +227,20 @@ def flatten(g, input: Value, start_dim: int, end_dim: int) -> Value:
     if end < rank - 1:
         parts.append(shape_slice(g, input, end + 1))
     return g.op("Reshape", input, g.op("Concat", *parts, axis_i=0))
+
+
+def _flatten_empty(g, x: Value, start: int, end: int, sizes: list[int | None]) -> Value:
+    """flatten of a tensor with an empty dim: its shape, read at run time (a traced size
+    may vary), with the product of dims ``start..end``."""
+    rank = len(sizes)
+    parts = [shape_slice(g, x, 0, start)] if start > 0 else []
+    parts.append(g.op("ReduceProd", shape_slice(g, x, start, end + 1), keepdims_i=1))
+    if end < rank - 1:
+        parts.append(shape_slice(g, x, end + 1))
+    target = g.op("Concat", *parts, axis_i=0) if len(parts) > 1 else parts[0]
+    zero = sizes.index(0)
+    zero = zero if zero < start else start if zero <= end else zero - (end - start)
+    return _reshape_to_empty(g, x, target, [None] * (rank - end + start), zero)
 
 
 @pack.symbolic("aten::unflatten", since=7)
@@ -950,16 +988,57 @@ def split(g, self: Value, split_size: Value, dim: Value | None = None) -> Value:
     if items is not None:  # the sizes say where to cut: any axis size will do
         axis = sh._get_const(dim, "i", "dim") % rank_of("aten::split", self)
         return tensor_list(g, _split(g, self, axis, items))
+    step = sh._maybe_get_const(split_size, "i")
+    if _size_known_only_at_run_time(g, self, dim) and g.opset >= 11:
+        # A scripted model's dynamic axis: as many pieces as the run gives, a Sequence.
+        return g.op("SplitToSequence", self, scalar_int(g, step),
+                    axis_i=sh._get_const(dim, "i", "dim") % rank_of("aten::split", self)
+                    ).setType(Type("ListType", elem=Type.tensor(self.type().dtype(),
+                                                                [None] * self.type().dim())))
+    if isinstance(step, Value):
+        return _split_by_run_time_step(g, self, step, dim)
     axis, size = _split_dim(g, "aten::split", self, dim)
-    step = sh._get_const(split_size, "i", "split_size")
     count = max(-(-size // step), 1)
     g.uses_traced_size(self, axis, f"aten::split's number of pieces ({count})")
+    if count == 1 and (g.sizes_may_vary
+                       or (self.type().varyingSizes() or [None] * (axis + 1))[axis] is None):
+        return tensor_list(g, [_first_piece(g, self, axis, step)])
     return tensor_list(g, _split(g, self, axis, _pieces(
         g, _run_time_size(g, self, axis, size), step, count), traced=_pieces(
         g, size, step, count)))
 
 
 pack.alias(split, "aten::unsafe_split", since=7)
+
+
+def _first_piece(g, x: Value, axis: int, step: int) -> Value:
+    """``x``'s first ``step`` along ``axis`` (the only piece at the traced size): eager's
+    first piece at any size."""
+    if g.opset >= 10:
+        out = g.op("Slice", x, ints(g, [0]), ints(g, [step]), ints(g, [axis]))
+    else:
+        out = g.op("Slice", x, starts_i=[0], ends_i=[step], axes_i=[axis])
+    sizes = list(x.type().symbolic_sizes() or [])
+    if sizes:
+        sizes[axis] = None
+    return out.setType(Type.tensor(x.type().dtype(), sizes or None))
+
+
+def _split_by_run_time_step(g, x: Value, step: Value, dim: Value) -> Value:
+    """``split(step)`` for a ``step`` computed at run time (torch.export's ``ceil(n / k)``
+    of a chunk along a dynamic axis): as many pieces as the graph unpacks, of ``step``
+    each and the last what remains, read at run time (opset 10: Slices)."""
+    count = _unpacked_piece_count(g)
+    if count is None:
+        sh._unimplemented("aten::split", "a split size computed at run time whose pieces "
+                          "the graph does not unpack")
+    if g.opset < 10:
+        sh._onnx_opset_unsupported_detailed("aten::split", g.opset, 10,
+                                            "a split size computed at run time")
+    axis = sh._get_const(dim, "i", "dim") % rank_of("aten::split", x)
+    g.uses_traced_size(x, axis, f"aten::split's number of pieces ({count})")
+    step = sh.cast_to(g, step, torch.int64)
+    return tensor_list(g, _split(g, x, axis, _pieces(g, dim_size(g, x, axis), step, count)))
 
 
 @pack.symbolic("aten::split_with_sizes", since=7)

@@ -13,6 +13,13 @@ A difference is a bug unless a row of the intended-differences table in
 ``tests/test_differential.py`` runs this in the suite (CI); ``python -m tests.differential
 --write`` runs the same corpus plus the large models and rewrites the summary in
 ``docs/differences.md``.
+
+The same machinery compares oxport's torch.export front end with torch.onnx's dynamo
+exporter (``front_end="dynamo"``: both called with ``dynamo=True``) over the op cases
+torch.export can capture, the layers and the small models, at :data:`DYNAMO_OPSETS`
+(:func:`dynamo_corpus`; ``tests/test_differential_dynamo.py`` in the suite,
+``python -m tests.differential --front-end dynamo --write`` for the full run); its
+differences are listed in the dynamo section of ``docs/differences.md``.
 """
 
 from __future__ import annotations
@@ -38,12 +45,17 @@ from oxport import testing
 from oxport.diagnose import verification
 
 OPSETS = (9, 13, 17, 20)
+#: The opsets the dynamo path (torch.onnx's starts at 18) is compared at.
+DYNAMO_OPSETS = (18, 20, 23)
+FRONT_ENDS = ("trace", "dynamo")
 #: The opsets scripted subjects are compared at.
 SCRIPT_OPSETS = testing.SCRIPT_OPSETS
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "differences.md"
 #: Export options both exporters take (an op case with any other option is oxport's alone).
 _SHARED_OPTIONS = {"operator_export_type", "do_constant_folding", "keep_initializers_as_inputs",
                    "custom_opsets", "export_params", "output_names"}
+#: The options both exporters' dynamo paths take.
+_DYNAMO_OPTIONS = {"export_params", "output_names"}
 
 
 @dataclasses.dataclass
@@ -89,19 +101,27 @@ class NotScriptable(Exception):
 
 
 # -- the corpus -----------------------------------------------------------------------------
-def op_case_subjects(scripted: bool = False) -> list[Subject]:
+def op_case_subjects(scripted: bool = False, front_end: str = "trace") -> list[Subject]:
     """Every declared op case, at the opsets of OPSETS its op's symbolic serves; with
     ``scripted``, every case declared traced, run through ``torch.jit.script`` instead
-    (``script:`` ids), at the SCRIPT_OPSETS its symbolic serves."""
+    (``script:`` ids), at the SCRIPT_OPSETS its symbolic serves; with ``front_end="dynamo"``,
+    every case torch.export can capture, at the DYNAMO_OPSETS its symbolic serves."""
     registry = testing.registry_view()
     subjects, seen = [], {}
+    dynamo = front_end == "dynamo"
     for case in registry.cases:
-        if set(case.export_kwargs) - _SHARED_OPTIONS:
+        if set(case.export_kwargs) - (_DYNAMO_OPTIONS if dynamo else _SHARED_OPTIONS):
             continue  # oxport-only options: nothing to compare with
         if scripted and case.script:
             continue  # declared scripted: op_case_subjects() has it
+        if dynamo and not (testing.exportable(case) or case.not_traceable) or (
+                not dynamo and case.not_traceable):
+            continue  # a model the front end cannot read
+        if dynamo and case.training:
+            continue  # torch.onnx's dynamo path exports the eval graph only
         low, high = case.min_opset or 0, case.max_opset or 99
-        opsets = tuple(o for o in (SCRIPT_OPSETS if scripted else OPSETS)
+        candidates = SCRIPT_OPSETS if scripted else DYNAMO_OPSETS if dynamo else OPSETS
+        opsets = tuple(o for o in candidates
                        if low <= o <= high and registry.lookup(case.op, o) is not None)
         if not opsets:
             continue
@@ -140,25 +160,26 @@ def _case_builder(case: Any, scripted: bool = False
     return build
 
 
-def layer_subjects() -> list[Subject]:
-    """The ``torch.nn`` layer table of tests/test_nn_modules.py (the supported layers)."""
+def layer_subjects(opsets: tuple[int, ...] = OPSETS) -> list[Subject]:
+    """The ``torch.nn`` layer table of tests/test_nn_modules.py (the supported layers), at
+    the ``opsets`` each serves."""
     from tests import test_nn_modules as layers
 
     subjects = []
     for name, spec in layers.CASES.items():
         if name in layers.EXPECTED_UNSUPPORTED:
             continue
-        opsets = tuple(o for o in OPSETS if o >= spec.min_opset)
+        served = tuple(o for o in opsets if o >= spec.min_opset)
 
         def build(spec: Any = spec) -> tuple[Any, tuple[Any, ...]]:
             return layers._model(spec), layers._inputs(spec)
-        subjects.append(Subject(f"nn.{name}", build, opsets, rtol=spec.rtol, atol=spec.atol))
+        subjects.append(Subject(f"nn.{name}", build, served, rtol=spec.rtol, atol=spec.atol))
     return subjects
 
 
-def model_subjects(large: bool = False) -> list[Subject]:
-    """The model fixtures of tests/models at small inputs; ``large`` adds the ImageNet
-    models at 224x224 (minutes each: only in the full run)."""
+def model_subjects(large: bool = False, opsets: tuple[int, ...] = OPSETS) -> list[Subject]:
+    """The model fixtures of tests/models at small inputs, at ``opsets``; ``large`` adds
+    the ImageNet models at 224x224 (minutes each: only in the full run)."""
     from tests.models import (
         alexnet,
         dcgan,
@@ -185,29 +206,29 @@ def model_subjects(large: bool = False) -> list[Subject]:
         return lambda: _LanguageModel(word_language_model.RNNModel(kind, 50, 16, 16, 2))
 
     subjects = [
-        Subject("model.mlp", seeded(lambda: mlp.mlp_stack(4), (2, 16)), OPSETS),
-        Subject("model.dcgan.generator", seeded(dcgan.Generator, (2, 100, 1, 1)), OPSETS),
+        Subject("model.mlp", seeded(lambda: mlp.mlp_stack(4), (2, 16)), opsets),
+        Subject("model.dcgan.generator", seeded(dcgan.Generator, (2, 100, 1, 1)), opsets),
         Subject("model.dcgan.discriminator", seeded(dcgan.Discriminator, (2, 3, 64, 64)),
-                OPSETS),
+                opsets),
         Subject("model.super_resolution",
-                seeded(lambda: super_resolution.SuperResolutionNet(3), (1, 1, 32, 32)), OPSETS),
+                seeded(lambda: super_resolution.SuperResolutionNet(3), (1, 1, 32, 32)), opsets),
         Subject("model.resnet18.narrow",
                 seeded(lambda: resnet.resnet18(num_classes=10, width=8), (1, 3, 64, 64)),
-                OPSETS),
-        *(Subject(f"model.word_language_model.{kind}", seeded(lm(kind), tokens), OPSETS,
+                opsets),
+        *(Subject(f"model.word_language_model.{kind}", seeded(lm(kind), tokens), opsets,
                   atol=1e-4) for kind in ("LSTM", "GRU", "RNN_TANH")),
     ]
     if large:
         subjects += [
-            Subject("model.alexnet", seeded(alexnet.alexnet, (1, 3, 224, 224)), OPSETS,
+            Subject("model.alexnet", seeded(alexnet.alexnet, (1, 3, 224, 224)), opsets,
                     atol=1e-4),
-            Subject("model.vgg16", seeded(vgg.vgg16, (1, 3, 224, 224)), OPSETS, atol=1e-4),
-            Subject("model.resnet50", seeded(resnet.resnet50, (1, 3, 224, 224)), OPSETS,
+            Subject("model.vgg16", seeded(vgg.vgg16, (1, 3, 224, 224)), opsets, atol=1e-4),
+            Subject("model.resnet50", seeded(resnet.resnet50, (1, 3, 224, 224)), opsets,
                     atol=1e-4),
             Subject("model.densenet121", seeded(densenet.densenet121, (1, 3, 224, 224)),
-                    OPSETS, atol=1e-4),
+                    opsets, atol=1e-4),
             Subject("model.inception_v3", seeded(inception.inception_v3, (1, 3, 299, 299)),
-                    OPSETS, atol=1e-4),
+                    opsets, atol=1e-4),
         ]
     return subjects
 
@@ -241,6 +262,13 @@ class _LanguageModel(torch.nn.Module):
 def corpus(large: bool = False) -> list[Subject]:
     return [*op_case_subjects(), *layer_subjects(), *model_subjects(large),
             *conformance_subjects(), *op_case_subjects(scripted=True)]
+
+
+def dynamo_corpus(large: bool = False) -> list[Subject]:
+    """What the dynamo path is compared over: the op cases torch.export can capture, the
+    layers and the models, at DYNAMO_OPSETS."""
+    return [*op_case_subjects(front_end="dynamo"), *layer_subjects(DYNAMO_OPSETS),
+            *model_subjects(large, DYNAMO_OPSETS)]
 
 
 # -- one comparison -------------------------------------------------------------------------
@@ -312,27 +340,39 @@ def _prepared(subject: Subject, opset: int
         subject, opset)
 
 
-def compare(subject: Subject, opset: int) -> Outcome:
-    """Export ``subject`` with both exporters at ``opset`` and compare the files."""
+def _torch_onnx_file(model: Any, args: tuple[Any, ...], options: dict[str, Any],
+                     front_end: str) -> bytes:
+    """torch.onnx's file of ``model`` through ``front_end`` (its dynamo path as it is
+    called by default: optimized, no report)."""
+    if front_end == "dynamo":
+        program = torch.onnx.export(model, _cloned(args), dynamo=True, **options)
+        return program.model_proto.SerializeToString()
+    buffer = io.BytesIO()
+    torch.onnx.export(model, _cloned(args), buffer, dynamo=False, **options)
+    return buffer.getvalue()
+
+
+def compare(subject: Subject, opset: int, front_end: str = "trace") -> Outcome:
+    """Export ``subject`` with both exporters at ``opset`` through ``front_end`` (``trace``:
+    ``dynamo=False``, ``dynamo``: ``dynamo=True``) and compare the files."""
     try:
         model, args, options, outcome = _prepared(subject, opset)
     except NotScriptable as exc:
         return Outcome(subject.id, opset, "not-scriptable", str(exc))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        buffer = io.BytesIO()
         try:
-            torch.onnx.export(model, _cloned(args), buffer, dynamo=False, **options)
+            theirs = _torch_onnx_file(model, args, options, front_end)
         except Exception as exc:  # noqa: BLE001 - the oracle cannot export it: nothing to judge
             return outcome("torch-fails", _first_line(exc))
-        theirs = buffer.getvalue()
         model, args = _built(subject)
         try:  # a file ONNX Runtime refuses to load (types it lacks) has no signature to match
             their_session = _session(theirs)
         except Exception as exc:  # noqa: BLE001
             return outcome("torch-runtime-fails", _first_line(exc))
         try:
-            result = oxport.convert(model, _cloned(args), check=False, **options)
+            result = oxport.convert(model, _cloned(args), check=False,
+                                    dynamo=front_end == "dynamo", **options)
         except Exception as exc:  # noqa: BLE001 - a difference, reported with its message
             return outcome("oxport-fails", _first_line(exc))
         ours = result.to_bytes()
@@ -362,14 +402,15 @@ def compare(subject: Subject, opset: int) -> Outcome:
                    _close(eager, expected_theirs, subject))
 
 
-def oxport_alone(subject: Subject, opset: int) -> Outcome:
+def oxport_alone(subject: Subject, opset: int, front_end: str = "trace") -> Outcome:
     """Where torch.onnx gives nothing to compare: oxport's file must match eager, or oxport
     must refuse with one of its own errors (``refused``); anything else is a difference."""
     model, args, options, outcome = _prepared(subject, opset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            result = oxport.convert(model, _cloned(args), check=False, **options)
+            result = oxport.convert(model, _cloned(args), check=False,
+                                    dynamo=front_end == "dynamo", **options)
         except oxport.errors.OnnxExporterError as exc:
             return outcome("refused", _first_line(exc))
         except Exception as exc:  # noqa: BLE001 - not one of oxport's errors: a crash
@@ -450,14 +491,35 @@ class Intended:
             for p in self.cases.split(",") for i in ids)  # only * is a wildcard: [name] is literal
 
 
-def intended_differences(text: str | None = None) -> list[Intended]:
+#: The headings of each front end's tables (intended, open bugs) and summary in
+#: docs/differences.md; a section ends at the next heading of its level or above.
+_HEADINGS = {
+    "trace": ("## Intended differences", "## Known differences (open bugs)",
+              "## Summary of the last full run"),
+    "dynamo": ("### Intended differences of the dynamo path",
+               "### Known differences of the dynamo path (open bugs)",
+               "### Summary of the last full run of the dynamo path"),
+}
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under ``heading`` up to the next heading of its level or above."""
+    level = heading.split(" ", 1)[0]
+    body = text.split(heading + "\n", 1)[1]
+    ends = [body.find("\n" + "#" * n + " ") for n in range(1, len(level) + 1)]
+    ends = [e for e in ends if e >= 0]
+    return body[:min(ends)] if ends else body
+
+
+def intended_differences(text: str | None = None, front_end: str = "trace") -> list[Intended]:
     """The rows of the tables under '## Intended differences' and '## Known differences
-    (open bugs)' in docs/differences.md."""
+    (open bugs)' in docs/differences.md (their ``###`` counterparts in the dynamo section
+    for ``front_end="dynamo"``)."""
     text = DOC.read_text() if text is None else text
+    intended, open_bugs, _ = _HEADINGS[front_end]
     rows = []
-    for heading, section in (("## Intended differences", "intended"),
-                             ("## Known differences (open bugs)", "open bug")):
-        part = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    for heading, section in ((intended, "intended"), (open_bugs, "open bug")):
+        part = _section(text, heading)
         for line in part.splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if len(cells) == 4 and line.startswith("|") and cells[0] not in ("difference", "---"):
@@ -470,24 +532,34 @@ def unexplained(outcome: Outcome, table: list[Intended]) -> bool:
 
 
 # -- the full run and its summary -----------------------------------------------------------
-def run_all(subjects: list[Subject]) -> Iterator[Outcome]:
-    for subject in subjects:
-        for opset in subject.opsets:
-            yield compare(subject, opset)
+def run_all(runs: list[tuple[Subject, int]], front_end: str = "trace") -> Iterator[Outcome]:
+    for subject, opset in runs:
+        yield compare(subject, opset, front_end)
 
 
-def summary(outcomes: list[Outcome], table: list[Intended], seconds: float) -> str:
+def summary(outcomes: list[Outcome], table: list[Intended], seconds: float,
+            front_end: str = "trace", command: str = " --write") -> str:
+    """The run's counts and every difference, for docs/differences.md (``command``: the
+    options the run was made with)."""
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     compared = sum(1 for o in outcomes if o.status not in UNJUDGED)
+    if front_end == "dynamo":
+        run = (f"Run with `python -m tests.differential --front-end dynamo{command}` "
+               f"(torch {torch.__version__}, onnxruntime {_ort_version()}, {seconds:.0f} s): "
+               f"{len(outcomes)} exports of {len({o.id for o in outcomes})} models at opsets "
+               f"{', '.join(map(str, DYNAMO_OPSETS))}, both exporters called with "
+               "`dynamo=True`.")
+    else:
+        run = (f"Run with `python -m tests.differential{command}` (torch {torch.__version__}, "
+               f"onnxruntime {_ort_version()}, {seconds:.0f} s): "
+               f"{len(outcomes)} exports of {len({o.id for o in outcomes})} models at opsets "
+               f"{', '.join(map(str, OPSETS))} ({len({o.id for o in outcomes if _scripted(o)})} "
+               f"of them scripted, at {', '.join(map(str, SCRIPT_OPSETS))}: "
+               f"{sum(1 for o in outcomes if _scripted(o))} exports).")
     lines = [
-        f"Run with `python -m tests.differential --write` (torch {torch.__version__}, "
-        f"onnxruntime {_ort_version()}, {seconds:.0f} s): "
-        f"{len(outcomes)} exports of {len({o.id for o in outcomes})} models at opsets "
-        f"{', '.join(map(str, OPSETS))} ({len({o.id for o in outcomes if _scripted(o)})} "
-        f"of them scripted, at {', '.join(map(str, SCRIPT_OPSETS))}: "
-        f"{sum(1 for o in outcomes if _scripted(o))} exports).",
+        run,
         "",
         "| outcome | count |",
         "| --- | --- |",
@@ -525,20 +597,34 @@ def _ort_version() -> str:
     return onnxruntime.__version__
 
 
-def write_summary(text: str) -> None:
+def write_summary(text: str, front_end: str = "trace") -> None:
+    """Replace the summary section of ``front_end`` in docs/differences.md by ``text``."""
     doc = DOC.read_text()
-    head, rest = doc.split("## Summary of the last full run", 1)
-    tail = rest.split("\n## ", 1)[1] if "\n## " in rest else ""
-    DOC.write_text(f"{head}## Summary of the last full run\n\n{text}"
-                   + (f"\n## {tail}" if tail else ""))
+    heading = _HEADINGS[front_end][2]
+    head, rest = doc.split(heading + "\n", 1)
+    old = _section(doc, heading)
+    DOC.write_text(f"{head}{heading}\n\n{text}{rest[len(old):]}")
+
+
+def sampled(subjects: list[Subject], every: int) -> list[tuple[Subject, int]]:
+    """(subject, opset) runs: with ``every`` > 1, one subject in ``every``, at one of its
+    opsets in turn (CI's budget); with 1, every subject at every opset."""
+    if every <= 1:
+        return [(s, o) for s in subjects for o in s.opsets]
+    return [(s, s.opsets[index // every % len(s.opsets)])
+            for index, s in enumerate(subjects) if index % every == 0]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--front-end", choices=FRONT_ENDS, default="trace",
+                        help="trace: both exporters with dynamo=False; dynamo: dynamo=True")
     parser.add_argument("--write", action="store_true",
-                        help="rewrite the summary in docs/differences.md")
+                        help="rewrite the front end's summary in docs/differences.md")
     parser.add_argument("--no-large", action="store_true",
                         help="leave out the 224x224 ImageNet models")
+    parser.add_argument("--sample", type=int, default=1,
+                        help="one model in this many, at one of its opsets in turn")
     parser.add_argument("-k", default="", help="only models whose id contains this")
     parser.add_argument("--json", help="also save the outcomes to this JSON file")
     parser.add_argument("--load", help="summarise the outcomes saved by --json instead of running")
@@ -548,9 +634,11 @@ def main() -> None:
         saved = json.loads(pathlib.Path(options.load).read_text())
         outcomes, seconds = [Outcome(**o) for o in saved["outcomes"]], saved["seconds"]
     else:
-        subjects = [s for s in corpus(large=not options.no_large) if options.k in s.id]
+        everything = (dynamo_corpus if options.front_end == "dynamo" else corpus)(
+            large=not options.no_large)
+        subjects = [s for s in everything if options.k in s.id]
         outcomes = []
-        for outcome in run_all(subjects):
+        for outcome in run_all(sampled(subjects, options.sample), options.front_end):
             outcomes.append(outcome)
             if outcome.is_difference:
                 print(f"{outcome.id} opset {outcome.opset}: {outcome.status} {outcome.detail}",
@@ -559,11 +647,14 @@ def main() -> None:
     if options.json:
         pathlib.Path(options.json).write_text(json.dumps(
             {"seconds": seconds, "outcomes": [dataclasses.asdict(o) for o in outcomes]}))
-    text = summary(outcomes, intended_differences(), seconds)
+    command = "".join([f" --sample {options.sample}" if options.sample > 1 else "",
+                       " --no-large" if options.no_large else "",
+                       f" -k {options.k}" if options.k else "", " --write"])
+    text = summary(outcomes, intended_differences(front_end=options.front_end), seconds,
+                   options.front_end, command)
     print(text)
     if options.write:
-        write_summary(text)
-
+        write_summary(text, options.front_end)
 
 if __name__ == "__main__":
     main()

@@ -56,6 +56,8 @@ _SYM_FUNCTIONS = {
     torch.sym_max: ("prim::max", "prim::max.int(int a, int b) -> int"),
     torch.sym_min: ("prim::min", "prim::min.int(int a, int b) -> int"),
     torch.sym_not: ("aten::__not__", "aten::__not__(bool self) -> bool"),
+    operator.and_: ("aten::__and__", "aten::__and__.bool(bool a, bool b) -> bool"),
+    operator.or_: ("aten::__or__", "aten::__or__.bool(bool a, bool b) -> bool"),
     torch.sym_float: ("aten::Float", "aten::Float.Scalar(Scalar a) -> float"),
     torch.sym_int: ("aten::Int", "aten::Int.Scalar(Scalar a) -> int"),
     operator.neg: ("aten::neg", "aten::neg.int(int a) -> int"),

@@ -40,6 +40,14 @@ pack.case("aten::reshape_as", lambda x, y: x.reshape_as(y), (2, 6), (4, 3),
 pack.case("aten::flatten", lambda x: torch.flatten(x, 1), (2, 3, 4, 5), name="tail")
 pack.case("aten::flatten", lambda x: torch.flatten(x, 1, 2), (2, 3, 4, 5), name="middle")
 pack.case("aten::flatten", lambda x: torch.flatten(x), (2, 3), name="all")
+# An empty dim: a Reshape's 0 copies the input's dim unless allowzero (opset 14).
+pack.case("aten::view", lambda x: x.view(2, 0, 3), (1, 2, 0, 3), name="empty", min_opset=8)
+pack.case("aten::reshape", lambda x: x.reshape(0, 4).int(), (2, 0, 2), name="empty",
+          min_opset=8)
+pack.case("aten::flatten", lambda x: torch.flatten(x, 0, 1), (1, 2, 0, 3), name="empty",
+          input_names=["x"], dynamic_axes={"x": [1]}, min_opset=8)
+pack.case("aten::flatten", lambda x: torch.flatten(x, 1), (2, 0, 3), name="empty_tail",
+          min_opset=8)
 pack.case("aten::unflatten", lambda x: x.unflatten(-1, (2, -1)), (2, 3, 4),
           input_names=["x"], dynamic_axes={"x": [0, 1]}, min_opset=9)
 pack.case("aten::cat", lambda x, y: torch.cat([x, y], 1), (2, 3), (2, 4))
@@ -54,6 +62,14 @@ pack.case("aten::stack", lambda x, y: torch.stack([x, y], -1), (2, 3), (2, 3))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2, 3), (2, 1))
 pack.case("aten::hstack", lambda x, y: torch.hstack([x, y]), (2,), (3,), name="1d")
 pack.case("aten::vstack", lambda x, y: torch.vstack([x, y]), (3,), (2, 3))
+# One piece at the traced size: eager's first piece at any size of the dynamic axis.
+pack.case("aten::split", lambda x: x.split(4, 1)[0] * 2, (3, 2), name="one_piece",
+          input_names=["x"], dynamic_axes={"x": [1]})
+# A split size computed from a dynamic axis (torch.export may write a chunk so too).
+pack.case("aten::split", lambda x: x.split((x.shape[0] + 2) // 3)[-1] * 2, (4, 3),
+          name="run_time_step",
+          input_names=["x"], dynamic_axes={"x": [0]}, min_opset=10,
+          not_traceable="a split size computed at run time comes from torch.export")
 pack.case("aten::split", lambda x: x.split(2, -1), (2, 5), input_names=["x"],
           dynamic_axes={"x": [0]})
 pack.case("aten::split", lambda x: torch.cat(torch.ops.aten.split(x, [1, 3], 1)[::-1], 1),

@@ -1,5 +1,9 @@
 """Export each generated model, check it, run it in ONNX Runtime and compare with eager.
 
+A front end is ``"trace"`` (``dynamo=False``, torch.onnx's TorchScript path the oracle) or
+``"dynamo"`` (``dynamo=True``, the torch.export front end; torch.onnx's dynamo path the
+oracle).
+
 Outcomes (``Outcome.kind``):
 
 - ``ok``: the full checker passes, ONNX Runtime runs the file and matches eager at the
@@ -8,8 +12,8 @@ Outcomes (``Outcome.kind``):
   ``SymbolicError``, which wraps an unexpected exception inside a symbolic, nor a
   ``CheckerError``);
 - ``warned``: the file fails at the second size and oxport warned that a dynamic axis sets
-  a size the trace fixed (the detail says whether torch.onnx, ``dynamo=False``, the oracle,
-  got that size right: e.g. a chunk whose number of pieces changes);
+  a size the capture fixed (the detail says whether torch.onnx, the oracle, got that size
+  right: e.g. a chunk whose number of pieces changes);
 - ``same_as_torch_onnx``: the file fails and so does the oracle's, without a warning — at
   the second size a size the trace fixed where oxport cannot tell, at the export size a
   difference both share (ties in topk/sort, precision);
@@ -39,6 +43,12 @@ ort.set_default_logger_severity(4)  # the outcomes say what failed; no ORT log l
 
 DEFECTS = ("wrong", "invalid", "crash")
 KINDS = ("ok", "error", "warned", "same_as_torch_onnx", *DEFECTS)
+FRONT_ENDS = ("trace", "dynamo")
+# What oxport warns when a dynamic axis sets a size the capture fixed, per front end.
+_FIXED_SIZE_WARNINGS = {
+    "trace": ("dynamic_axes makes dynamic",),
+    "dynamo": ("torch.export fixed dynamic axes", "torch.export captured the model's code"),
+}
 
 
 @dataclasses.dataclass
@@ -48,9 +58,10 @@ class Outcome:
     opset: int
     detail: str = ""
     warned: bool = False
+    front_end: str = "trace"
 
     def report(self) -> str:
-        return (f"== {self.kind} at opset {self.opset}"
+        return (f"== {self.kind} at opset {self.opset} ({self.front_end})"
                 f"{' (oxport warned)' if self.warned else ''}: {self.detail}\n"
                 f"{self.case.describe()}")
 
@@ -99,7 +110,7 @@ def _eager(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[tor
         return _outputs(model(*(t.clone() for t in inputs)))
 
 
-def _torch_onnx(case: FuzzCase, opset: int) -> bytes | None:
+def _torch_onnx(case: FuzzCase, opset: int, front_end: str) -> bytes | None:
     """The oracle's file, or None when torch.onnx cannot export the model (it gets a copy
     of ``dynamic_axes``: torch.onnx rewrites the dict it is given)."""
     buffer = io.BytesIO()
@@ -107,21 +118,31 @@ def _torch_onnx(case: FuzzCase, opset: int) -> bytes | None:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             torch.onnx.export(case.build(), case.inputs, buffer, opset_version=opset,
-                              input_names=case.input_names, dynamo=False,
+                              input_names=case.input_names, dynamo=front_end == "dynamo",
                               dynamic_axes={k: list(v) for k, v in case.dynamic_axes.items()})
     except Exception:  # noqa: BLE001 - the oracle failing only tells us it cannot help
         return None
     return buffer.getvalue()
 
 
-def _oracle_fails_too(case: FuzzCase, opset: int, inputs: tuple[torch.Tensor, ...],
-                      expected: list[torch.Tensor]) -> bool:
-    oracle = _torch_onnx(case, opset)
+def _oracle_fails_too(case: FuzzCase, opset: int, front_end: str,
+                      inputs: tuple[torch.Tensor, ...], expected: list[torch.Tensor]) -> bool:
+    """Whether torch.onnx's file for ``front_end`` fails at ``inputs`` too; when its dynamo
+    path cannot export the model, its TorchScript path's file is the oracle."""
+    oracle = _torch_onnx(case, opset, front_end)
+    if oracle is None and front_end == "dynamo":
+        oracle = _torch_onnx(case, opset, "trace")
     return oracle is None or _run(oracle, case, inputs, expected) is not None
 
 
-def check(case: FuzzCase, opset: int) -> Outcome:
-    """Export ``case`` at ``opset`` and classify what happens."""
+def check(case: FuzzCase, opset: int, front_end: str = "trace") -> Outcome:
+    """Export ``case`` at ``opset`` through ``front_end`` and classify what happens."""
+    outcome = _classify(case, opset, front_end)
+    outcome.front_end = front_end
+    return outcome
+
+
+def _classify(case: FuzzCase, opset: int, front_end: str) -> Outcome:
     model = case.build()
     expected = _eager(model, case.inputs)
     buffer = io.BytesIO()
@@ -130,7 +151,7 @@ def check(case: FuzzCase, opset: int) -> Outcome:
         try:
             oxport.export(model, tuple(t.clone() for t in case.inputs), buffer,
                           opset_version=opset, input_names=case.input_names,
-                          dynamic_axes=case.dynamic_axes)
+                          dynamic_axes=case.dynamic_axes, dynamo=front_end == "dynamo")
         except CheckerError as exc:
             return Outcome("invalid", case, opset, str(exc)[:400])
         except SymbolicError as exc:
@@ -139,7 +160,8 @@ def check(case: FuzzCase, opset: int) -> Outcome:
             return Outcome("error", case, opset, str(exc)[:400])
         except Exception as exc:  # noqa: BLE001 - anything else is a crash to report
             return Outcome("crash", case, opset, f"{type(exc).__name__}: {str(exc)[:400]}")
-    warned = any("dynamic_axes makes dynamic" in str(w.message) for w in caught)
+    warned = any(text in str(w.message) for w in caught
+                 for text in _FIXED_SIZE_WARNINGS[front_end])
     model_bytes = buffer.getvalue()
     try:
         onnx.checker.check_model(onnx.load_from_string(model_bytes), full_check=True)
@@ -154,7 +176,7 @@ def check(case: FuzzCase, opset: int) -> Outcome:
             continue
         kind, detail = failure
         if kind == "wrong" or where == "second size":
-            oracle_fails = _oracle_fails_too(case, opset, inputs, want)
+            oracle_fails = _oracle_fails_too(case, opset, front_end, inputs, want)
             if warned and where == "second size":
                 kind = "warned"
                 detail += "; torch.onnx fails too" if oracle_fails else "; torch.onnx is right"
