@@ -27,6 +27,7 @@ _SOURCES = {
                      "UnsupportedOperatorError"], "oxport.errors"),
     "hookimpl": "oxport.hookspecs",
     "OpPack": "oxport.registry",
+    "empty_weights": "oxport.serialize.streamed",
     **dict.fromkeys(["JitScalarType", "OperatorExportTypes", "TrainingMode"], "oxport.types"),
 }
 
@@ -74,4 +75,5 @@ if TYPE_CHECKING:
     )
     from oxport.hookspecs import hookimpl
     from oxport.registry import OpPack
+    from oxport.serialize.streamed import empty_weights
     from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode

@@ -160,7 +160,8 @@ def read_model(model: Any, args: Any, registry: RegistryView, options: ExportOpt
     with torch.set_grad_enabled(grad):
         front = (_exported_front_end(model, args, registry, options.opset,
                                      options.dynamic_shapes, options.dynamic_axes,
-                                     options.input_names, runnable=False)
+                                     options.input_names, runnable=False,
+                                     weights=options.weights)
                  if options.exported
                  else _traced_front_end(model, args, options.input_names, options.dynamic_axes,
                                         options.opset))
@@ -183,12 +184,25 @@ def source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
 
 def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
                         dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
-                        input_names: Sequence[str] | None, runnable: bool = True
-                        ) -> FrontEnd:
+                        input_names: Sequence[str] | None, runnable: bool = True,
+                        weights: Any = None) -> FrontEnd:
     """The torch.export front end: ``model`` captured (non-strict) unless it is an
     ``ExportedProgram`` already, decomposed except where a pack serves the op. Unless
     ``runnable`` (the front end keeps the program to run it), what the capture made is
-    collected once the program is read."""
+    collected once the program is read. With ``weights``, a model on the meta device is
+    captured on fake tensors and its weights are streamed from ``weights``."""
+    front = _exported_source(model, args, registry, opset, dynamic_shapes, dynamic_axes,
+                             input_names, runnable, weights)
+    if weights is not None:
+        front.params = serialize.streamed.bind(front.params, weights)
+    return front
+
+
+def _exported_source(model: Any, args: Any, registry: RegistryView, opset: int,
+                     dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
+                     input_names: Sequence[str] | None, runnable: bool, weights: Any
+                     ) -> FrontEnd:
+    """:func:`_exported_front_end`'s capture and reading."""
     from oxport.frontends import exported
 
     served = exported.ServedOps(registry, opset)
@@ -197,7 +211,8 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
             return exported.read(exported.decompose(model, served), runnable=runnable)
         positional, kwargs = arguments.normalize_args(args)
         arguments.check_inputs(positional, kwargs, model.forward)
-        with torch.enable_grad():  # torch.export records grad mode changes otherwise
+        # Grad on: torch.export records grad mode changes otherwise.
+        with torch.enable_grad(), exported.weightless_capture(model, weights):
             program, names, axis_names, notes = exported.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
                 dynamic_axes=dynamic_axes, input_names=input_names,

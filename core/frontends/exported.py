@@ -151,6 +151,57 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     return program, names, axis_names, notes
 
 
+@contextlib.contextmanager
+def weightless_capture(model: Any, weights: Any) -> Iterator[None]:
+    """While the block runs, ``model``'s parameters and buffers on the meta device are fake
+    CPU tensors (shapes without values, on the device of the inputs), so torch.export
+    captures the model without any weight in memory; the model is restored after. Without
+    ``weights`` (where the values come from when written) such a model is refused."""
+    meta = _meta_state(model)
+    if not meta:
+        yield
+        return
+    if weights is None:
+        names = [name for name, _ in meta]
+        listed = ", ".join(repr(n) for n in names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise InvalidExportArgumentError(
+            f"The model's parameters or buffers {listed} are on the meta device (shapes "
+            "without values): pass weights= (a safetensors checkpoint folder, or a mapping of "
+            "names to tensors) to stream them into the file, or load them first.")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fakes: dict[int, torch.Tensor] = {}
+    swapped = []
+    for module in model.modules():
+        for store in (module._parameters, module._buffers):
+            for name, tensor in list(store.items()):
+                if tensor is None or not tensor.is_meta:
+                    continue
+                if id(tensor) not in fakes:
+                    fake = mode.fake_tensor_converter.from_meta_and_device(
+                        mode, tensor.data, torch.device("cpu"))
+                    fakes[id(tensor)] = (torch.nn.Parameter(fake, tensor.requires_grad)
+                                         if isinstance(tensor, torch.nn.Parameter) else fake)
+                swapped.append((store, name, tensor))
+                store[name] = fakes[id(tensor)]
+    try:
+        yield
+    finally:
+        for store, name, tensor in swapped:
+            store[name] = tensor
+
+
+def _meta_state(model: Any) -> list[tuple[str, torch.Tensor]]:
+    """The parameters and buffers of ``model`` on the meta device."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    return [(name, tensor) for name, tensor in
+            (*model.named_parameters(remove_duplicate=False),
+             *model.named_buffers(remove_duplicate=False)) if tensor.is_meta]
+
+
 def _capture_error(model: Any, wrapper: Flattened, tensors: Sequence[torch.Tensor],
                    exc: Exception) -> OnnxExporterError:
     """torch.export's failure with the way out that fits it: when the model raises in eager

@@ -70,6 +70,13 @@ class LazyTensor:
     def dim(self) -> int:
         return len(self.shape)
 
+    def fold(self, op_type: str, fold: Callable[..., Any], consts: Sequence[Any],
+             attrs: dict[str, Any], opset: int) -> Any:
+        """Constant folding's result for op ``op_type`` of ``consts`` (this tensor among
+        them), computed by ``fold(arrays, attrs, opset)``, without computing the weight;
+        None (here: always) leaves the node in the graph."""
+        return None
+
     def __repr__(self) -> str:
         return f"LazyTensor({list(self.shape)}, {self.dtype})"
 
