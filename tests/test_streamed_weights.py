@@ -6,6 +6,7 @@ ONNX Runtime gives eager's results."""
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -202,7 +203,7 @@ def test_progress_counts_the_bytes_written(tmp_path):
         result = _export(_meta_llama(folder), str(tmp_path / "model.onnx"), weights=folder)
     total = sum(w.nbytes for w in result.serialized.weights)
     assert seen[-1] == (total, total) and len(seen) > 10
-    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))
 
 
 # -- what is refused, and how -----------------------------------------------------------
