@@ -42,6 +42,9 @@ class TaskOptions:
     disable_plugins: Sequence[str] | None = None
     #: Options only some tasks understand (a task refuses one it does not know).
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Build the model of a checkpoint folder on the meta device and stream its weights
+    #: from the checkpoint into the file (``oxport.export(..., weights=)``; with dynamo).
+    stream_weights: bool = False
 
     def export_kwargs(self) -> dict[str, Any]:
         """The ``oxport.export`` keywords these options fix."""
@@ -146,7 +149,7 @@ def resolve(task: str, source: Any, tasks: dict[str, RegisteredTask]) -> Registe
 def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUTO, *,
                 dynamo: bool = False, opset: int | None = None, verify: bool = False,
                 plugins: Sequence[str] | None = None,
-                disable_plugins: Sequence[str] | None = None,
+                disable_plugins: Sequence[str] | None = None, stream_weights: bool = False,
                 **task_options: Any) -> TaskResult:
     """Export ``source`` for ``task`` into the folder ``output_dir`` (created if needed).
 
@@ -156,7 +159,10 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
     ``dynamo`` captures with torch.export instead of tracing; ``opset`` is the ai.onnx opset;
     ``verify`` checks the files with ONNX Runtime against the source model (for the
     generation tasks: greedy generation compared token by token); ``plugins`` and
-    ``disable_plugins`` select plugins as in :func:`oxport.export`. Other keywords go to the
+    ``disable_plugins`` select plugins as in :func:`oxport.export`. ``stream_weights``
+    (with ``dynamo``, for a checkpoint folder) builds the model on the meta device and
+    streams each weight from the checkpoint into the file, so a model larger than memory
+    exports (docs/large_models.md). Other keywords go to the
     task. Returns a :class:`TaskResult`; a failed verification is in ``result.verification``
     (the files stay written, for inspection).
     """
@@ -168,8 +174,13 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
             f"The output folder {str(folder)!r} is a file: give a folder path (created if "
             "needed).")
     folder.mkdir(parents=True, exist_ok=True)
+    if stream_weights and not dynamo:
+        raise InvalidExportArgumentError(
+            "stream_weights (--stream-weights) captures the model without its weights, which "
+            "needs dynamo=True (--dynamo).")
     options = TaskOptions(dynamo=dynamo, opset=opset, verify=verify, plugins=plugins,
-                          disable_plugins=disable_plugins, extra=dict(task_options))
+                          disable_plugins=disable_plugins, extra=dict(task_options),
+                          stream_weights=stream_weights)
     result = chosen.task.export(source, folder, options)
     if not isinstance(result, TaskResult):
         raise OnnxExporterError(

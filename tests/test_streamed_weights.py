@@ -244,3 +244,36 @@ def test_buffers_built_on_meta_are_refused_as_not_in_the_checkpoint(tmp_path):
         model = transformers.LlamaForCausalLM(config).eval()
     with pytest.raises(InvalidExportArgumentError, match="inv_freq.*oxport.empty_weights"):
         _export(model, None, weights=folder)
+
+
+# -- the task layer -----------------------------------------------------------------------
+def test_a_task_streams_the_checkpoint_it_is_given(tmp_path):
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
+    oxport.export_task(folder, streamed, "text-generation", dynamo=True, stream_weights=True)
+    oxport.export_task(folder, loaded, "text-generation", dynamo=True)
+    assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
+    assert (streamed / "config.json").is_file()
+
+
+def test_streaming_a_task_needs_dynamo(tmp_path):
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    with pytest.raises(InvalidExportArgumentError, match="needs dynamo=True"):
+        oxport.export_task(folder, tmp_path / "out", "text-generation", stream_weights=True)
+
+
+def test_a_weightless_model_runs_on_fake_tensors_for_its_example_inputs(tmp_path):
+    from oxport.frontends.exported import run_weightless
+
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float32)
+    model = _meta_llama(folder)
+
+    def cache() -> list[torch.Tensor]:
+        out = model(input_ids=torch.zeros(2, 3, dtype=torch.long), use_cache=True)
+        return [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+
+    with torch.no_grad():
+        tensors = run_weightless(model, cache)
+    assert [tuple(t.shape) for t in tensors] == [(2, 2, 3, HIDDEN // 4)] * 4
+    assert all(not t.any() for t in tensors)  # zeros, real tensors
+    assert model.lm_head.weight.is_meta  # the model is as it was

@@ -101,6 +101,10 @@ def add_export_command(sub: Any, help: str) -> None:
                    help="torch.jit.script the model instead of tracing it (keeps control flow)")
     p.add_argument("--dynamo", action="store_true",
                    help="capture the model with torch.export instead of tracing it")
+    p.add_argument("--stream-weights", action="store_true",
+                   help="with --task and --dynamo: build the model on the meta device and "
+                        "stream its weights from the checkpoint into the file (models larger "
+                        "than memory)")
     p.add_argument("--external-data", action="store_true",
                    help="write the weights to PATH.data beside the model (automatic past 2 GB)")
     p.add_argument("--verify", action="store_true",

@@ -31,7 +31,8 @@ def run_task_export(args: argparse.Namespace) -> int:
 
         result = export_task(source, output_dir, args.task or "auto", dynamo=args.dynamo,
                              opset=args.opset, verify=args.verify, plugins=args.plugins,
-                             disable_plugins=args.no_plugin or None)
+                             disable_plugins=args.no_plugin or None,
+                             stream_weights=args.stream_weights)
     except (UsageError, InvalidExportArgumentError) as exc:
         return _fail(args, EXIT_USAGE, str(exc))
     except OnnxExporterError as exc:

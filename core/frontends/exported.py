@@ -158,10 +158,7 @@ def weightless_capture(model: Any, weights: Any) -> Iterator[None]:
     captures the model without any weight in memory; the model is restored after. Without
     ``weights`` (where the values come from when written) such a model is refused."""
     meta = _meta_state(model)
-    if not meta:
-        yield
-        return
-    if weights is None:
+    if meta and weights is None:
         names = [name for name, _ in meta]
         listed = ", ".join(repr(n) for n in names[:3]) + (
             f" and {len(names) - 3} more" if len(names) > 3 else "")
@@ -169,6 +166,30 @@ def weightless_capture(model: Any, weights: Any) -> Iterator[None]:
             f"The model's parameters or buffers {listed} are on the meta device (shapes "
             "without values): pass weights= (a safetensors checkpoint folder, or a mapping of "
             "names to tensors) to stream them into the file, or load them first.")
+    with _fakified(model):
+        yield
+
+
+def run_weightless(model: torch.nn.Module, fn: Any) -> Any:
+    """``fn()`` run with ``model``'s meta parameters and buffers as fake tensors, and the
+    tensors it returns (nested in tuples, lists, dicts) as zeros of their shapes and
+    dtypes: example inputs that come from running a model without weights (the KV cache a
+    decoder returns). Without meta tensors, ``fn()`` as it is."""
+    if not _meta_state(model):
+        return fn()
+    with _fakified(model) as mode, mode:
+        result = fn()
+    return pytree.tree_map_only(
+        torch.Tensor, lambda t: torch.zeros(t.shape, dtype=t.dtype), result)
+
+
+@contextlib.contextmanager
+def _fakified(model: Any) -> Iterator[Any]:
+    """``model``'s meta parameters and buffers as fake CPU tensors of one FakeTensorMode
+    (yielded; None when there are none) while the block runs."""
+    if not _meta_state(model):
+        yield None
+        return
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -187,7 +208,7 @@ def weightless_capture(model: Any, weights: Any) -> Iterator[None]:
                 swapped.append((store, name, tensor))
                 store[name] = fakes[id(tensor)]
     try:
-        yield
+        yield mode
     finally:
         for store, name, tensor in swapped:
             store[name] = tensor

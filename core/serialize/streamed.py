@@ -371,7 +371,9 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
     """``params`` (name, tensor) with each tensor without values replaced by its weight
     in ``weights``: a :class:`StreamedTensor`, or the tensor itself when it is small
     (:data:`EAGER_MAX_ELEMENTS`). Tensors shared under several names (tied weights) stay
-    one object, found under any of their names."""
+    one object, found under any of their names. A name the weights lack is looked up
+    without its leading module names too (``model.lm_head.weight`` as ``lm_head.weight``:
+    the model wrapped in another module for the export)."""
     found = sources(weights)
     names: dict[int, list[str]] = {}
     for name, tensor in params:
@@ -384,7 +386,8 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
             result.append((name, tensor))
             continue
         if id(tensor) not in bound:
-            source = next((found[n] for n in names[id(tensor)] if n in found), None)
+            source = next((found[key] for n in names[id(tensor)] for key in _suffixes(n)
+                           if key in found), None)
             if source is None:
                 missing.append(name)
                 continue
@@ -399,6 +402,13 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
             "when built (such as rotary frequencies) is in no checkpoint: build the model "
             "with oxport.empty_weights(), which puts only parameters on the meta device.")
     return result
+
+
+def _suffixes(name: str) -> Iterator[str]:
+    """``name``, then without one leading component more at a time (down to two)."""
+    parts = name.split(".")
+    for start in range(max(len(parts) - 1, 1)):
+        yield ".".join(parts[start:])
 
 
 def _weight(name: str, source: Source, like: torch.Tensor) -> Any:

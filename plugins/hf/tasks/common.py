@@ -84,9 +84,11 @@ class Source:
     """A loaded source: the model in eval mode, its checkpoint folder (None for a model
     object), its architecture and the quirks that apply to it."""
 
-    def __init__(self, model: Any, folder: Path | None) -> None:
+    def __init__(self, model: Any, folder: Path | None, streamed: bool = False) -> None:
         self.model = model
         self.folder = folder
+        #: Where the weights of a model built on the meta device are (``weights=``).
+        self.weights = str(folder) if streamed else None
         self.architecture = type(model).__name__
         self.quirks = hf_quirks.for_architecture(self.architecture)
         self.model = hf_quirks.apply(self.quirks, "prepare_model", model)
@@ -96,10 +98,13 @@ class Source:
         return self.model.config
 
 
-def load(source: Any, auto_class: str, accepted: Sequence[str] = ()) -> Source:
+def load(source: Any, auto_class: str, accepted: Sequence[str] = (),
+         stream: bool = False) -> Source:
     """The model of ``source``: a folder is loaded with the class its config names (or
     transformers' ``auto_class`` when it names none); a model object is taken as it is.
-    ``accepted``: the class-name suffixes the task takes, anything else is refused."""
+    ``accepted``: the class-name suffixes the task takes, anything else is refused.
+    ``stream``: a folder's model is built on the meta device, in the dtype
+    ``from_pretrained`` gives it, its weights left in the checkpoint (``Source.weights``)."""
     import transformers
 
     folder = folder_of(source)
@@ -113,13 +118,24 @@ def load(source: Any, auto_class: str, accepted: Sequence[str] = ()) -> Source:
         architecture = read_config(folder).get("architectures") or [None]
         cls = getattr(transformers, architecture[0] or "", None) or getattr(transformers,
                                                                             auto_class)
-        model = cls.from_pretrained(folder)
+        model = _on_meta(cls, folder) if stream else cls.from_pretrained(folder)
     name = type(model).__name__
     if accepted and not name.endswith(tuple(accepted)):
         raise InvalidExportArgumentError(
             f"This task takes a *{' or *'.join(accepted)} model, not a {name}: pick the task "
             "for it (`oxport tasks` lists them) or task='auto'.")
-    return Source(model.eval(), folder)
+    return Source(model.eval(), folder, streamed=stream and folder is not None)
+
+
+def _on_meta(cls: Any, folder: Path) -> Any:
+    """``cls``'s model for the checkpoint ``folder`` with its parameters on the meta device."""
+    import transformers
+
+    import oxport
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    with oxport.empty_weights():
+        return cls._from_config(config, dtype=getattr(config, "dtype", None))
 
 
 def write_companions(source: Source, output_dir: Path) -> list[str]:
@@ -146,13 +162,14 @@ def write_companions(source: Source, output_dir: Path) -> list[str]:
 
 def export_onnx(model: Any, args: tuple[Any, ...], path: Path, input_names: list[str],
                 output_names: list[str], dynamic_axes: dict[str, dict[int, str]],
-                options: TaskOptions) -> list[str]:
-    """Export ``model(*args)`` to ``path`` with these names and dynamic axes; returns the
-    files written (the model, and its external data when it has any)."""
+                options: TaskOptions, weights: str | None = None) -> list[str]:
+    """Export ``model(*args)`` to ``path`` with these names and dynamic axes (``weights``:
+    where a meta-device model's weights are); returns the files written (the model, and its
+    external data when it has any)."""
     import oxport
 
     oxport.export(model, args, str(path), input_names=input_names, output_names=output_names,
-                  dynamic_axes=dynamic_axes, **options.export_kwargs())
+                  dynamic_axes=dynamic_axes, weights=weights, **options.export_kwargs())
     files = [path.name]
     data = path.with_name(path.name + ".data")
     if data.is_file():

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import oxport
 from oxport.errors import InvalidExportArgumentError
+from oxport.frontends.exported import run_weightless
 from oxport.plugins.hf.tasks import common
 from oxport.tasks import TaskOptions, TaskResult
 
@@ -64,8 +65,9 @@ def probe_cache(model: Any, cache_argument: str) -> tuple[int, int, int]:
     that is not one key and value per layer is refused, naming what it holds."""
     import torch
 
-    with torch.no_grad():
-        out = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
+    with torch.no_grad():  # a model without weights (streamed) runs on fake tensors
+        out = run_weightless(
+            model, lambda: model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True))
     cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
     layers = getattr(cache, "layers", None)
     kinds = sorted({type(layer).__name__ for layer in layers or ()})
@@ -129,12 +131,16 @@ def example_inputs(model: Any, io: DecoderInputs) -> tuple[Any, ...]:
     if io.position_ids:
         inputs.append(positions[:, past:])
     if io.with_past:
-        with torch.no_grad():
-            kwargs = {"position_ids": positions[:, :past]} if io.position_ids else {}
+        kwargs = {"position_ids": positions[:, :past]} if io.position_ids else {}
+
+        def past_keys_and_values() -> list[Any]:
             out = model(input_ids=ids[:, :past], attention_mask=mask[:, :past], use_cache=True,
                         **kwargs)
-        cache = getattr(out, "cache", None) or out.past_key_values
-        inputs += [t for layer in cache.layers for t in (layer.keys, layer.values)]
+            cache = getattr(out, "cache", None) or out.past_key_values
+            return [t for layer in cache.layers for t in (layer.keys, layer.values)]
+
+        with torch.no_grad():  # a model without weights (streamed): zeros of the shapes
+            inputs += run_weightless(model, past_keys_and_values)
     return tuple(inputs)
 
 
@@ -148,12 +154,13 @@ class TextGeneration(common.HfTask):
 
     def export(self, source: Any, output_dir: Path, options: TaskOptions) -> TaskResult:
         refuse_unknown_options(self.name, options, ())
-        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes))
+        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes),
+                             stream=options.stream_weights)
         io = DecoderInputs(loaded.model, self.with_past)
         files = common.export_onnx(
             decoder_module(loaded.model, io), example_inputs(loaded.model, io),
             output_dir / "model.onnx", io.input_names(), io.output_names(), io.dynamic_axes(),
-            options)
+            options, weights=loaded.weights)
         files += common.write_companions(loaded, output_dir)
         result = TaskResult(self.name, output_dir, files, details={
             "architecture": loaded.architecture, "inputs": io.input_names(),
