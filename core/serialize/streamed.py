@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
-from oxport.serialize.weights import GATHER_BYTES, GATHER_COLUMNS, LazyTensor
+from oxport.serialize.weights import GATHER_BYTES, LazyTensor
 
 #: safetensors' dtype names.
 SAFETENSORS_DTYPES = {
@@ -41,6 +41,14 @@ INDEX_FILE = "model.safetensors.index.json"
 #: such as a Mul by a one-element weight equal to 1, then see them as the in-memory export
 #: does; ``onnx.reference`` folds only inputs this small).
 EAGER_MAX_ELEMENTS = 1 << 12
+#: A transposed weight is gathered a tile of this many columns at a time: each column of
+#: the tile reads another row of the source, and more rows than the TLB maps (each a page
+#: or more of the mapped file) make the gather ten times slower.
+TILE_COLUMNS = 64
+#: ... and in bands of at least this many rows (up to :data:`MAX_BAND_BYTES`): a band
+#: reads this many columns of each row of the source, whole cache lines of it.
+MIN_BAND_ROWS = 128
+MAX_BAND_BYTES = 64 << 20
 #: Folds that only rearrange their input (the result is a view): recorded, applied to the
 #: mapped tensor as views, and the rows gathered from it when written.
 VIEW_FOLDS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice"})
@@ -70,6 +78,7 @@ class StoredTensor:
         with open(self.path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), self.offset + self.nbytes - start,
                                offset=start, access=mmap.ACCESS_READ)
+        mapped.madvise(mmap.MADV_WILLNEED)  # read ahead: the writer reads all of it
         flat = None
         try:
             with warnings.catch_warnings():
@@ -206,10 +215,8 @@ class Step:
 class StreamedTensor(LazyTensor):
     """A weight whose bytes stay in their source until written: ``source`` in its stored
     dtype, converted to ``load_dtype`` (the model parameter's), then ``steps``. Written in
-    bands as large as a strided weight's (a transposed band then reads whole cache lines
-    of the source)."""
-
-    chunk_bytes = GATHER_BYTES
+    bands of at least :data:`GATHER_BYTES` and :data:`MIN_BAND_ROWS` rows (a transposed
+    band then reads whole cache lines of the source)."""
 
     def __init__(self, name: str, source: Source, load_dtype: torch.dtype,
                  load_shape: Sequence[int], steps: Sequence[Step] = (),
@@ -219,6 +226,8 @@ class StreamedTensor(LazyTensor):
         self.name, self.source = name, source
         self.load_dtype, self.load_shape = load_dtype, torch.Size(load_shape)
         self.steps = tuple(steps)
+        row_bytes = self.numel() // max(self.shape[0], 1) * self.element_size()
+        self.chunk_bytes = max(GATHER_BYTES, min(MIN_BAND_ROWS * row_bytes, MAX_BAND_BYTES))
         self._open: contextlib.ExitStack | None = None
         self._view: Any = None
 
@@ -335,12 +344,12 @@ class StreamedTensor(LazyTensor):
 
 def _copy_tiled(out: torch.Tensor, part: torch.Tensor) -> None:
     """``out.copy_(part)``, a strided ``part`` (a transposed weight) a tile of
-    :data:`GATHER_COLUMNS` columns at a time, which keeps its reads in cache."""
+    :data:`TILE_COLUMNS` columns at a time, which keeps its reads in cache."""
     if part.dim() < 2 or part.is_contiguous():
         out.copy_(part)
         return
-    for column in range(0, part.shape[1], GATHER_COLUMNS):
-        out[:, column:column + GATHER_COLUMNS].copy_(part[:, column:column + GATHER_COLUMNS])
+    for column in range(0, part.shape[1], TILE_COLUMNS):
+        out[:, column:column + TILE_COLUMNS].copy_(part[:, column:column + TILE_COLUMNS])
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
