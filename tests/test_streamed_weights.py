@@ -277,3 +277,28 @@ def test_a_weightless_model_runs_on_fake_tensors_for_its_example_inputs(tmp_path
     assert [tuple(t.shape) for t in tensors] == [(2, 2, 3, HIDDEN // 4)] * 4
     assert all(not t.any() for t in tensors)  # zeros, real tensors
     assert model.lm_head.weight.is_meta  # the model is as it was
+
+
+def test_each_weight_is_written_in_bands_never_whole(tmp_path, monkeypatch):
+    from oxport.serialize import streamed
+
+    monkeypatch.setattr(streamed, "GATHER_BYTES", 4096)
+    monkeypatch.setattr(streamed, "MIN_BAND_ROWS", 4)
+    bands: dict[str, list[tuple[int, int]]] = {}
+    rows = streamed.StreamedTensor._rows
+
+    def spy(self, start, stop, out):
+        bands.setdefault(repr(self), []).append((start, stop))
+        return rows(self, start, stop, out)
+
+    monkeypatch.setattr(streamed.StreamedTensor, "_rows", spy)
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    streamed_path, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    _export(_meta_llama(folder), streamed_path, weights=folder)
+    _export(_loaded_llama(folder), loaded)
+    with open(streamed_path, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    embedding = bands["StreamedTensor('model.embed_tokens.weight', [97, 96], torch.float32)"]
+    assert len(embedding) > 5 and all(stop - start <= 11 for start, stop in embedding)
+    transposed = [b for name, b in bands.items() if "Transpose" in name]
+    assert transposed and all(len(b) > 1 for b in transposed)

@@ -287,9 +287,11 @@ class StreamedTensor(LazyTensor):
                 raise
         try:
             self._view(start, stop, out)
-        finally:
-            if stop >= self.shape[0]:
-                self._release()
+        except BaseException:
+            self._release()  # the file is not written: a later write starts again
+            raise
+        if stop >= self.shape[0]:
+            self._release()
 
     def _release(self) -> None:
         self._view = None
