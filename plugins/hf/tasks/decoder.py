@@ -151,7 +151,8 @@ class TextGeneration(common.HfTask):
 
     def export(self, source: Any, output_dir: Path, options: TaskOptions) -> TaskResult:
         refuse_unknown_options(self.name, options, ())
-        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes))
+        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes),
+                             also=causal_lm_classes())
         io = hf_quirks.apply(loaded.quirks, "decoder_inputs",
                              DecoderInputs(loaded.model, self.with_past))
         with warnings.catch_warnings():
@@ -193,6 +194,14 @@ class TextGenerationWithPast(TextGeneration):
                    "prefill and decode")
     suffixes: ClassVar[Mapping[str, int]] = {"ForCausalLM": 20, "LMHeadModel": 20}
     with_past = True
+
+
+def causal_lm_classes() -> frozenset[str]:
+    """The class names transformers' causal-LM auto class maps to (``BertLMHeadModel``,
+    ``BertGenerationDecoder``...)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
 
 
 def refuse_unknown_options(task: str, options: TaskOptions, known: tuple[str, ...]) -> None:
