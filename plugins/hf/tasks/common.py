@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -99,12 +99,13 @@ class Source:
 
 
 def load(source: Any, auto_class: str, accepted: Sequence[str] = (),
-         stream: bool = False) -> Source:
+         also: Collection[str] = (), stream: bool = False) -> Source:
     """The model of ``source``: a folder is loaded with the class its config names (or
     transformers' ``auto_class`` when it names none); a model object is taken as it is.
-    ``accepted``: the class-name suffixes the task takes, anything else is refused.
-    ``stream``: a folder's model is built on the meta device, in the dtype
-    ``from_pretrained`` gives it, its weights left in the checkpoint (``Source.weights``)."""
+    ``accepted``: the class-name suffixes the task takes, ``also`` other class names it
+    takes; anything else is refused. ``stream``: a folder's model is built on the meta
+    device, in the dtype ``from_pretrained`` gives it, its weights left in the checkpoint
+    (``Source.weights``)."""
     import transformers
 
     folder = folder_of(source)
@@ -120,7 +121,7 @@ def load(source: Any, auto_class: str, accepted: Sequence[str] = (),
                                                                             auto_class)
         model = _on_meta(cls, folder) if stream else cls.from_pretrained(folder)
     name = type(model).__name__
-    if accepted and not name.endswith(tuple(accepted)):
+    if accepted and not name.endswith(tuple(accepted)) and name not in also:
         raise InvalidExportArgumentError(
             f"This task takes a *{' or *'.join(accepted)} model, not a {name}: pick the task "
             "for it (`oxport tasks` lists them) or task='auto'.")
