@@ -256,6 +256,16 @@ def test_a_task_streams_the_checkpoint_it_is_given(tmp_path):
     assert (streamed / "config.json").is_file()
 
 
+def test_text_generation_with_past_streams_the_same_file_and_verifies(tmp_path):
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float32, tied=True)
+    streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
+    result = oxport.export_task(folder, streamed, "text-generation-with-past", dynamo=True,
+                                stream_weights=True, verify=True)
+    oxport.export_task(folder, loaded, "text-generation-with-past", dynamo=True)
+    assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
+    assert result.ok, result.verification
+
+
 def test_streaming_a_task_needs_dynamo(tmp_path):
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
     with pytest.raises(InvalidExportArgumentError, match="needs dynamo=True"):
