@@ -273,7 +273,7 @@ def test_streaming_a_task_needs_dynamo(tmp_path):
 
 
 def test_a_weightless_model_runs_on_fake_tensors_for_its_example_inputs(tmp_path):
-    from oxport.frontends.exported import run_weightless
+    from oxport.frontends.weightless import run_weightless
 
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.float32)
     model = _meta_llama(folder)

@@ -37,7 +37,7 @@ from oxport.exporter.state import (
     select_model_mode_for_export,
     verbose_log,
 )
-from oxport.frontends import arguments, io_types, quantized_io
+from oxport.frontends import arguments, io_types, quantized_io, weightless
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, trace
@@ -212,7 +212,7 @@ def _exported_source(model: Any, args: Any, registry: RegistryView, opset: int,
         positional, kwargs = arguments.normalize_args(args)
         arguments.check_inputs(positional, kwargs, model.forward)
         # Grad on: torch.export records grad mode changes otherwise.
-        with torch.enable_grad(), exported.weightless_capture(model, weights):
+        with torch.enable_grad(), weightless.weightless_capture(model, weights):
             program, names, axis_names, notes = exported.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
                 dynamic_axes=dynamic_axes, input_names=input_names,

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import oxport
 from oxport.errors import InvalidExportArgumentError
-from oxport.frontends.exported import run_weightless
+from oxport.frontends.weightless import run_weightless
 from oxport.plugins.hf import quirks as hf_quirks
 from oxport.plugins.hf.tasks import common, genai
 from oxport.tasks import TaskOptions, TaskResult
