@@ -312,3 +312,33 @@ def test_each_weight_is_written_in_bands_never_whole(tmp_path, monkeypatch):
     assert len(embedding) > 5 and all(stop - start <= 11 for start, stop in embedding)
     transposed = [b for name, b in bands.items() if "Transpose" in name]
     assert transposed and all(len(b) > 1 for b in transposed)
+
+
+class _Normed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(80, 96)
+        self.norm = torch.nn.BatchNorm1d(96)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.linear(x))
+
+
+def test_buffers_built_with_the_model_take_the_checkpoints_values(tmp_path):
+    torch.manual_seed(0)
+    eager = _Normed().eval()
+    eager.norm.running_mean.normal_()
+    eager.norm.running_var.uniform_(0.5, 2.0)
+    checkpoint = str(tmp_path / "normed.safetensors")
+    save_file(eager.state_dict(), checkpoint)
+    with oxport.empty_weights():
+        meta = _Normed().eval()
+    assert not meta.norm.running_mean.is_meta and not meta.norm.running_mean.any()
+    x = torch.randn(4, 80)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    oxport.export(meta, (x,), streamed, dynamo=True, weights=checkpoint)
+    oxport.export(eager, (x,), loaded, dynamo=True)
+    _assert_same_weights(streamed, loaded)
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)

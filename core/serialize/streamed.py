@@ -384,7 +384,9 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
     (:data:`EAGER_MAX_ELEMENTS`). Tensors shared under several names (tied weights) stay
     one object, found under any of their names. A name the weights lack is looked up
     without its leading module names too (``model.lm_head.weight`` as ``lm_head.weight``:
-    the model wrapped in another module for the export)."""
+    the model wrapped in another module for the export). A tensor with values (a buffer
+    built with the model) that the weights hold takes their value, as ``load_state_dict``
+    would give it (a batch norm's running statistics)."""
     found = sources(weights)
     names: dict[int, list[str]] = {}
     for name, tensor in params:
@@ -393,16 +395,13 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
     missing: list[str] = []
     result = []
     for name, tensor in params:
-        if not without_values(tensor):
-            result.append((name, tensor))
-            continue
         if id(tensor) not in bound:
             source = next((found[key] for n in names[id(tensor)] for key in _suffixes(n)
                            if key in found), None)
-            if source is None:
+            if source is None and without_values(tensor):
                 missing.append(name)
                 continue
-            bound[id(tensor)] = _weight(name, source, tensor)
+            bound[id(tensor)] = tensor if source is None else _weight(name, source, tensor)
         result.append((name, bound[id(tensor)]))
     if missing:
         listed = ", ".join(repr(n) for n in missing[:5]) + (
@@ -429,9 +428,8 @@ def _weight(name: str, source: Source, like: torch.Tensor) -> Any:
         raise InvalidExportArgumentError(
             f"Weight {name!r} is {list(stored)} in weights= but {list(like.shape)} in the "
             "model: the checkpoint does not fit the model (check its config).")
-    streamed = StreamedTensor(name, source, like.dtype, tuple(like.shape))
     if like.numel() > EAGER_MAX_ELEMENTS:
-        return streamed
+        return StreamedTensor(name, source, like.dtype, tuple(like.shape))
     with source.opened() as tensor:
         if tuple(tensor.shape) != tuple(like.shape):
             raise InvalidExportArgumentError(
