@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import struct
 import subprocess
 import sys
 import time
+from typing import Any
 
 PRESETS = {
     # name: (layers, hidden, intermediate, heads, kv heads, vocab)
@@ -143,9 +143,11 @@ def export(folder: str, out: str, dtype: str) -> None:
         dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                       "logits": {0: "batch", 1: "sequence"}})
     seconds = time.perf_counter() - start
-    status = open("/proc/self/status").read()
+    with open("/proc/self/status") as handle:
+        status = handle.read()
     hwm = int(status.split("VmHWM:")[1].split()[0]) * 1024
-    print(json.dumps({"export_seconds": seconds, "peak_rss": hwm,
+    peak_virtual = int(status.split("VmPeak:")[1].split()[0]) * 1024
+    print(json.dumps({"export_seconds": seconds, "peak_rss": hwm, "peak_virtual": peak_virtual,
                       "phases": {k: round(v, 2) for k, v in result.timings.items()},
                       "weight_bytes": sum(w.nbytes for w in result.serialized.weights)}))
 
@@ -182,29 +184,30 @@ def _parse_limit(text: str) -> int:
         else int(text)
 
 
-def _limited(command: list[str], limit: str | None) -> tuple[list[str], str]:
+def _limited(command: list[str], limit: str | None, rlimit: str = "data"
+             ) -> tuple[list[str], str]:
     """``command`` under the memory limit, and how it is enforced."""
     if not limit:
         return command, "none"
     if shutil.which("systemd-run") and subprocess.run(
             ["systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={limit}", "true"],
-            capture_output=True).returncode == 0:
+            capture_output=True, check=False).returncode == 0:
         return (["systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={limit}",
                  "-p", "MemorySwapMax=0", *command], f"cgroup MemoryMax={limit}")
-    return (["prlimit", f"--data={_parse_limit(limit)}", *command],
-            f"RLIMIT_DATA={limit} (prlimit --data; systemd is not running)")
+    return (["prlimit", f"--{rlimit}={_parse_limit(limit)}", *command],
+            f"RLIMIT_{rlimit.upper()}={limit} (prlimit --{rlimit}; systemd is not running)")
 
 
-def _child(args: list[str], limit: str | None = None) -> tuple[dict, int, str]:
-    command, how = _limited([sys.executable, os.path.abspath(__file__), *args], limit)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run(command, capture_output=True, text=True)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+def _child(args: list[str], limit: str | None = None, rlimit: str = "data"
+           ) -> tuple[Any, str]:
+    """What a child running this script prints last (JSON), and how it was limited."""
+    command, how = _limited([sys.executable, os.path.abspath(__file__), *args], limit, rlimit)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"child {args[0]} failed ({done.returncode}) under {how}")
     last = done.stdout.strip().splitlines()[-1]
-    return json.loads(last), peak if peak > before * 1024 else 0, how
+    return json.loads(last), how
 
 
 def main() -> None:
@@ -213,6 +216,9 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/oxport-streamed")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--limit", default="2G", help="memory limit of the export ('' none)")
+    parser.add_argument("--rlimit", choices=["data", "as"], default="data",
+                        help="without systemd: limit the heap (data, default) or the whole "
+                             "address space (as: the mapped checkpoint counts too)")
     parser.add_argument("--generate", action="store_true",
                         help="compare ONNX Runtime's greedy ids with transformers' generate")
     parser.add_argument("--tokens", type=int, default=12)
@@ -236,24 +242,26 @@ def main() -> None:
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
     out = os.path.join(out_dir, "model.onnx")
-    stats, peak, how = _child(["_export", folder, out, options.dtype], options.limit or None)
+    stats, how = _child(["_export", folder, out, options.dtype], options.limit or None,
+                        options.rlimit)
     data = os.path.getsize(out + ".data")
     rows = [
         ("checkpoint", f"{options.preset} Llama, bf16, {ckpt_bytes / 1e9:.2f} GB"),
         ("exported to", f"{options.dtype}, {data / 1e9:.2f} GB of external data in one file"),
         ("memory limit", how),
         ("peak RSS of the export (VmHWM)", f"{stats['peak_rss'] / 2**30:.2f} GiB"),
+        ("peak address space (VmPeak)", f"{stats['peak_virtual'] / 2**30:.2f} GiB"),
         ("export time", f"{stats['export_seconds']:.1f} s (phases: {stats['phases']})"),
         ("copying the checkpoint's bytes", f"{copy:.1f} s"),
     ]
     if options.generate:
-        ort_out, _, _ = _child(["_ort", out, str(options.tokens)])
-        hf_out, _, _ = _child(["_hf", folder, str(options.tokens), options.dtype])
+        ort_out, _ = _child(["_ort", out, str(options.tokens)])
+        hf_out, _ = _child(["_hf", folder, str(options.tokens), options.dtype])
         same = ort_out == hf_out
         first = next((i for i, (a, b) in enumerate(zip(ort_out, hf_out)) if a != b), None)
+        verdict = "identical" if same else f"differ from step {first}"
         rows.append(("greedy ids, ONNX Runtime vs transformers",
-                     f"{'identical' if same else f'differ from step {first}'} "
-                     f"({len(ort_out)} tokens: {ort_out})"))
+                     f"{verdict} ({len(ort_out)} tokens: {ort_out})"))
     if not options.keep:
         shutil.rmtree(out_dir)
     print("| | |\n| --- | --- |")
