@@ -314,6 +314,37 @@ def test_each_weight_is_written_in_bands_never_whole(tmp_path, monkeypatch):
     assert transposed and all(len(b) > 1 for b in transposed)
 
 
+class _Gathered(torch.nn.Module):
+    """Rows of a weight at constant indices (positions of a static length): the Gather
+    folds into a new weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.positions = torch.nn.Embedding(96, 80)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.positions(torch.arange(x.shape[0]))
+
+
+def test_a_gather_at_constant_indices_is_applied_as_it_is_written(tmp_path):
+    torch.manual_seed(0)
+    eager = _Gathered().eval()
+    checkpoint = str(tmp_path / "gathered.safetensors")
+    save_file(eager.state_dict(), checkpoint)
+    with oxport.empty_weights():
+        meta = _Gathered().eval()
+    x = torch.randn(7, 80)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    result = oxport.export(meta, (x,), streamed, dynamo=True, weights=checkpoint)
+    oxport.export(eager, (x,), loaded, dynamo=True)
+    _assert_same_weights(streamed, loaded)
+    assert [tuple(s.op_type for s in w.tensor.steps) for w in result.serialized.weights
+            if isinstance(w.tensor, StreamedTensor)] == [("Gather",)]
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
 class _Normed(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -53,7 +53,8 @@ MAX_BAND_BYTES = 64 << 20
 #: mapped tensor as views, and the rows gathered from it when written.
 VIEW_FOLDS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice"})
 #: Folds computed element by element: a Cast is applied to each written chunk; the binary
-#: ops (with a constant operand) to the whole weight when written.
+#: ops (with a constant operand) to the whole weight when written. Any other fold (a Gather
+#: of rows at constant indices, a Concat with a constant) is applied to the whole weight.
 ELEMENTWISE_FOLDS = frozenset({"Cast", "Add", "Sub", "Mul", "Div"})
 
 
@@ -249,20 +250,18 @@ class StreamedTensor(LazyTensor):
         if np_dtype is None:
             return None
         arrays = [None if c is None else np.asarray(c) for c in consts]
-        if op_type == "Shape" or op_type in VIEW_FOLDS:
+        if op_type in ELEMENTWISE_FOLDS:  # one element: the result's dtype, no full copy
+            arrays[position] = np.ones((1,) * len(self.shape), np_dtype)
+        else:  # the weight's shape in no memory (folding bounds a copying result's size)
             arrays[position] = np.lib.stride_tricks.as_strided(
                 np.zeros(1, np_dtype), tuple(self.shape), (0,) * len(self.shape))
-        elif op_type in ELEMENTWISE_FOLDS:
-            arrays[position] = np.ones((1,) * len(self.shape), np_dtype)
-        else:
-            return None
         try:
             probe = np.asarray(fold(arrays, attrs, opset))
         except Exception:  # noqa: BLE001 - the fold refuses these inputs: the node stays
             return None
         if op_type == "Shape":
             return probe
-        shape = probe.shape if op_type in VIEW_FOLDS else np.broadcast_shapes(
+        shape = probe.shape if op_type not in ELEMENTWISE_FOLDS else np.broadcast_shapes(
             *(tuple(self.shape) if i == position else np.shape(a)
               for i, a in enumerate(arrays) if a is not None))
         dtype = torch.from_numpy(np.empty(0, probe.dtype)).dtype
