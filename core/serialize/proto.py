@@ -22,8 +22,7 @@ from oxport.errors import (
 )
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.ir import Graph, Node, Type, Value
-from oxport.passes import infer
-from oxport.passes.folding import replace_uses
+from oxport.passes import folding, infer  # folding as a module: it imports serialize
 from oxport.serialize.weights import (
     LazyTensor,
     Weight,
@@ -123,7 +122,7 @@ def _dedupe_weights(graph: Graph) -> None:
             del graph.initializers[name]
         else:
             seen[key] = value
-    replace_uses(graph, replace)
+    folding.replace_uses(graph, replace)
 
 
 def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
