@@ -46,6 +46,7 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            custom_translation_table: Mapping[Callable[..., Any], Any] | None = None,
            fallbacks: Sequence[str] | None = None, plugins: Sequence[str] | None = None,
            disable_plugins: Sequence[str] | None = None, autoload_plugins: bool | None = None,
+           weights: str | os.PathLike[str] | Mapping[str, Any] | None = None,
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
 
@@ -72,7 +73,11 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     (True prints an :class:`oxport.diagnose.report.ExportReport`; a path writes it there, as JSON
     when the path ends in ``.json``, else as text), ``fallbacks`` (fallback plugins by
     name, in order), ``plugins`` / ``disable_plugins`` / ``autoload_plugins`` (which
-    plugins load). ``f=None`` converts without writing anything.
+    plugins load), ``weights`` (for a model whose parameters are on the meta device, with
+    ``dynamo=True``: a safetensors checkpoint folder or file, or a mapping from parameter
+    names to tensors or functions returning them; the model is captured without weights and
+    each weight streamed into the file: see docs/large_models.md). ``f=None`` converts
+    without writing anything.
 
     Nothing is left at ``f`` when the export fails, except after a :class:`CheckerError`:
     then the invalid model is still written, for inspection.
@@ -90,10 +95,14 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
         export_modules_as_functions=export_modules_as_functions,
         autograd_inlining=autograd_inlining, fallbacks=fallbacks, plugins=plugins,
         disable_plugins=disable_plugins, autoload_plugins=autoload_plugins,
-        dynamo=dynamo, dynamic_shapes=dynamic_shapes)
+        dynamo=dynamo, dynamic_shapes=dynamic_shapes, weights=weights)
     args = with_kwargs(args, kwargs)
     if f is not None:
         check_target(f)
+    if verify and weights is not None:
+        raise InvalidExportArgumentError(
+            "verify=True runs the model in eager PyTorch, which needs its weights in memory; "
+            "with weights= verify the written file against the model loaded elsewhere.")
     result = pipeline.convert(model, args, options, check=False)
     if verify:
         from oxport.diagnose.verification import verify_result

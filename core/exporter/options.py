@@ -54,6 +54,9 @@ class ExportOptions:
     #: Whether the torch.export front end reads the model (``dynamo=True`` or an
     #: ``ExportedProgram``), else the TorchScript one.
     exported: bool = False
+    #: Where the values of a meta-device model's weights are (``weights=``): streamed
+    #: into the file (:mod:`oxport.serialize.streamed`).
+    weights: Any = None
 
     @property
     def params_are_inputs(self) -> bool:
@@ -74,6 +77,7 @@ class ExportOptions:
         opset = check_opset(opset_version)
         check_model(model)
         check_front_end_options(model, dynamo, dynamic_shapes)
+        check_weights(model, dynamo, given.get("weights"))
         if isinstance(model, torch.export.ExportedProgram) and export_modules_as_functions:
             raise InvalidExportArgumentError(
                 "export_modules_as_functions needs the model's modules, which an "
@@ -157,6 +161,17 @@ def check_front_end_options(model: Any, dynamo: Any, dynamic_shapes: Any) -> Non
         raise InvalidExportArgumentError(
             "dynamic_shapes= has no effect on an ExportedProgram, whose shapes were fixed when "
             "it was captured: pass dynamic_shapes to torch.export.export instead.")
+
+
+def check_weights(model: Any, dynamo: bool, weights: Any) -> None:
+    """``weights=`` (streamed weights) needs the torch.export front end, which captures
+    the model on fake tensors; the TorchScript front end runs it on real ones."""
+    if weights is not None and not dynamo and \
+            not isinstance(model, torch.export.ExportedProgram):
+        raise InvalidExportArgumentError(
+            "weights= streams a meta-device model's weights into the file, which needs "
+            "dynamo=True (torch.export captures the model without its weights); the "
+            "TorchScript front end (dynamo=False) runs the model, so load its weights first.")
 
 
 def check_custom_opsets(custom_opsets: Mapping[str, int] | None) -> dict[str, int]:

@@ -37,7 +37,7 @@ from oxport.exporter.state import (
     select_model_mode_for_export,
     verbose_log,
 )
-from oxport.frontends import arguments, io_types, quantized_io
+from oxport.frontends import arguments, io_types, quantized_io, weightless
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.torchscript import baked_sizes, trace
@@ -164,7 +164,8 @@ def read_model(model: Any, args: Any, registry: RegistryView, options: ExportOpt
     with torch.set_grad_enabled(grad):
         front = (_exported_front_end(model, args, registry, options.opset,
                                      options.dynamic_shapes, options.dynamic_axes,
-                                     options.input_names, runnable=False)
+                                     options.input_names, runnable=False,
+                                     weights=options.weights)
                  if options.exported
                  else _traced_front_end(model, args, options.input_names, options.dynamic_axes,
                                         options.opset))
@@ -187,12 +188,25 @@ def source_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
 
 def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: int,
                         dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
-                        input_names: Sequence[str] | None, runnable: bool = True
-                        ) -> FrontEnd:
+                        input_names: Sequence[str] | None, runnable: bool = True,
+                        weights: Any = None) -> FrontEnd:
     """The torch.export front end: ``model`` captured (non-strict) unless it is an
     ``ExportedProgram`` already, decomposed except where a pack serves the op. Unless
     ``runnable`` (the front end keeps the program to run it), what the capture made is
-    collected once the program is read."""
+    collected once the program is read. With ``weights``, a model on the meta device is
+    captured on fake tensors and its weights are streamed from ``weights``."""
+    front = _exported_source(model, args, registry, opset, dynamic_shapes, dynamic_axes,
+                             input_names, runnable, weights)
+    if weights is not None:
+        front.params = serialize.streamed.bind(front.params, weights)
+    return front
+
+
+def _exported_source(model: Any, args: Any, registry: RegistryView, opset: int,
+                     dynamic_shapes: Any, dynamic_axes: Mapping[str, Any] | None,
+                     input_names: Sequence[str] | None, runnable: bool, weights: Any
+                     ) -> FrontEnd:
+    """:func:`_exported_front_end`'s capture and reading."""
     from oxport.frontends import capture, exported
 
     served = exported.ServedOps(registry, opset)
@@ -201,7 +215,8 @@ def _exported_front_end(model: Any, args: Any, registry: RegistryView, opset: in
             return exported.read(exported.decompose(model, served), runnable=runnable)
         positional, kwargs = arguments.normalize_args(args)
         arguments.check_inputs(positional, kwargs, model.forward)
-        with torch.enable_grad():  # torch.export records grad mode changes otherwise
+        # Grad on: torch.export records grad mode changes otherwise.
+        with torch.enable_grad(), weightless.weightless_capture(model, weights):
             captured = capture.capture(
                 model, positional, kwargs, dynamic_shapes=dynamic_shapes,
                 dynamic_axes=dynamic_axes, input_names=input_names,

@@ -14,6 +14,7 @@ import torch
 from onnx import TensorProto, helper
 
 from oxport.ir import Graph, Node, Type, Value
+from oxport.serialize.weights import LazyTensor
 
 log = logging.getLogger("oxport.passes.folding")
 
@@ -163,7 +164,8 @@ def make_initializer(graph: Graph, value: Value, tensor: torch.Tensor) -> None:
     """Make ``value`` (a node's output) an initializer holding ``tensor``, under a fresh
     name; its node no longer produces it."""
     value.const = tensor
-    value.setType(Type.of(tensor))
+    value.setType(Type.tensor(tensor.dtype, tuple(tensor.shape))
+                  if isinstance(tensor, LazyTensor) else Type.of(tensor))
     value.producer = None
     value.name = graph.fresh_name("folded")
     graph.initializers[value.name] = value
@@ -214,10 +216,11 @@ def fold_constants(graph: Graph, opset: int, frozen: set[int] | None = None) -> 
             folded += 1
             continue
         size = sum(_numel(v.const) for v in inputs if v is not None)
+        lazy = any(isinstance(v.const, LazyTensor) for v in inputs if v is not None)
         with np.errstate(all="ignore"):  # log(0), 0/0, Cast(inf): ONNX Runtime's values too
-            results = (_fold_numpy(node, opset)
+            results = ((_fold_lazy if lazy else _fold_numpy)(node, opset)
                        if size <= FOLD_MAX_ELEMENTS or node.op_type in _VIEWS else None)
-            if results is None and size <= REFERENCE_MAX_ELEMENTS:
+            if results is None and size <= REFERENCE_MAX_ELEMENTS and not lazy:
                 results = _fold_reference(node, opset)
         if results is None or len(results) != len(node.output_values) \
                 or any(isinstance(r, list) for r in results) \
@@ -245,7 +248,7 @@ def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
                 users: dict[int, list[Node | None]]) -> bool:
     """Whether folding ``node`` would store a large constant next to the input it was
     computed from, because that input has a use besides ``node`` and its exact repeats."""
-    if sum(int(np.size(r)) for r in results) < DUPLICATE_MIN_ELEMENTS:
+    if sum(_numel(r) for r in results) < DUPLICATE_MIN_ELEMENTS:
         return False
     for value in node.input_values:
         if value is None or _numel(value.const) < DUPLICATE_MIN_ELEMENTS:
@@ -260,6 +263,8 @@ def _duplicates(node: Node, key: tuple[Any, ...], results: list[Any],
 def _as_tensor(result: Any) -> torch.Tensor:
     """A folded result as a tensor, sharing memory with it when numpy made a view (a
     transposed weight is copied only when it is written)."""
+    if isinstance(result, LazyTensor):
+        return result
     array = np.asarray(result)
     if not array.ndim or min(array.strides) < 0 or not array.flags.writeable:
         array = array.copy()  # torch takes no negative strides nor read-only arrays
@@ -316,6 +321,18 @@ def _fold_numpy(node: Node, opset: int) -> list[np.ndarray] | None:
         return [fold(arrays, attrs, opset)]
     except _Unfoldable:
         return None
+
+
+def _fold_lazy(node: Node, opset: int) -> list[Any] | None:
+    """Fold a node reading a weight computed when written (a
+    :class:`~oxport.serialize.weights.LazyTensor`): the weight records the fold, to apply
+    it to its bytes as they are written (``LazyTensor.fold``; None: the node stays)."""
+    fold = _NUMPY_FOLDERS.get(node.op_type)
+    consts = [None if v is None else v.const for v in node.input_values]
+    lazy = next(c for c in consts if isinstance(c, LazyTensor))
+    attrs = {name: value for name, (_kind, value) in node.attrs.items()}
+    result = None if fold is None else lazy.fold(node.op_type, fold, consts, attrs, opset)
+    return None if result is None else [result]
 
 
 def _axes(arrays: list[Any], attrs: dict[str, Any], opset: int) -> list[int] | None:
@@ -463,12 +480,13 @@ _NUMPY_FOLDERS = {
 
 def _foldable(value: Value, frozen: set[int]) -> bool:
     return (value.is_const and id(value) not in frozen
-            and isinstance(value.const, (torch.Tensor, np.ndarray))
+            and isinstance(value.const, (torch.Tensor, np.ndarray, LazyTensor))
             and getattr(value.const, "dtype", None) != torch.bfloat16)
 
 
 def _numel(obj: Any) -> int:
-    return int(obj.numel()) if isinstance(obj, torch.Tensor) else int(np.size(obj))
+    return int(obj.numel()) if isinstance(obj, (torch.Tensor, LazyTensor)) \
+        else int(np.size(obj))
 
 
 def _to_numpy(obj: Any) -> np.ndarray:

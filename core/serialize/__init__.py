@@ -4,6 +4,8 @@
   without weight bytes (:func:`serialize`, which returns a :class:`Serialized`).
 * :mod:`~oxport.serialize.weights`: tensor bytes, streamed from tensor memory once,
   inline or as external data beside the model.
+* :mod:`~oxport.serialize.streamed`: weights that stay in a checkpoint until written (a
+  meta-device model's, ``weights=``), the export's folds recorded on each.
 * :mod:`~oxport.serialize.atomic`: the write to a path (temporary files renamed into
   place, the model last, journaled) or to a file object (:func:`write`).
 * :mod:`~oxport.serialize.check`: the ONNX checker on a weightless copy, and errors
@@ -14,6 +16,7 @@ their own use :mod:`~oxport.serialize.proto`'s :class:`~oxport.serialize.proto.N
 builders directly.
 """
 
+from oxport.serialize import streamed
 from oxport.serialize.atomic import check_target, write
 from oxport.serialize.check import blame, check, named_node
 from oxport.serialize.proto import Serialized, clean_name, inferred_outputs, ir_version, serialize
@@ -28,6 +31,6 @@ from oxport.serialize.weights import (
 
 __all__ = [
     "LazyTensor", "Serialized", "Weight", "blame", "check", "check_target", "clean_name",
-    "inferred_outputs", "ir_version", "named_node", "raw_bytes", "serialize", "tensor_header",
-    "tensor_proto", "to_bytes", "write",
+    "inferred_outputs", "ir_version", "named_node", "raw_bytes", "serialize", "streamed",
+    "tensor_header", "tensor_proto", "to_bytes", "write",
 ]

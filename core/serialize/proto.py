@@ -22,9 +22,14 @@ from oxport.errors import (
 )
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.ir import Graph, Node, Type, Value
-from oxport.passes import infer
-from oxport.passes.folding import replace_uses
-from oxport.serialize.weights import Weight, onnx_elem_type, tensor_proto, weightless
+from oxport.passes import folding, infer  # folding as a module: it imports serialize
+from oxport.serialize.weights import (
+    LazyTensor,
+    Weight,
+    onnx_elem_type,
+    tensor_proto,
+    weightless,
+)
 
 
 @dataclasses.dataclass
@@ -105,16 +110,19 @@ def _dedupe_weights(graph: Graph) -> None:
     replace: dict[int, Value] = {}
     for name, value in list(graph.initializers.items()):
         tensor = value.const
-        if not isinstance(tensor, torch.Tensor) or tensor.numel() == 0:
+        if isinstance(tensor, LazyTensor):  # one object under several names: a tied weight
+            key: tuple[Any, ...] = ("lazy", id(tensor))
+        elif not isinstance(tensor, torch.Tensor) or tensor.numel() == 0:
             continue
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
-               tuple(tensor.stride()), tensor.dtype)
+        else:
+            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+                   tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
         if key in seen:
             replace[id(value)] = seen[key]
             del graph.initializers[name]
         else:
             seen[key] = value
-    replace_uses(graph, replace)
+    folding.replace_uses(graph, replace)
 
 
 def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,

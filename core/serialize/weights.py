@@ -45,7 +45,11 @@ class LazyTensor:
     """A weight computed only when its bytes are written, e.g. a convolution with a batch
     norm folded in. ``rows(start, stop, out)`` computes rows ``start:stop`` of its first
     dimension into ``out`` (contiguous, of those rows' shape and the weight's dtype), so
-    the writer computes every chunk into one buffer of at most :data:`CHUNK_BYTES`."""
+    the writer computes every chunk into one buffer of at most :attr:`chunk_bytes`
+    (:data:`CHUNK_BYTES`)."""
+
+    #: The largest chunk of rows the writer asks for at once (None: :data:`CHUNK_BYTES`).
+    chunk_bytes: int | None = None
 
     def __init__(self, shape: Sequence[int], dtype: torch.dtype,
                  rows: Callable[[int, int, torch.Tensor], None]) -> None:
@@ -69,6 +73,13 @@ class LazyTensor:
 
     def dim(self) -> int:
         return len(self.shape)
+
+    def fold(self, op_type: str, fold: Callable[..., Any], consts: Sequence[Any],
+             attrs: dict[str, Any], opset: int) -> Any:
+        """Constant folding's result for op ``op_type`` of ``consts`` (this tensor among
+        them), computed by ``fold(arrays, attrs, opset)``, without computing the weight;
+        None (here: always) leaves the node in the graph."""
+        return None
 
     def __repr__(self) -> str:
         return f"LazyTensor({list(self.shape)}, {self.dtype})"
@@ -197,7 +208,7 @@ def _gathered(tensor: Any) -> bool:
 def _chunk_bytes(tensor: Any) -> int:
     """The largest chunk of ``tensor`` the writer puts in its scratch buffer (0: none)."""
     if isinstance(tensor, LazyTensor):
-        limit = CHUNK_BYTES
+        limit = tensor.chunk_bytes or CHUNK_BYTES
     elif _gathered(tensor):
         limit = GATHER_BYTES
     else:
@@ -228,7 +239,7 @@ class Writer:
         tensor = weight.tensor
         if isinstance(tensor, LazyTensor):
             written = 0
-            for start, stop in _row_chunks(tensor, CHUNK_BYTES):
+            for start, stop in _row_chunks(tensor, tensor.chunk_bytes or CHUNK_BYTES):
                 out = self._buffer(tensor, stop - start)
                 tensor.rows(start, stop, out)
                 data = raw_bytes(out)

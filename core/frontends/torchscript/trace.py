@@ -121,7 +121,9 @@ def _check_state(state: list[tuple[str, torch.Tensor]]) -> None:
         raise InvalidExportArgumentError(
             f"The model's parameters or buffers {listed} are on the meta "
             "device (shapes without values): there are no weights to export. Load them first, "
-            "e.g. model.to_empty(device='cpu') then model.load_state_dict(state_dict).")
+            "e.g. model.to_empty(device='cpu') then model.load_state_dict(state_dict), or "
+            "export with dynamo=True and weights= (a safetensors checkpoint), which streams "
+            "them into the file without loading them.")
 
 
 def state_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
