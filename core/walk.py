@@ -246,7 +246,7 @@ class Conversion:
         for ts_value, (name, tensor) in zip(ts_inputs[user_count:], front.params):
             # The trace's type keeps requires_grad, which symbolics may ask about.
             type_ = Type.of(ts_value.type())
-            if tensor.is_complex():  # ONNX holds it as its real pairs
+            if tensor.dtype.is_complex:  # ONNX holds it as its real pairs
                 tensor, type_ = torch.view_as_real(tensor.resolve_conj()), type_.as_real_pairs()
             self.env[ts_value.unique()] = graph.add_initializer(
                 name, tensor, type_ if type_.dtype() == tensor.dtype else None, parameter=True)
