@@ -92,3 +92,81 @@ def test_afmoe_differs_only_by_its_zero_router_ties_and_warns(dynamo: bool):
     session, said = _export(model, {"input_ids": ids}, axes, dynamo)
     assert said == []
     np.testing.assert_allclose(_run(session, {"input_ids": ids}), eager, rtol=1e-3, atol=1e-4)
+
+
+def _sew() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return transformers.SEWModel(transformers.SEWConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2, squeeze_factor=2)).eval()
+
+
+@pytest.mark.slow
+@FRONT_ENDS
+def test_sew_traced_at_an_even_frame_count_warns_of_its_padding_branch(dynamo: bool):
+    """430 samples: 42 frames, upsampled to 42, no padding; 440 samples: 43 frames, but the
+    file still gives 42 (the padding branch was not captured)."""
+    model = _sew()
+    axes = {"input_values": {0: "batch", 1: "samples"},
+            "last_hidden_state": {0: "batch", 1: "frames"}}
+    session, said = _export(model, {"input_values": torch.randn(2, 430), "return_dict": False},
+                            axes, dynamo)
+    assert len(said) == 1, said
+    assert ("modeling_sew.py(471)" if not dynamo else "input_values.shape[1]") in said[0]
+    second = {"input_values": torch.randn(3, 440)}
+    with torch.no_grad():
+        eager = model(**second).last_hidden_state
+    assert _run(session, second).shape[1] == eager.shape[1] - 1  # the warning is right
+
+
+def _funnel() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return transformers.FunnelForMaskedLM(transformers.FunnelConfig(
+        vocab_size=VOCAB, block_sizes=[1, 1], num_decoder_layers=1, d_model=32, n_head=2,
+        d_head=8, d_inner=37, max_position_embeddings=64)).eval()
+
+
+def _mamba() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return transformers.MambaForCausalLM(transformers.MambaConfig(
+        vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2,
+        conv_kernel=4, use_cache=False)).eval()
+
+
+#: model, the line of its code that fixes the sequence length (the trace's warning names it)
+STATIC_SEQUENCE = {
+    # pos = list(range(seq_len)): "Python ints ... so the sizes stay static for export"
+    "funnel": (_funnel, "modeling_funnel.py(152)"),
+    # the selective scan's reference loop: for index in range(seq_len)
+    "mamba": (_mamba, "modeling_mamba.py(261)"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(STATIC_SEQUENCE))
+@FRONT_ENDS
+def test_a_sequence_length_fixed_by_the_models_code_warns(name: str, dynamo: bool):
+    """Right at the traced length, wrong (or refused by ONNX Runtime) at another: the export
+    said so."""
+    build, line = STATIC_SEQUENCE[name]
+    model = build()
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    traced = {"input_ids": torch.randint(0, VOCAB, (2, 7))}
+    session, said = _export(model, {**traced, "return_dict": False}, axes, dynamo)
+    assert said, "no warning"
+    if dynamo:
+        assert any("'seq') = 7" in message or "input_ids.shape[1] == 7" in message
+                   for message in said), said
+    else:
+        assert any(line in message and "(seq" in message for message in said), said
+    with torch.no_grad():
+        np.testing.assert_allclose(_run(session, traced), model(**traced).logits.numpy(),
+                                   rtol=1e-3, atol=1e-4)
+        second = {"input_ids": torch.randint(0, VOCAB, (3, 11))}
+        eager = model(**second).logits.numpy()
+    try:
+        got = _run(session, second)
+    except Exception:  # noqa: BLE001 - ONNX Runtime refuses the fixed length
+        return
+    assert got.shape != eager.shape or not np.allclose(got, eager, atol=1e-3)
