@@ -26,6 +26,7 @@ _SOURCES = {
     **dict.fromkeys(["CheckerError", "OnnxExporterError", "SymbolicValueError",
                      "UnsupportedOperatorError"], "oxport.errors"),
     "hookimpl": "oxport.hookspecs",
+    "export_task": "oxport.tasks", "tasks": "oxport.tasks",
     "OpPack": "oxport.registry",
     **dict.fromkeys(["JitScalarType", "OperatorExportTypes", "TrainingMode"], "oxport.types"),
 }
@@ -48,7 +49,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from oxport import errors, plugins, symbolic_helper, verification
+    from oxport import errors, plugins, symbolic_helper, tasks, verification
     from oxport.api import (
         convert,
         export,
@@ -74,4 +75,5 @@ if TYPE_CHECKING:
     )
     from oxport.hookspecs import hookimpl
     from oxport.registry import OpPack
+    from oxport.tasks import export_task
     from oxport.types import JitScalarType, OperatorExportTypes, TrainingMode

@@ -138,6 +138,26 @@ def oxport_register_io_types(registry: Registrar) -> None:
 
 
 @hookspec
+def oxport_register_tasks(registry: Registrar) -> None:
+    """Register export tasks: each turns a source (a checkpoint folder, a model object) into
+    a folder of ONNX files laid out for one use (see :mod:`oxport.tasks`).
+
+    Runs when the plugin loads; only a plugin loaded with every export (one that declares no
+    ops) may register tasks. ``oxport.export_task`` and ``oxport export SOURCE --task NAME``
+    run them; ``oxport tasks`` lists them.
+
+    :param registry: the registrar bound to this plugin; ``registry.register_task(task)``
+        registers one :class:`oxport.tasks.Task` under its ``name``.
+
+    Example::
+
+        @oxport.hookimpl
+        def oxport_register_tasks(registry):
+            registry.register_task(MyTextGeneration())
+    """
+
+
+@hookspec
 def oxport_graph_boundary(graph: Graph, front: FrontEnd, input_names: list[str],
                           opset: int) -> None:
     """Rewrite the converted graph's inputs and outputs for values the front end hands

@@ -274,6 +274,8 @@ class SymbolicRegistry(_Lookup):
         self.argument_readers: dict[str, tuple[Callable[..., Any], Provenance]] = {}
         #: type path -> how it crosses the model boundary: see Registrar.register_io_type
         self.io_types: dict[str, IOType] = {}
+        #: task name -> the task and who registered it: see Registrar.register_task
+        self.tasks: dict[str, Any] = {}
 
     def _demand(self, name: str | None) -> None:
         if self._loader is not None:
@@ -351,6 +353,7 @@ class SymbolicRegistry(_Lookup):
         self.argument_readers = {n: r for n, r in self.argument_readers.items()
                                  if r[1] != provenance}
         self.io_types = {n: t for n, t in self.io_types.items() if t.provenance != provenance}
+        self.tasks = {n: t for n, t in self.tasks.items() if t.provenance != provenance}
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -511,6 +514,18 @@ class Registrar:
             raise RegistryError(f"I/O type {path!r} is declared by both {previous.provenance} "
                                 f"and {self.provenance}: block one of the two plugins.")
         self._registry.io_types[path] = IOType(path, flatten, unflatten, self.provenance)
+
+    def register_task(self, task: Any) -> None:
+        """Register an export task (an :class:`oxport.tasks.Task`) under its ``name``: see
+        :func:`oxport.hookspecs.oxport_register_tasks`."""
+        from oxport.tasks import RegisteredTask, validate_task
+
+        name = validate_task(task, self.provenance)
+        previous = self._registry.tasks.get(name)
+        if previous is not None and previous.provenance != self.provenance:
+            raise RegistryError(f"Task {name!r} is registered by both {previous.provenance} "
+                                f"and {self.provenance}: block one of the two plugins.")
+        self._registry.tasks[name] = RegisteredTask(task, self.provenance)
 
     def register_capture_kernel(self, name: str, fn: Callable[..., Any]) -> None:
         """Keep the ATen op ``name`` (``aten::lstm.input``) whole when torch.export captures
@@ -733,6 +748,10 @@ class RegistryView(_Lookup):
     @property
     def io_types(self) -> dict[str, IOType]:
         return {path: t for registry in self.registries for path, t in registry.io_types.items()}
+
+    @property
+    def tasks(self) -> dict[str, Any]:
+        return {name: t for registry in self.registries for name, t in registry.tasks.items()}
 
     @property
     def cases(self) -> list[OpCase]:

@@ -73,7 +73,10 @@ def add_export_command(sub: Any, help: str) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Export a PyTorch model to ONNX.\n\nTARGET is MODULE:FACTORY: FACTORY is "
                     "an nn.Module or a callable returning one, MODULE is\nimportable from the "
-                    "current folder or a path to a .py file. Or use --example NAME.",
+                    "current folder or a path to a .py file. Or use --example NAME.\n\n"
+                    "With --task TASK (or a TARGET that is a checkpoint folder, written by\n"
+                    "save_pretrained: --task auto), the task writes a folder of ONNX files and\n"
+                    "what goes beside them to -o OUT_DIR (`oxport tasks` lists the tasks).",
         epilog=f"examples:\n{EXAMPLE_LIST}\n\n{EXIT_CODES}")
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="MODULE:FACTORY, e.g. my_models:make_net or models/net.py:Net")
@@ -81,7 +84,10 @@ def add_export_command(sub: Any, help: str) -> None:
                    help=f"a built-in example model: {', '.join(examples.EXAMPLES)}")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="the ONNX file to write (default: FACTORY.onnx, or NAME.onnx for "
-                        "--example NAME)")
+                        "--example NAME); with --task, the folder to write")
+    p.add_argument("--task", metavar="TASK",
+                   help="export for a task (e.g. text-generation-with-past, or auto): TARGET "
+                        "is a checkpoint folder or MODULE:FACTORY, -o the output folder")
     add_input_options(p)
     p.add_argument("--output-names", type=comma_list, metavar="A,B",
                    help="names of the outputs")
@@ -119,6 +125,10 @@ def add_export_command(sub: Any, help: str) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     """``oxport export``; returns the exit status."""
+    from oxport.cli import tasks
+
+    if tasks.wants_task(args):
+        return tasks.run_task_export(args)
     if args.debug:
         logging.getLogger("oxport").setLevel(logging.INFO)
         if not logging.getLogger("oxport").handlers:

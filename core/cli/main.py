@@ -257,6 +257,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
             "oxport.cli.main:_add_ops_command"),
     "export": ("export a model to ONNX (and verify it with ONNX Runtime)",
                "oxport.cli.export:add_export_command"),
+    "tasks": ("list the export tasks (oxport export CKPT_DIR --task TASK -o OUT_DIR)",
+              "oxport.cli.tasks:add_tasks_command"),
     "doctor": ("pre-flight check: unconvertible ops and tracing pitfalls, no file",
                "oxport.cli.doctor:add_doctor_command"),
     "new-pack": ("create a pip-installable op pack that passes its own tests",

@@ -1,0 +1,187 @@
+"""Decoder-only generation tasks: ``text-generation`` (logits of the whole sequence) and
+``text-generation-with-past`` (the KV cache in and out), in the layout optimum writes and
+ONNX Runtime GenAI reads:
+
+* ``model.onnx`` (+ ``model.onnx.data`` when large), inputs ``input_ids [batch, sequence]``,
+  ``attention_mask [batch, past_sequence + sequence]``, ``position_ids [batch, sequence]``
+  where the model takes them, and with past ``past_key_values.{i}.key|value [batch,
+  kv_heads, past_sequence, head_dim]``; outputs ``logits`` and with past
+  ``present.{i}.key|value``. One file serves prefill (a past of length 0) and decode.
+* beside it the checkpoint's config, generation config and tokenizer files, and (with past)
+  a ``genai_config.json`` with which ``onnxruntime_genai`` runs the model.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import oxport
+from oxport.errors import InvalidExportArgumentError
+from oxport.plugins.hf.tasks import common
+from oxport.tasks import TaskOptions, TaskResult
+
+BATCH, SEQUENCE, PAST = "batch_size", "sequence_length", "past_sequence_length"
+TOTAL = "past_sequence_length + sequence_length"
+#: The example's sizes: distinct, and none 0 or 1 (torch.export specializes those).
+EXAMPLE_BATCH, EXAMPLE_SEQUENCE, EXAMPLE_PAST = 2, 3, 4
+
+
+class DecoderInputs:
+    """What a decoder's ONNX file takes and gives, probed from the model once."""
+
+    def __init__(self, model: Any, with_past: bool) -> None:
+        parameters = inspect.signature(model.forward).parameters
+        self.with_past = with_past
+        self.position_ids = "position_ids" in parameters
+        self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
+        self.layers, self.kv_heads, self.head_dim = probe_cache(model, self.cache_argument) \
+            if with_past else (0, 0, 0)
+
+    def input_names(self) -> list[str]:
+        names = ["input_ids", "attention_mask"] + (["position_ids"] if self.position_ids else [])
+        return names + [f"past_key_values.{i}.{kv}" for i in range(self.layers)
+                        for kv in ("key", "value")]
+
+    def output_names(self) -> list[str]:
+        return ["logits"] + [f"present.{i}.{kv}" for i in range(self.layers)
+                             for kv in ("key", "value")]
+
+    def dynamic_axes(self) -> dict[str, dict[int, str]]:
+        axes = {"input_ids": {0: BATCH, 1: SEQUENCE}, "attention_mask": {0: BATCH, 1: TOTAL},
+                "position_ids": {0: BATCH, 1: SEQUENCE}, "logits": {0: BATCH, 1: SEQUENCE}}
+        for i in range(self.layers):
+            for kv in ("key", "value"):
+                axes[f"past_key_values.{i}.{kv}"] = {0: BATCH, 2: PAST}
+                axes[f"present.{i}.{kv}"] = {0: BATCH, 2: TOTAL}
+        return {name: axes[name] for name in self.input_names() + self.output_names()}
+
+
+def probe_cache(model: Any, cache_argument: str) -> tuple[int, int, int]:
+    """(layers, kv heads, head size) of the cache ``model`` returns for two tokens; a cache
+    that is not one key and value per layer is refused, naming what it holds."""
+    import torch
+
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    layers = getattr(cache, "layers", None)
+    kinds = sorted({type(layer).__name__ for layer in layers or ()})
+    if not layers or any(not hasattr(layer, "keys") or layer.keys is None for layer in layers):
+        raise InvalidExportArgumentError(
+            f"{type(model).__name__} returns a {type(cache).__name__} ({', '.join(kinds) or 'no'} "
+            "layers), not one key and value tensor per layer: it has no past in the "
+            "text-generation-with-past layout. Export it with task='text-generation'.")
+    _, heads, _, head_dim = layers[0].keys.shape
+    return len(layers), heads, head_dim
+
+
+def decoder_module(model: Any, io: DecoderInputs) -> Any:
+    """``model`` as a module taking the flat ONNX inputs and returning the flat outputs."""
+    import torch
+
+    class FlatDecoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, *rest):
+            kwargs = {"attention_mask": attention_mask, "use_cache": io.with_past}
+            if io.position_ids:
+                kwargs["position_ids"], rest = rest[0], rest[1:]
+            if io.with_past:
+                kwargs[io.cache_argument] = rebuild_cache(rest)
+            out = self.model(input_ids=input_ids, **kwargs)
+            if not io.with_past:
+                return out.logits
+            present = getattr(out, "cache", None) or out.past_key_values
+            return (out.logits, *(t for layer in present.layers
+                                  for t in (layer.keys, layer.values)))
+
+    return FlatDecoder().eval()
+
+
+def rebuild_cache(flat: tuple[Any, ...]) -> Any:
+    """A DynamicCache of full-length layers from the flat keys and values."""
+    from transformers.cache_utils import DynamicCache
+
+    cache = DynamicCache()
+    for index in range(len(flat) // 2):
+        cache.update(flat[2 * index], flat[2 * index + 1], index)
+    return cache
+
+
+def example_inputs(model: Any, io: DecoderInputs) -> tuple[Any, ...]:
+    """Example ONNX inputs: a batch whose second row is left-padded, a past from the model."""
+    import torch
+
+    vocab = model.config.get_text_config().vocab_size
+    generator = torch.Generator().manual_seed(0)
+    past = EXAMPLE_PAST if io.with_past else 0
+    total = past + EXAMPLE_SEQUENCE
+    ids = torch.randint(0, vocab, (EXAMPLE_BATCH, total), generator=generator)
+    mask = torch.ones(EXAMPLE_BATCH, total, dtype=torch.long)
+    mask[1, 0] = 0
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    inputs: list[Any] = [ids[:, past:], mask]
+    if io.position_ids:
+        inputs.append(positions[:, past:])
+    if io.with_past:
+        with torch.no_grad():
+            kwargs = {"position_ids": positions[:, :past]} if io.position_ids else {}
+            out = model(input_ids=ids[:, :past], attention_mask=mask[:, :past], use_cache=True,
+                        **kwargs)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        inputs += [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    return tuple(inputs)
+
+
+class TextGeneration(common.HfTask):
+    """Logits for a whole sequence, no cache."""
+
+    name = "text-generation"
+    description = "decoder-only LM: logits of the whole sequence (model.onnx)"
+    suffixes: ClassVar[Mapping[str, int]] = {"ForCausalLM": 10, "LMHeadModel": 10}
+    with_past = False
+
+    def export(self, source: Any, output_dir: Path, options: TaskOptions) -> TaskResult:
+        refuse_unknown_options(self.name, options, ())
+        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes))
+        io = DecoderInputs(loaded.model, self.with_past)
+        files = common.export_onnx(
+            decoder_module(loaded.model, io), example_inputs(loaded.model, io),
+            output_dir / "model.onnx", io.input_names(), io.output_names(), io.dynamic_axes(),
+            options)
+        files += common.write_companions(loaded, output_dir)
+        result = TaskResult(self.name, output_dir, files, details={
+            "architecture": loaded.architecture, "inputs": io.input_names(),
+            "outputs": io.output_names()})
+        return result
+
+
+class TextGenerationWithPast(TextGeneration):
+    """Logits and the grown KV cache, from the past one: prefill and decode in one file."""
+
+    name = "text-generation-with-past"
+    description = ("decoder-only LM with its KV cache (model.onnx + genai_config.json): "
+                   "prefill and decode")
+    suffixes: ClassVar[Mapping[str, int]] = {"ForCausalLM": 20, "LMHeadModel": 20}
+    with_past = True
+
+
+def refuse_unknown_options(task: str, options: TaskOptions, known: tuple[str, ...]) -> None:
+    """A task option the task does not take is an error naming those it takes."""
+    unknown = sorted(set(options.extra) - set(known))
+    if unknown:
+        raise InvalidExportArgumentError(
+            f"The task {task!r} takes no option {', '.join(unknown)}"
+            f"{': it takes ' + ', '.join(known) if known else ''}.")
+
+
+@oxport.hookimpl
+def oxport_register_tasks(registry: Any) -> None:
+    """The decoder-only generation tasks."""
+    registry.register_task(TextGeneration())
+    registry.register_task(TextGenerationWithPast())
