@@ -198,7 +198,9 @@ class Seq2SeqModel:
                                              False)[1:]
             example.update(zip([n.replace("present.", "past_key_values.")
                                 for n in first.decoder_outputs(False)[1:]], presents))
-        return {name: example[name] for name in self.decoder_inputs(past)}
+        # Copies, not views: torch.export guards a view input on its base, which its
+        # decomposition then cannot read.
+        return {name: example[name].clone() for name in self.decoder_inputs(past)}
 
 
 class Seq2SeqTask(common.HfTask):
