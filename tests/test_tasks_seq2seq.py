@@ -78,13 +78,19 @@ def _names(path: Path) -> tuple[list[str], list[str]]:
     return [i.name for i in graph.input], [o.name for o in graph.output]
 
 
+FRONT_ENDS = [pytest.param(False, id="trace"),
+              pytest.param(True, id="dynamo", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("dynamo", FRONT_ENDS)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_greedy_generation_in_onnx_runtime_is_transformers(name: str, tmp_path: Path):
+def test_greedy_generation_in_onnx_runtime_is_transformers(name: str, dynamo: bool,
+                                                           tmp_path: Path):
     build, task = MODELS[name]
     model = build()
     model.save_pretrained(tmp_path / "ckpt")
     result = oxport.export_task(tmp_path / "ckpt", tmp_path / "out", task=f"{task}-with-past",
-                                verify=True)
+                                verify=True, dynamo=dynamo)
     assert result.ok, result.verification["report"]
     assert set(FILES) | {"config.json", "generation_config.json"} <= set(result.files)
     inputs, outputs = _names(tmp_path / "out" / "decoder_with_past_model.onnx")
