@@ -111,7 +111,14 @@ def _attention_weights(g, query: Value, key: Value, attn_mask: Value | None, is_
             scores = g.op("Where", attn_mask, scores, _negative_infinity(g, dtype))
         else:
             scores = g.op("Add", scores, attn_mask)
-    return g.op("Softmax", scores, axis_i=-1)
+    weights = g.op("Softmax", scores, axis_i=-1)
+    if sh._is_none(attn_mask) or g.opset < 11:
+        return weights
+    # Like PyTorch's safe softmax: a row the mask hides entirely (a left-padded query) weighs
+    # nothing, where a plain Softmax of -inf's gives NaNs that spread to the other rows.
+    hidden = g.op("Equal", sh.reduce_helper(g, "ReduceMax", scores, [-1], keepdims_i=1),
+                  _negative_infinity(g, dtype))
+    return g.op("Where", hidden, g.constant(torch.tensor(0, dtype=dtype)), weights)
 
 
 _SDPA_ARGS = ("v", "v", "v", "v", "f", "b", "f", "b")

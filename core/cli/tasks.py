@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Any
 
 EXIT_OK = 0  # as oxport.cli.common's, which imports torch: `oxport tasks` need not
@@ -20,38 +21,51 @@ def wants_task(args: argparse.Namespace) -> bool:
 
 
 def run_task_export(args: argparse.Namespace) -> int:
-    """``oxport export SOURCE --task TASK -o OUT_DIR``; returns the exit status."""
+    """``oxport export SOURCE --task TASK -o OUT_DIR``; returns the exit status. Warnings are
+    printed as ``oxport export`` prints them (library TracerWarnings counted in one line)."""
+    from oxport.cli.export import _print_warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        status, summary, message = _run(args)
+    args.model_source = ""
+    shown = _print_warnings(args, caught)
+    if message:
+        return _fail(args, status, message, shown)
+    summary["warnings"] = shown
+    print(json.dumps(summary, indent=2, default=str) if args.json else _human(summary))
+    verification = summary["verification"]
+    if verification and not verification.get("ok"):
+        print(f"oxport export: error: --verify failed; the files are written, for inspection."
+              f"\n{verification.get('report', '')}", file=sys.stderr)
+        return status
+    return status
+
+
+def _run(args: argparse.Namespace) -> tuple[int, dict[str, Any], str]:
+    """Run the task: (exit status, summary, error message or '')."""
     from oxport.cli.common import EXIT_FAILED, EXIT_MISMATCH, EXIT_USAGE, UsageError
     from oxport.errors import InvalidExportArgumentError, OnnxExporterError
+    from oxport.tasks import export_task
 
+    started = time.perf_counter()
     try:
         source, output_dir = _source_and_folder(args)
-        started = time.perf_counter()
-        from oxport.tasks import export_task
-
         result = export_task(source, output_dir, args.task or "auto", dynamo=args.dynamo,
                              opset=args.opset, verify=args.verify, plugins=args.plugins,
                              disable_plugins=args.no_plugin or None)
     except (UsageError, InvalidExportArgumentError) as exc:
-        return _fail(args, EXIT_USAGE, str(exc))
+        return EXIT_USAGE, {}, str(exc)
     except OnnxExporterError as exc:
-        return _fail(args, EXIT_FAILED, str(exc))
+        return EXIT_FAILED, {}, str(exc)
     except Exception as exc:  # the model's code raised: one paragraph
         if args.debug:
             raise
-        return _fail(args, EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILED, {}, f"{type(exc).__name__}: {exc}"
     summary = {"task": result.task, "output_dir": str(result.output_dir),
                "files": result.files, "seconds": round(time.perf_counter() - started, 2),
                "verification": result.verification, **result.details}
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        print(_human(summary))
-    if not result.ok:
-        print(f"oxport export: error: --verify failed; the files are written, for inspection."
-              f"\n{result.verification.get('report', '')}", file=sys.stderr)
-        return EXIT_MISMATCH
-    return EXIT_OK
+    return (EXIT_OK if result.ok else EXIT_MISMATCH), summary, ""
 
 
 def _source_and_folder(args: argparse.Namespace) -> tuple[Any, str]:
@@ -93,11 +107,12 @@ def _human(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fail(args: argparse.Namespace, status: int, message: str) -> int:
+def _fail(args: argparse.Namespace, status: int, message: str, shown: list[str]) -> int:
     from oxport.cli.common import EXIT_FAILED
 
     if args.json:
-        print(json.dumps({"error": message, "exit_status": status}, indent=2))
+        print(json.dumps({"error": message, "exit_status": status, "warnings": shown},
+                         indent=2))
     hint = "" if args.debug else " (--debug shows the traceback)"
     print(f"oxport export: error: {message}{hint if status == EXIT_FAILED else ''}",
           file=sys.stderr)

@@ -18,6 +18,18 @@ def _bool_mask(*shape: int):
     return make
 
 
+def _padded_queries() -> torch.Tensor:
+    """A causal mask of a left-padded batch: the padding's query rows see no key."""
+    mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2).expand(2, 1, 4, 6).clone()
+    mask[1, :, :, :3] = False
+    return mask
+
+
+def _padded_queries_float() -> torch.Tensor:
+    """:func:`_padded_queries` as an additive mask of 0 and -inf."""
+    return torch.zeros(2, 1, 4, 6).masked_fill(~_padded_queries(), float("-inf"))
+
+
 # Keys and values with one more batch dim than the query: broadcast, as in eager.
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
           (4, 3, 8), (4, 4, 6, 8), (4, 4, 6, 8), name="broadcast_batch")
@@ -32,6 +44,12 @@ pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_m
 pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
           (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), _bool_mask(2, 1, 1, 6),
           name="padding_mask_over_queries")
+pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+          (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), _padded_queries, name="fully_masked_rows",
+          min_opset=11)
+pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+          (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), _padded_queries_float,
+          name="fully_masked_rows_float", min_opset=11)
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
           (1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), name="causal")
 pack.case(_OP, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),

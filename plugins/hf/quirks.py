@@ -8,8 +8,9 @@ where they apply:
 
 * ``prepare_model(model) -> model``: adjust the loaded model before export (a setting that
   only eager mode can take, a module to swap);
-* ``inputs(task, names) -> names``: the ONNX input names the task's file takes (an
-  architecture without ``position_ids`` in its contract drops it);
+* ``decoder_inputs(io) -> io``: adjust what the decoder tasks probed from the model (a
+  :class:`~oxport.plugins.hf.tasks.decoder.DecoderInputs`: ``position_ids``, the cache
+  argument's name, the layers, kv heads and head size);
 * ``genai_config(config) -> dict``: entries merged into the ``genai_config.json`` written.
 
 The built-in quirks are in :data:`BUILTIN` (no entry point needed)."""

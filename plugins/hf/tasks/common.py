@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -96,10 +96,12 @@ class Source:
         return self.model.config
 
 
-def load(source: Any, auto_class: str, accepted: Sequence[str] = ()) -> Source:
+def load(source: Any, auto_class: str, accepted: Sequence[str] = (),
+         also: Collection[str] = ()) -> Source:
     """The model of ``source``: a folder is loaded with the class its config names (or
     transformers' ``auto_class`` when it names none); a model object is taken as it is.
-    ``accepted``: the class-name suffixes the task takes, anything else is refused."""
+    ``accepted``: the class-name suffixes the task takes, ``also`` other class names it
+    takes; anything else is refused."""
     import transformers
 
     folder = folder_of(source)
@@ -115,7 +117,7 @@ def load(source: Any, auto_class: str, accepted: Sequence[str] = ()) -> Source:
                                                                             auto_class)
         model = cls.from_pretrained(folder)
     name = type(model).__name__
-    if accepted and not name.endswith(tuple(accepted)):
+    if accepted and not name.endswith(tuple(accepted)) and name not in also:
         raise InvalidExportArgumentError(
             f"This task takes a *{' or *'.join(accepted)} model, not a {name}: pick the task "
             "for it (`oxport tasks` lists them) or task='auto'.")

@@ -14,17 +14,23 @@ ONNX Runtime GenAI reads:
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import oxport
 from oxport.errors import InvalidExportArgumentError
-from oxport.plugins.hf.tasks import common
+from oxport.plugins.hf import quirks as hf_quirks
+from oxport.plugins.hf.tasks import common, genai
 from oxport.tasks import TaskOptions, TaskResult
 
 BATCH, SEQUENCE, PAST = "batch_size", "sequence_length", "past_sequence_length"
 TOTAL = "past_sequence_length + sequence_length"
+#: oxport's warning on transformers' test ``padding_mask.shape[-1] > kv_length`` (in
+#: ``_ignore_causal_mask_sdpa``, whose later conditions are skipped while tracing).
+_MASK_LENGTH_CONDITION = r"oxport: a Python condition at .*masking_utils\.py\(\d+\): " \
+    r"_ignore_causal_mask_sdpa"
 #: The example's sizes: distinct, and none 0 or 1 (torch.export specializes those).
 EXAMPLE_BATCH, EXAMPLE_SEQUENCE, EXAMPLE_PAST = 2, 3, 4
 
@@ -79,38 +85,35 @@ def probe_cache(model: Any, cache_argument: str) -> tuple[int, int, int]:
 
 
 def decoder_module(model: Any, io: DecoderInputs) -> Any:
-    """``model`` as a module taking the flat ONNX inputs and returning the flat outputs."""
+    """``model`` as a module taking the ONNX inputs in order (the past as a DynamicCache,
+    which the hf plugin's I/O type flattens into one input per key and value) and returning
+    the logits, then the grown cache."""
     import torch
 
-    class FlatDecoder(torch.nn.Module):
+    def run(input_ids: Any, attention_mask: Any, position_ids: Any, past: Any) -> Any:
+        kwargs = {"attention_mask": attention_mask, "use_cache": io.with_past}
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids
+        if past is not None:
+            kwargs[io.cache_argument] = past
+        out = model(input_ids=input_ids, **kwargs)
+        if not io.with_past:
+            return out.logits
+        return out.logits, getattr(out, "cache", None) or out.past_key_values
+
+    class WithPositions(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, *rest):
-            kwargs = {"attention_mask": attention_mask, "use_cache": io.with_past}
-            if io.position_ids:
-                kwargs["position_ids"], rest = rest[0], rest[1:]
-            if io.with_past:
-                kwargs[io.cache_argument] = rebuild_cache(rest)
-            out = self.model(input_ids=input_ids, **kwargs)
-            if not io.with_past:
-                return out.logits
-            present = getattr(out, "cache", None) or out.past_key_values
-            return (out.logits, *(t for layer in present.layers
-                                  for t in (layer.keys, layer.values)))
+        def forward(self, input_ids, attention_mask, position_ids, past_key_values=None):
+            return run(input_ids, attention_mask, position_ids, past_key_values)
 
-    return FlatDecoder().eval()
+    class WithoutPositions(WithPositions):
+        def forward(self, input_ids, attention_mask, past_key_values=None):
+            return run(input_ids, attention_mask, None, past_key_values)
 
-
-def rebuild_cache(flat: tuple[Any, ...]) -> Any:
-    """A DynamicCache of full-length layers from the flat keys and values."""
-    from transformers.cache_utils import DynamicCache
-
-    cache = DynamicCache()
-    for index in range(len(flat) // 2):
-        cache.update(flat[2 * index], flat[2 * index + 1], index)
-    return cache
+    return (WithPositions if io.position_ids else WithoutPositions)().eval()
 
 
 def example_inputs(model: Any, io: DecoderInputs) -> tuple[Any, ...]:
@@ -125,16 +128,16 @@ def example_inputs(model: Any, io: DecoderInputs) -> tuple[Any, ...]:
     mask = torch.ones(EXAMPLE_BATCH, total, dtype=torch.long)
     mask[1, 0] = 0
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    inputs: list[Any] = [ids[:, past:], mask]
+    # Copies, not views of the longer tensors: torch.export guards on a view's base.
+    inputs: list[Any] = [ids[:, past:].clone(), mask]
     if io.position_ids:
-        inputs.append(positions[:, past:])
+        inputs.append(positions[:, past:].clone())
     if io.with_past:
         with torch.no_grad():
             kwargs = {"position_ids": positions[:, :past]} if io.position_ids else {}
             out = model(input_ids=ids[:, :past], attention_mask=mask[:, :past], use_cache=True,
                         **kwargs)
-        cache = getattr(out, "cache", None) or out.past_key_values
-        inputs += [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        inputs.append(getattr(out, "cache", None) or out.past_key_values)
     return tuple(inputs)
 
 
@@ -148,17 +151,39 @@ class TextGeneration(common.HfTask):
 
     def export(self, source: Any, output_dir: Path, options: TaskOptions) -> TaskResult:
         refuse_unknown_options(self.name, options, ())
-        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes))
-        io = DecoderInputs(loaded.model, self.with_past)
-        files = common.export_onnx(
-            decoder_module(loaded.model, io), example_inputs(loaded.model, io),
-            output_dir / "model.onnx", io.input_names(), io.output_names(), io.dynamic_axes(),
-            options)
+        loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes),
+                             also=causal_lm_classes())
+        io = hf_quirks.apply(loaded.quirks, "decoder_inputs",
+                             DecoderInputs(loaded.model, self.with_past))
+        with warnings.catch_warnings():
+            # transformers compares the mask's length with the keys' before it checks for
+            # tracing; the file's contract makes them equal at every size.
+            warnings.filterwarnings("ignore", _MASK_LENGTH_CONDITION, UserWarning)
+            files = common.export_onnx(
+                decoder_module(loaded.model, io), example_inputs(loaded.model, io),
+                output_dir / "model.onnx", io.input_names(), io.output_names(),
+                io.dynamic_axes(), options)
         files += common.write_companions(loaded, output_dir)
-        result = TaskResult(self.name, output_dir, files, details={
+        if self.with_past:
+            config = genai.decoder_config(loaded.model, loaded.architecture, io)
+            files.append(genai.write(hf_quirks.apply(loaded.quirks, "genai_config", config),
+                                     output_dir))
+        verdict = verify(loaded.model, output_dir / "model.onnx", io) if options.verify \
+            else None
+        return TaskResult(self.name, output_dir, files, verdict, details={
             "architecture": loaded.architecture, "inputs": io.input_names(),
             "outputs": io.output_names()})
-        return result
+
+
+def verify(model: Any, path: Path, io: DecoderInputs) -> dict[str, Any]:
+    """Greedy generation in ONNX Runtime against transformers' ``generate``."""
+    from oxport.plugins.hf.tasks import generation
+
+    ids = generation.prompt(model.config.get_text_config().vocab_size)
+    expected = generation.reference(model, ids)
+    actual = generation.onnx_greedy(path, ids, past_shape=lambda batch: (
+        batch, io.kv_heads, 0, io.head_dim))
+    return generation.compare(expected, actual)
 
 
 class TextGenerationWithPast(TextGeneration):
@@ -169,6 +194,14 @@ class TextGenerationWithPast(TextGeneration):
                    "prefill and decode")
     suffixes: ClassVar[Mapping[str, int]] = {"ForCausalLM": 20, "LMHeadModel": 20}
     with_past = True
+
+
+def causal_lm_classes() -> frozenset[str]:
+    """The class names transformers' causal-LM auto class maps to (``BertLMHeadModel``,
+    ``BertGenerationDecoder``...)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
 
 
 def refuse_unknown_options(task: str, options: TaskOptions, known: tuple[str, ...]) -> None:

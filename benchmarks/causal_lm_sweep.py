@@ -1,0 +1,226 @@
+"""Every causal-LM class of the installed transformers through ``text-generation-with-past``.
+
+For each model type of transformers' causal-LM mapping (deduplicated by class): build a small
+config from the defaults (2 layers, hidden 32, 4 heads...), random weights, check that eager
+``generate`` is deterministic, ``save_pretrained`` it, export it with
+``oxport.export_task(..., "text-generation-with-past", verify=True)`` on each front end
+(greedy generation of 12 tokens in ONNX Runtime against transformers' ``generate``), and
+record the verdict or why not. Each architecture runs in its own process (a hang or crash
+is one row), results are appended to a JSON-lines file, and a run resumes where it stopped.
+
+    python benchmarks/causal_lm_sweep.py --out benchmarks/results/causal_lm_sweep.jsonl
+    python benchmarks/causal_lm_sweep.py --out ... --only llama,gpt2 --front-ends trace
+    python benchmarks/causal_lm_sweep.py --out ... --markdown docs/transformers.md
+
+``--markdown`` rewrites the table between the sweep markers of that file from the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+#: Small sizes, set where the default config has the attribute.
+SMALL: dict[str, Any] = {
+    "hidden_size": 32, "n_embd": 32, "d_model": 32, "embed_dim": 32, "word_embed_proj_dim": 32,
+    "num_hidden_layers": 2, "n_layer": 2, "num_layers": 2, "n_layers": 2, "decoder_layers": 2,
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "decoder_attention_heads": 4,
+    "num_key_value_heads": 2, "multi_query_group_num": 2,
+    "intermediate_size": 64, "ffn_dim": 64, "n_inner": 64, "decoder_ffn_dim": 64,
+    "ffn_hidden_size": 64, "d_ff": 64, "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 16, "head_dim": 8, "kv_channels": 8,
+    "vocab_size": 128, "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+    "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+    "v_head_dim": 8, "rotary_dim": 4, "sliding_window": 8, "attention_chunk_size": 8,
+}
+SUFFIXES = ("ForCausalLM", "LMHeadModel")
+TIMEOUT = 600
+FRONT_ENDS = ("trace", "dynamo")
+BEGIN, END = "<!-- causal-lm-sweep:begin -->", "<!-- causal-lm-sweep:end -->"
+
+
+def architectures() -> dict[str, str]:
+    """Class name -> its config's model type, every causal-LM class transformers has."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    found: dict[str, str] = {}
+    for model_type, name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
+        cls = getattr(transformers, name, None)
+        own = getattr(getattr(cls, "config_class", None), "model_type", None)
+        found.setdefault(name, own or model_type)
+    return found
+
+
+def small_config(model_type: str) -> Any:
+    """The model type's default config with :data:`SMALL`'s sizes where it has them."""
+    from transformers import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    default = cls()
+    kwargs = {k: v for k, v in SMALL.items() if getattr(default, k, None) is not None}
+    if getattr(default, "rotary_dim", None) is None:
+        kwargs.pop("rotary_dim", None)
+    if hasattr(default, "is_decoder"):  # encoders' causal-LM heads need it for a cache
+        kwargs["is_decoder"] = True
+    config = cls(**kwargs)
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value >= SMALL["vocab_size"]:
+            setattr(config, name, 1 if name != "pad_token_id" else 0)
+    return config
+
+
+def run_one(model_type: str, name: str, front_end: str) -> dict[str, Any]:
+    """Build, check, export and verify one architecture on one front end."""
+    import torch
+    import transformers
+
+    import oxport
+
+    row: dict[str, Any] = {"architecture": name, "model_type": model_type,
+                           "front_end": front_end}
+    stage = "build"
+    try:
+        torch.manual_seed(0)
+        model = getattr(transformers, name)(small_config(model_type)).eval()
+        stage = "eager generate"
+        ids = torch.randint(3, SMALL["vocab_size"], (2, 5), generator=torch.Generator()
+                            .manual_seed(0))
+        config = transformers.GenerationConfig(do_sample=False, max_new_tokens=12,
+                                               min_new_tokens=12, eos_token_id=None,
+                                               pad_token_id=0)
+        with torch.no_grad():
+            first = model.generate(ids, generation_config=config)
+            second = model.generate(ids, generation_config=config)
+        if not torch.equal(first, second):
+            row.update(status="not deterministic", stage=stage,
+                       reason="eager generate gives different ids on the same input")
+            return row
+        with tempfile.TemporaryDirectory() as folder:
+            stage = "save"
+            model.save_pretrained(folder)
+            stage = "export"
+            started = time.perf_counter()
+            result = oxport.export_task(folder, Path(folder) / "onnx",
+                                        "text-generation-with-past",
+                                        dynamo=front_end == "dynamo", verify=True)
+            row["seconds"] = round(time.perf_counter() - started, 1)
+        verdict = result.verification
+        row.update(status="ok" if verdict["ok"] else "mismatch", stage="verify",
+                   reason="" if verdict["ok"] else verdict["report"],
+                   max_logit_difference=verdict["max_logit_difference"])
+    except Exception as exc:  # noqa: BLE001 - one row per architecture, whatever failed
+        row.update(status="not buildable" if stage in ("build", "eager generate", "save")
+                   else "export failed", stage=stage, reason=_one_line(exc),
+                   traceback=traceback.format_exc(limit=-3))
+    return row
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text[:400]
+
+
+def sweep(out: Path, only: list[str] | None, front_ends: list[str], timeout: int) -> None:
+    """Run every architecture not in ``out`` yet, each in a subprocess."""
+    done = {(r["architecture"], r["front_end"]) for r in read(out)}
+    for name, model_type in architectures().items():
+        if only and model_type not in only and name not in only:
+            continue
+        for front_end in front_ends:
+            if (name, front_end) in done:
+                continue
+            row = _in_subprocess(model_type, name, front_end, timeout)
+            with open(out, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{name:40} {front_end:6} {row['status']:18} {row.get('reason', '')[:100]}",
+                  flush=True)
+
+
+def _in_subprocess(model_type: str, name: str, front_end: str, timeout: int
+                   ) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--one", model_type, name, front_end]
+    try:
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    except subprocess.TimeoutExpired:
+        return {"architecture": name, "model_type": model_type, "front_end": front_end,
+                "status": "timeout", "reason": f"no result in {timeout} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = " ".join(done.stderr.strip().splitlines()[-1:]) or f"exit {done.returncode}"
+        return {"architecture": name, "model_type": model_type, "front_end": front_end,
+                "status": "crashed", "reason": tail[:400]}
+    return json.loads(lines[-1])
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The results as a table, one row per architecture, a column per front end."""
+    by_name: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        by_name.setdefault(row["architecture"], {})[row["front_end"]] = row
+    counts = {fe: sum(1 for r in rows if r["front_end"] == fe and r["status"] == "ok")
+              for fe in FRONT_ENDS}
+    tried = {fe: sum(1 for r in rows if r["front_end"] == fe) for fe in FRONT_ENDS}
+    lines = [(f"Generates transformers' ids: {counts['trace']} of {tried['trace']} "
+              f"architectures traced, {counts['dynamo']} of {tried['dynamo']} through "
+              "torch.export."), "",
+             "| architecture | trace | torch.export | why not |", "|---|---|---|---|"]
+    for name in sorted(by_name):
+        cells = [by_name[name].get(fe, {}).get("status", "not run") for fe in FRONT_ENDS]
+        reasons = dict.fromkeys(r.get("reason", "") for r in by_name[name].values()
+                                if r.get("status") != "ok" and r.get("reason"))
+        why = "; ".join(reasons).replace("|", "\\|")[:300]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Replace the table between :data:`BEGIN` and :data:`END` in ``path``."""
+    text = path.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    path.write_text(text[:start] + "\n" + markdown(rows) + text[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/causal_lm_sweep.jsonl"))
+    parser.add_argument("--only", type=lambda s: s.split(","), help="model types or classes")
+    parser.add_argument("--front-ends", type=lambda s: s.split(","), default=list(FRONT_ENDS))
+    parser.add_argument("--timeout", type=int, default=TIMEOUT)
+    parser.add_argument("--markdown", type=Path, help="rewrite the table in this file")
+    parser.add_argument("--one", nargs=3, metavar=("MODEL_TYPE", "CLASS", "FRONT_END"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        warnings.simplefilter("ignore")
+        print(json.dumps(run_one(*args.one)))
+        return 0
+    if args.markdown:
+        write_markdown(args.markdown, read(args.out))
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    sweep(args.out, args.only, args.front_ends, args.timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""``--verify`` for the generation tasks: greedy generation in ONNX Runtime, feeding the
+presents back as the next step's past, compared with transformers' ``generate`` token by
+token, and the logits of each step; the first step that differs is named."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The new tokens generated, the prompt's batch and length.
+NEW_TOKENS, BATCH, PROMPT = 12, 2, 5
+#: How far a step's logits may be from eager's.
+RTOL, ATOL = 1e-3, 1e-3
+
+_NUMPY_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32,
+                "tensor(float)": np.float32, "tensor(float16)": np.float16,
+                "tensor(double)": np.float64}
+
+
+def prompt(vocab: int, batch: int = BATCH, length: int = PROMPT, seed: int = 0) -> np.ndarray:
+    """Random prompt ids (no token below 3, where special tokens usually are)."""
+    return np.random.default_rng(seed).integers(min(3, vocab - 1), vocab, (batch, length))
+
+
+def reference(model: Any, ids: np.ndarray, new_tokens: int = NEW_TOKENS
+              ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """transformers' greedy ``generate``: the new ids ``[batch, new_tokens]`` and each step's
+    logits ``[batch, vocab]`` (no end-of-sequence token stops it, no logits processor)."""
+    import torch
+    import transformers
+
+    config = transformers.GenerationConfig(
+        do_sample=False, num_beams=1, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+        eos_token_id=None, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        out = model.generate(torch.from_numpy(ids), attention_mask=torch.ones(ids.shape,
+                                                                          dtype=torch.long),
+                             generation_config=config)
+    new = out.sequences[:, ids.shape[1]:].numpy()
+    return new, [step.float().numpy() for step in out.logits]
+
+
+def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
+                past_shape: Callable[[int], tuple[int, ...]] | None = None
+                ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Greedy generation with the decoder at ``path``: with past inputs, the prompt is the
+    first step (a past of length 0, of ``past_shape(batch)``) and each new token the next,
+    the presents fed back; without, the whole sequence runs each step."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in session.get_inputs()}
+    outputs = [o.name for o in session.get_outputs()]
+    past_names = [n for n in inputs if n.startswith("past_key_values.")]
+    batch = ids.shape[0]
+    past = {name: np.zeros(past_shape(batch), _NUMPY_TYPES[inputs[name].type])
+            for name in past_names} if past_names else {}
+    sequence, step_ids, produced, logits = ids, ids, [], []
+    for _ in range(new_tokens):
+        fed = sequence.shape[1] - (step_ids.shape[1] if past_names else sequence.shape[1])
+        feeds = {"input_ids": step_ids if past_names else sequence,
+                 "attention_mask": np.ones(sequence.shape, np.int64)}
+        if "position_ids" in inputs:
+            feeds["position_ids"] = np.broadcast_to(
+                np.arange(fed, sequence.shape[1]), (batch, sequence.shape[1] - fed))
+        feeds = {k: v.astype(_NUMPY_TYPES[inputs[k].type]) for k, v in feeds.items()}
+        results = dict(zip(outputs, session.run(None, {**feeds, **past})))
+        last = results["logits"][:, -1, :].astype(np.float32)
+        token = last.argmax(-1)[:, None]
+        logits.append(last)
+        produced.append(token)
+        sequence = np.concatenate([sequence, token], axis=1)
+        step_ids = token
+        past = {name: results[name.replace("past_key_values.", "present.")]
+                for name in past_names}
+    return np.concatenate(produced, axis=1), logits
+
+
+def compare(expected: tuple[np.ndarray, Sequence[np.ndarray]],
+            actual: tuple[np.ndarray, Sequence[np.ndarray]]) -> dict[str, Any]:
+    """The verdict: ``ok``, ``first_differing_step`` (None when all agree), the largest
+    logit difference, the ids, and a one-line ``report``."""
+    want_ids, want_logits = expected
+    got_ids, got_logits = actual
+    steps = want_ids.shape[1]
+    id_step = next((s for s in range(steps) if not np.array_equal(want_ids[:, s],
+                                                                  got_ids[:, s])), None)
+    errors = [float(np.abs(w - g).max()) for w, g in zip(want_logits, got_logits)]
+    logit_step = next((s for s, (w, g) in enumerate(zip(want_logits, got_logits))
+                       if not np.allclose(g, w, rtol=RTOL, atol=ATOL)), None)
+    differing = min((s for s in (id_step, logit_step) if s is not None), default=None)
+    if differing is None:
+        report = (f"ONNX Runtime generated transformers' {steps} tokens x {want_ids.shape[0]} "
+                  f"sequences; largest logit difference {max(errors):.2e}")
+    else:
+        what = "the token ids" if differing == id_step else \
+            f"the logits (max abs difference {errors[differing]:.2e}, rtol {RTOL}, atol {ATOL})"
+        report = (f"step {differing + 1} of {steps} differs first: {what}; transformers "
+                  f"generated {want_ids.tolist()}, ONNX Runtime {got_ids.tolist()}")
+    return {"ok": differing is None, "first_differing_step": differing,
+            "max_logit_difference": max(errors), "expected_ids": want_ids.tolist(),
+            "ids": got_ids.tolist(), "report": report}
