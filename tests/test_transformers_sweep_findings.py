@@ -120,6 +120,34 @@ def test_sew_traced_at_an_even_frame_count_warns_of_its_padding_branch(dynamo: b
     assert _run(session, second).shape[1] == eager.shape[1] - 1  # the warning is right
 
 
+class PadsWhenShorter(torch.nn.Module):
+    """SEW's way without transformers: frames from a strided convolution, pooled in pairs
+    and repeated back, padded when their count was odd."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(2, 4, 3, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        frames = self.conv(x)
+        up = torch.nn.functional.avg_pool1d(frames, 2).repeat_interleave(2, dim=2)
+        if up.shape[2] < frames.shape[2]:
+            up = torch.nn.functional.pad(up, (0, frames.shape[2] - up.shape[2]))
+        return up
+
+
+@FRONT_ENDS
+def test_a_branch_on_two_sizes_equal_when_traced_warns(dynamo: bool):
+    """13 samples: 6 frames, no padding when traced; 15 samples: 7 frames, one short."""
+    model = PadsWhenShorter().eval()
+    axes = {"x": {0: "batch", 2: "samples"}, "y": {0: "batch", 2: "frames"}}
+    session, said = _export(model, {"x": torch.randn(2, 2, 13)}, axes, dynamo)
+    assert len(said) == 1, said
+    assert ("test_transformers_sweep_findings.py" if not dynamo else "x.shape[2]") in said[0]
+    second = torch.randn(3, 2, 15)
+    assert _run(session, {"x": second}).shape[2] == model(second).shape[2] - 1
+
+
 def _funnel() -> torch.nn.Module:
     torch.manual_seed(0)
     return transformers.FunnelForMaskedLM(transformers.FunnelConfig(
