@@ -138,3 +138,18 @@ def test_auto_picks_speech_recognition_for_whisper_and_text2text_for_t5(tmp_path
 def test_whisper_for_text2text_is_refused_naming_its_task(tmp_path: Path):
     with pytest.raises(InvalidExportArgumentError, match="automatic-speech-recognition"):
         oxport.export_task(_whisper(), tmp_path, task="text2text-generation")
+
+
+def test_verification_names_the_first_step_that_differs(tmp_path: Path):
+    """The files of one model against another whose head (tied to its embeddings) is scaled:
+    the first token already differs."""
+    model = _t5()
+    oxport.export_task(model, tmp_path, task="text2text-generation-with-past")
+    check = seq2seq.compare_generation(model, tmp_path, _inputs("t5", 2))
+    assert check["ok"], check["report"]
+    other = _t5()
+    with torch.no_grad():
+        other.lm_head.weight.mul_(1.5)
+    check = seq2seq.compare_generation(other, tmp_path, _inputs("t5", 2))
+    assert not check["ok"] and check["first_differing_step"] == 0
+    assert check["report"].startswith("step 0 differs")
