@@ -140,3 +140,28 @@ def test_the_cli_exports_a_checkpoint_folder(tmp_path: Path):
 
 def test_every_encoder_task_is_registered():
     assert {task.name for task in encoders.TASKS} <= set(oxport.tasks.registered_tasks())
+
+
+def _modernbert() -> torch.nn.Module:
+    """Its fused QKV is viewed by run-time sizes, then unbound (aten::unbind)."""
+    return transformers.ModernBertForMaskedLM(transformers.ModernBertConfig(
+        **_BERT, global_attn_every_n_layers=2, local_attention=8, pad_token_id=0,
+        bos_token_id=0, eos_token_id=0, cls_token_id=0, sep_token_id=0))
+
+
+def _deberta_v2() -> torch.nn.Module:
+    """No token types (type_vocab_size 0): the file has no token_type_ids input."""
+    return transformers.DebertaV2ForMaskedLM(transformers.DebertaV2Config(
+        **_BERT, relative_attention=True, pos_att_type=["p2c", "c2p"],
+        max_relative_positions=16, position_buckets=8))
+
+
+@pytest.mark.parametrize(("build", "inputs"), [
+    (_modernbert, ["input_ids", "attention_mask"]),
+    (_deberta_v2, ["input_ids", "attention_mask"]),
+], ids=["modernbert", "deberta_v2"])
+def test_fill_mask_of_other_encoders(build, inputs, tmp_path: Path):
+    torch.manual_seed(0)
+    result = oxport.export_task(build().eval(), tmp_path, task="fill-mask", verify=True)
+    assert result.ok, result.verification["report"]
+    assert result.details["inputs"] == inputs
