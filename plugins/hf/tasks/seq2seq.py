@@ -18,7 +18,8 @@ transformers.js read it):
 * beside them the config, generation config and tokenizer or feature extractor files.
 
 ``verify`` generates greedily in ONNX Runtime (the presents fed back) and compares the ids
-with transformers' ``generate`` and the logits at each step: :func:`compare_generation`.
+with transformers' ``generate`` as plain greedy search (no forced or banned tokens) and the
+logits at each step: :func:`compare_generation`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ ENCODER_OUT = "encoder_sequence_length_out"
 #: Example sizes (none 0 or 1: torch.export specializes those).
 EXAMPLE_BATCH, EXAMPLE_ENCODER, EXAMPLE_DECODER, EXAMPLE_PAST = 2, 7, 2, 3
 NEW_TOKENS = 12
+#: transformers' ``generate`` as plain greedy search, the files' own loop: no early stop, and
+#: none of the logits processors a config may ask for (a forced last EOS, n-gram bans).
+PLAIN_GREEDY = {"do_sample": False, "num_beams": 1, "eos_token_id": None, "min_new_tokens": 0,
+                "forced_eos_token_id": None, "forced_bos_token_id": None,
+                "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0,
+                "repetition_penalty": 1.0, "bad_words_ids": None}
 RTOL, ATOL = 1e-3, 1e-4
 
 
@@ -305,8 +312,7 @@ def compare_generation(model: Any, folder: Path, encoder_inputs: Mapping[str, An
     if start is None:
         start = model.config.decoder_start_token_id
     with torch.no_grad():
-        expected = model.generate(**encoder_inputs, max_new_tokens=new_tokens, min_new_tokens=0,
-                                  do_sample=False, num_beams=1, eos_token_id=None,
+        expected = model.generate(**encoder_inputs, **PLAIN_GREEDY, max_new_tokens=new_tokens,
                                   output_logits=True, return_dict_in_generate=True)
     ids, logits = generate(folder, {k: v.numpy() for k, v in encoder_inputs.items()},
                            new_tokens, start)
@@ -343,14 +349,14 @@ def compare_first_step(plan: Seq2SeqModel, folder: Path) -> dict[str, Any]:
 class Text2TextGeneration(Seq2SeqTask):
     name = "text2text-generation"
     description = "encoder-decoder LM (encoder_model.onnx, decoder_model.onnx)"
-    suffixes: ClassVar[Mapping[str, int]] = {"ForConditionalGeneration": 10}
+    suffixes: ClassVar[Mapping[str, int]] = {"ForConditionalGeneration": 10, "MTModel": 10}
 
 
 class Text2TextGenerationWithPast(Text2TextGeneration):
     name = "text2text-generation-with-past"
     description = ("encoder-decoder LM with its KV cache (encoder_model.onnx, "
                    "decoder_model.onnx, decoder_with_past_model.onnx)")
-    suffixes: ClassVar[Mapping[str, int]] = {"ForConditionalGeneration": 20}
+    suffixes: ClassVar[Mapping[str, int]] = {"ForConditionalGeneration": 20, "MTModel": 20}
     with_past = True
 
 
