@@ -1216,7 +1216,7 @@ def unbind(g, self: Value, dim: Value | None = None) -> Value:
         lists.require_sequences(g, "aten::unbind")
         return g.op("SplitToSequence", self, axis_i=axis, keepdims_i=0).setType(Type(
             "ListType", elem=Type.tensor(self.type().dtype(), [None] * (rank - 1))))
-    axis, size = _split_dim(g, "aten::unbind", self, dim, traced=False)
+    axis, size = _split_dim(g, "aten::unbind", self, dim)
     g.uses_traced_size(self, axis, f"aten::unbind's number of pieces ({size})")
     pieces = _split(g, self, axis, [1] * size, size)
     return tensor_list(g, [sh._squeeze_helper(g, p, [axis]) for p in pieces])

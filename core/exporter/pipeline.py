@@ -288,7 +288,14 @@ def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
     if not (conversion.traced_size_uses or baked) or not dynamic_inputs:
         return
     dims = optimize.inferred_dims(graph, dynamic_inputs)
-    baked_sizes.warn(baked, front_graph, conversion.env.get, dims)
+    traced = _traced_dynamic_sizes(graph, dynamic_inputs)
+    second = functools.cache(lambda: optimize.inferred_dims(graph, {
+        index: {axis: 2 * size + 1 for axis, size in axes.items()}
+        for index, axes in traced.items()}))
+    baked_sizes.warn(baked, front_graph, conversion.env.get, dims, second=second,
+                     dynamic_sizes={size: dynamic_inputs[index][axis]
+                                    for index, axes in traced.items()
+                                    for axis, size in axes.items()})
     for value, axis, what, source in conversion.traced_size_uses:
         dim = dims.get(id(value), ())[axis:axis + 1]
         if dim and not isinstance(dim[0], int):
@@ -298,6 +305,18 @@ def _warn_traced_sizes_of_dynamic_axes(graph: Graph, conversion: Conversion,
                 "the exported model is only right at sizes that give the same value. Compute "
                 "it from tensor sizes in the model, or keep that axis static.",
                 UserWarning, source)
+
+
+def _traced_dynamic_sizes(graph: Graph, dynamic_inputs: Mapping[int, Mapping[int, str]]
+                          ) -> dict[int, dict[int, int]]:
+    """Graph input index -> {dynamic axis: its size when traced}, where the type knows it."""
+    sizes: dict[int, dict[int, int]] = {}
+    for index, axes in dynamic_inputs.items():
+        shape = graph.inputs[index].shape if index < len(graph.inputs) else None
+        for axis in axes:
+            if shape and -len(shape) <= axis < len(shape) and isinstance(shape[axis], int):
+                sizes.setdefault(index, {})[axis] = shape[axis]
+    return sizes
 
 
 def _dynamic_inputs(graph: Graph, input_names: Sequence[str] | None,

@@ -32,6 +32,7 @@ from oxport.errors import (
     front_end,
     user_stacklevel,
 )
+from oxport.frontends import size_guards
 from oxport.frontends.base import FrontEnd
 from oxport.frontends.view import (
     SourceBlock,
@@ -662,7 +663,8 @@ def read(program: torch.export.ExportedProgram,
 
     reader = _Reader(program, axis_names or {}, prefix, input_names or ())
     graph, examples, names, params, more = reader.read()
-    assumed = _assumed_conditions(program, list(input_names or names))
+    assumed = [*_assumed_conditions(program, list(input_names or names)),
+               *size_guards.branch_conditions(program, list(input_names or names))]
     if assumed:
         warnings.warn(
             "oxport: torch.export captured the model's code on a branch that holds only "

@@ -112,6 +112,11 @@ pack.case("aten::tensor_split", lambda x: x.tensor_split([1, -1], 0), (4, 2), na
 pack.case("aten::unbind", lambda x: [t * 2 for t in x.unbind(1)], (2, 3, 4))
 pack.case("aten::unbind", _unbind_dynamic, (3, 2), name="dynamic", script=True, min_opset=11,
           input_names=["x"], dynamic_axes=DYN)
+# ModernBERT's fused QKV: viewed by sizes read at run time (the axis's size known only to the
+# trace), then unbound along the static axis of 3.
+pack.case("aten::unbind", lambda x: [t * 2 for t in x.view(*x.shape[:-1], 3, -1).unbind(-2)],
+          (2, 4, 6), name="after_a_view_by_run_time_sizes", input_names=["x"],
+          dynamic_axes={"x": [0, 1]})
 pack.case("aten::split", _split_computed_sizes, (2, 4), name="computed_sizes", script=True,
           min_opset=11, input_names=["x"], dynamic_axes=DYN)
 pack.case("aten::reshape", _reshape_to_joined_sizes, (2, 3, 4), name="joined_sizes",

@@ -200,10 +200,17 @@ def watching(recorder: Recorder | None) -> contextlib.AbstractContextManager[Non
 
 
 def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[int], Any],
-         dims: Mapping[int, tuple[Any, ...]]) -> None:
+         dims: Mapping[int, tuple[Any, ...]], *,
+         dynamic_sizes: Mapping[int, str] | None = None,
+         second: Callable[[], Mapping[int, tuple[Any, ...]]] | None = None) -> None:
     """Warn once per source line for each conversion whose sizes are dynamic in the graph:
     ``graph`` is the traced graph, ``lookup(uid)`` the converted value of its value
-    ``uid`` (None if none), ``dims`` the converted values' inferred dims."""
+    ``uid`` (None if none), ``dims`` the converted values' inferred dims.
+
+    Where inference lost track of a value (no dims), a size of it that equals the traced
+    size of a dynamic axis (``dynamic_sizes``: traced size -> axis name) is taken for that
+    axis. ``second()`` gives the dims inferred with the dynamic axes at another size: a
+    comparison whose sides were one size when traced is reported when they part there."""
     if not baked:
         return
     # Kind and scope first: reading every node's source range would cost more.
@@ -221,21 +228,41 @@ def warn(baked: Sequence[BakedSize], graph: torch._C.Graph, lookup: Callable[[in
     def dynamic_dims(side: list[Leaf]) -> frozenset[Any]:
         """The dims (symbols, None where unknown) of a side's sizes that are not static."""
         found = set()
-        for leaf_key, axis, _ in side:
+        for leaf_key, axis, traced in side:
             for uid in values.get(leaf_key, ()):
                 converted = lookup(uid)
-                shape = dims.get(id(converted), ()) if converted is not None else ()
+                shape = dims.get(id(converted)) if converted is not None else None
+                if shape is None:  # inference never reached it: judge by the traced size
+                    if axis is not None and traced in (dynamic_sizes or {}):
+                        found.add(f"{(dynamic_sizes or {})[traced]}, by its traced size")
+                    continue
                 axes = range(len(shape)) if axis is None else \
                     [axis] if -len(shape) <= axis < len(shape) else []
                 found.update(shape[a] for a in axes if not isinstance(shape[a], int))
         return frozenset(found)
+
+    def parts_at_second_size(record: BakedSize) -> bool:
+        """Whether a comparison's two one-size sides infer to different sizes at the
+        second size (or to a size on one side only)."""
+        if second is None or any(len(side) != 1 or side[0][1] is None for side in record.sides):
+            return False
+        resized = second()
+        sizes = []
+        for ((leaf_key, axis, _),) in record.sides:
+            found = {resized.get(id(lookup(uid)), ())[axis:][:1] for uid in values.get(leaf_key, ())
+                     if lookup(uid) is not None}
+            sizes.append({size[0] for size in found if size and isinstance(size[0], int)})
+        # Parted, or only one side still known: inference no longer follows them as one.
+        return len(sizes[0]) + len(sizes[1]) == 1 or (
+            len(sizes[0]) == len(sizes[1]) == 1 and sizes[0] != sizes[1])
 
     said: set[tuple[str, str]] = set(_taken_by_torch_ops(baked, graph))
     for record in baked:
         if (record.kind, record.source) in said:
             continue
         sides = [dynamic_dims(side) for side in record.sides]
-        if not all(sides) or (record.kind == "decision" and _alike(record, sides)):
+        if not all(sides) or (record.kind == "decision" and _alike(record, sides) and not (
+                _unnamed(sides) and parts_at_second_size(record))):
             continue
         said.add((record.kind, record.source))
         names = ", ".join(sorted({_dim_name(dim) for side in sides for dim in side}))
@@ -294,6 +321,11 @@ def _alike(record: BakedSize, dims: list[frozenset[Any]]) -> bool:
 
 
 _DERIVED = "a size computed from one"
+
+
+def _unnamed(dims: list[frozenset[Any]]) -> bool:
+    """Whether inference named none of the dims (each derives from a dynamic axis)."""
+    return all(_dim_name(dim) == _DERIVED for side in dims for dim in side)
 
 
 def _dim_name(dim: Any) -> str:

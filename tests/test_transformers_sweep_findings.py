@@ -1,0 +1,200 @@
+"""What the sweep of transformers' architectures (issue 32) found wrong without a word, each
+with its cause, on both front ends (small configs, random weights, ONNX Runtime vs eager):
+
+* ``AfmoeForCausalLM`` differs at the export shape: not a bug but a top-k tie. transformers
+  initializes its router's gate at zero, so every expert scores sigmoid(0) and
+  ``torch.topk`` picks other experts than ONNX ``TopK`` (lowest index first). The export
+  warns; with distinct gate rows it matches.
+* ``FunnelForMaskedLM`` keeps its relative positions as Python ints (on purpose, its code
+  says), so the file is right only at the traced length: both front ends warn.
+* ``SEWModel`` pads its upsampled frames when they are fewer than its input frames; traced at
+  an even number of frames the branch is not taken and the file is one frame short at an odd
+  number: both front ends warn.
+* The state-space family (Mamba and its kin) runs its scan as a Python loop over the
+  sequence (``for index in range(seq_len)``): the loop is unrolled at the traced length, on
+  both front ends: both warn.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import oxport
+
+transformers = pytest.importorskip(
+    "transformers", reason="transformers is not installed (pip install -e .[test])")
+
+VOCAB = 99
+FRONT_ENDS = pytest.mark.parametrize("dynamo", [False, True], ids=["trace", "dynamo"])
+
+
+def _export(model: torch.nn.Module, kwargs: dict[str, Any], axes: dict[str, dict[int, str]],
+            dynamo: bool) -> tuple[ort.InferenceSession, list[str]]:
+    """Export with ``axes`` (inputs first, then outputs); the session and oxport's warnings."""
+    inputs = [name for name in axes if name in kwargs]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        oxport.export(model, (kwargs,), buffer, input_names=inputs,
+                      output_names=[name for name in axes if name not in kwargs],
+                      dynamic_axes=axes, dynamo=dynamo, opset_version=17)
+    said = [str(w.message) for w in caught if str(w.message).startswith("oxport:")]
+    return ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"]), said
+
+
+def _run(session: ort.InferenceSession, kwargs: dict[str, Any]) -> np.ndarray:
+    feeds = {i.name: kwargs[i.name].numpy() for i in session.get_inputs()}
+    return session.run(None, feeds)[0]
+
+
+def _afmoe() -> torch.nn.Module:
+    """One dense layer, then one of 4 experts (top 2) with a shared expert."""
+    torch.manual_seed(0)
+    return transformers.AfmoeForCausalLM(transformers.AfmoeConfig(
+        hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=2,
+        num_dense_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        num_experts=4, num_experts_per_tok=2, num_shared_experts=1, vocab_size=VOCAB,
+        max_position_embeddings=64, sliding_window=8, global_attn_every_n_layers=2,
+        layer_types=["sliding_attention", "full_attention"], use_cache=False)).eval()
+
+
+def test_torch_topk_breaks_ties_otherwise_than_onnx():
+    """The cause: on equal scores torch.topk does not pick the lowest indices, ONNX TopK
+    does (its spec)."""
+    scores = torch.full((3, 4), 0.5)
+    assert torch.topk(scores, 2, dim=1).indices.tolist() != [[0, 1]] * 3
+
+
+@pytest.mark.slow
+@FRONT_ENDS
+def test_afmoe_differs_only_by_its_zero_router_ties_and_warns(dynamo: bool):
+    model = _afmoe()
+    router = "model.layers.1.mlp.router.gate.weight"
+    assert not model.get_parameter(router).any()  # transformers' initialization
+    ids = torch.randint(0, VOCAB, (2, 7))
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    session, said = _export(model, {"input_ids": ids}, axes, dynamo)
+    assert len(said) == 1 and router in said[0] and "tie" in said[0]
+    with torch.no_grad():
+        eager = model(ids).logits.numpy()
+    assert np.abs(_run(session, {"input_ids": ids}) - eager).max() > 1e-2  # routed elsewhere
+
+    with torch.no_grad():  # distinct gate rows: no tie, no warning, the same logits
+        model.get_parameter(router).normal_()
+        eager = model(ids).logits.numpy()
+    session, said = _export(model, {"input_ids": ids}, axes, dynamo)
+    assert said == []
+    np.testing.assert_allclose(_run(session, {"input_ids": ids}), eager, rtol=1e-3, atol=1e-4)
+
+
+def _sew() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return transformers.SEWModel(transformers.SEWConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2, squeeze_factor=2)).eval()
+
+
+@pytest.mark.slow
+@FRONT_ENDS
+def test_sew_traced_at_an_even_frame_count_warns_of_its_padding_branch(dynamo: bool):
+    """430 samples: 42 frames, upsampled to 42, no padding; 440 samples: 43 frames, but the
+    file still gives 42 (the padding branch was not captured)."""
+    model = _sew()
+    axes = {"input_values": {0: "batch", 1: "samples"},
+            "last_hidden_state": {0: "batch", 1: "frames"}}
+    session, said = _export(model, {"input_values": torch.randn(2, 430), "return_dict": False},
+                            axes, dynamo)
+    assert len(said) == 1, said
+    assert ("modeling_sew.py(471)" if not dynamo else "input_values.shape[1]") in said[0]
+    second = {"input_values": torch.randn(3, 440)}
+    with torch.no_grad():
+        eager = model(**second).last_hidden_state
+    assert _run(session, second).shape[1] == eager.shape[1] - 1  # the warning is right
+
+
+class PadsWhenShorter(torch.nn.Module):
+    """SEW's way without transformers: frames from a strided convolution, pooled in pairs
+    and repeated back, padded when their count was odd."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(2, 4, 3, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        frames = self.conv(x)
+        up = torch.nn.functional.avg_pool1d(frames, 2).repeat_interleave(2, dim=2)
+        if up.shape[2] < frames.shape[2]:
+            up = torch.nn.functional.pad(up, (0, frames.shape[2] - up.shape[2]))
+        return up
+
+
+@FRONT_ENDS
+def test_a_branch_on_two_sizes_equal_when_traced_warns(dynamo: bool):
+    """13 samples: 6 frames, no padding when traced; 15 samples: 7 frames, one short."""
+    model = PadsWhenShorter().eval()
+    axes = {"x": {0: "batch", 2: "samples"}, "y": {0: "batch", 2: "frames"}}
+    session, said = _export(model, {"x": torch.randn(2, 2, 13)}, axes, dynamo)
+    assert len(said) == 1, said
+    assert ("test_transformers_sweep_findings.py" if not dynamo else "x.shape[2]") in said[0]
+    second = torch.randn(3, 2, 15)
+    assert _run(session, {"x": second}).shape[2] == model(second).shape[2] - 1
+
+
+def _funnel() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return transformers.FunnelForMaskedLM(transformers.FunnelConfig(
+        vocab_size=VOCAB, block_sizes=[1, 1], num_decoder_layers=1, d_model=32, n_head=2,
+        d_head=8, d_inner=37, max_position_embeddings=64)).eval()
+
+
+def _mamba() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return transformers.MambaForCausalLM(transformers.MambaConfig(
+        vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2,
+        conv_kernel=4, use_cache=False)).eval()
+
+
+#: model, the line of its code that fixes the sequence length (the trace's warning names it)
+STATIC_SEQUENCE = {
+    # pos = list(range(seq_len)): "Python ints ... so the sizes stay static for export"
+    "funnel": (_funnel, "modeling_funnel.py(152)"),
+    # the selective scan's reference loop: for index in range(seq_len)
+    "mamba": (_mamba, "modeling_mamba.py(261)"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(STATIC_SEQUENCE))
+@FRONT_ENDS
+def test_a_sequence_length_fixed_by_the_models_code_warns(name: str, dynamo: bool):
+    """Right at the traced length, wrong (or refused by ONNX Runtime) at another: the export
+    said so."""
+    build, line = STATIC_SEQUENCE[name]
+    model = build()
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    traced = {"input_ids": torch.randint(0, VOCAB, (2, 7))}
+    session, said = _export(model, {**traced, "return_dict": False}, axes, dynamo)
+    assert said, "no warning"
+    if dynamo:
+        assert any("'seq') = 7" in message or "input_ids.shape[1] == 7" in message
+                   for message in said), said
+    else:
+        assert any(line in message and "(seq" in message for message in said), said
+    with torch.no_grad():
+        np.testing.assert_allclose(_run(session, traced), model(**traced).logits.numpy(),
+                                   rtol=1e-3, atol=1e-4)
+        second = {"input_ids": torch.randint(0, VOCAB, (3, 11))}
+        eager = model(**second).logits.numpy()
+    try:
+        got = _run(session, second)
+    except Exception:  # noqa: BLE001 - ONNX Runtime refuses the fixed length
+        return
+    assert got.shape != eager.shape or not np.allclose(got, eager, atol=1e-3)
