@@ -73,6 +73,7 @@ _REGISTRATION_HOOKS = (
     "oxport_register_fallbacks",
     "oxport_register_passes",
     "oxport_register_io_types",
+    "oxport_register_targets",
 )
 
 
@@ -401,6 +402,7 @@ class PluginManager:
                                    if p is provenance),
             "I/O types": sum(1 for io_type in registry.io_types.values()
                              if io_type.provenance is provenance),
+            "targets": sum(1 for _, p in registry.targets.values() if p is provenance),
         }
         info.registered = {k: n for k, n in counts.items() if n}
         info.ops = ops

@@ -274,6 +274,8 @@ class SymbolicRegistry(_Lookup):
         self.argument_readers: dict[str, tuple[Callable[..., Any], Provenance]] = {}
         #: type path -> how it crosses the model boundary: see Registrar.register_io_type
         self.io_types: dict[str, IOType] = {}
+        #: target name -> (its profile, who registered it): see Registrar.register_target
+        self.targets: dict[str, tuple[Any, Provenance]] = {}
 
     def _demand(self, name: str | None) -> None:
         if self._loader is not None:
@@ -351,6 +353,7 @@ class SymbolicRegistry(_Lookup):
         self.argument_readers = {n: r for n, r in self.argument_readers.items()
                                  if r[1] != provenance}
         self.io_types = {n: t for n, t in self.io_types.items() if t.provenance != provenance}
+        self.targets = {n: t for n, t in self.targets.items() if t[1] != provenance}
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -511,6 +514,20 @@ class Registrar:
             raise RegistryError(f"I/O type {path!r} is declared by both {previous.provenance} "
                                 f"and {self.provenance}: block one of the two plugins.")
         self._registry.io_types[path] = IOType(path, flatten, unflatten, self.provenance)
+
+    def register_target(self, name: str, target: Any) -> None:
+        """Register a runtime profile (an :class:`oxport.targets.Target`) that
+        ``export(target=name)`` selects: see :func:`oxport.hookspecs.oxport_register_targets`."""
+        from oxport.targets import Target
+
+        if not isinstance(target, Target) or target.name != name:
+            raise RegistryError(f"Target {name!r} from {self.provenance}: register an "
+                                f"oxport.targets.Target named {name!r}.")
+        previous = self._registry.targets.get(name)
+        if previous is not None and previous[1] != self.provenance:
+            raise RegistryError(f"Target {name!r} is registered by both {previous[1]} and "
+                                f"{self.provenance}: block one of the two plugins.")
+        self._registry.targets[name] = (target, self.provenance)
 
     def register_capture_kernel(self, name: str, fn: Callable[..., Any]) -> None:
         """Keep the ATen op ``name`` (``aten::lstm.input``) whole when torch.export captures
@@ -733,6 +750,11 @@ class RegistryView(_Lookup):
     @property
     def io_types(self) -> dict[str, IOType]:
         return {path: t for registry in self.registries for path, t in registry.io_types.items()}
+
+    @property
+    def targets(self) -> dict[str, Any]:
+        return {name: t for registry in self.registries for name, (t, _) in
+                registry.targets.items()}
 
     @property
     def cases(self) -> list[OpCase]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from oxport import serialize
+from oxport import serialize, targets
 from oxport.errors import InvalidExportArgumentError
 from oxport.frontends.base import FrontEnd
 from oxport.passes import functions
@@ -54,6 +54,10 @@ class ExportOptions:
     #: Whether the torch.export front end reads the model (``dynamo=True`` or an
     #: ``ExportedProgram``), else the TorchScript one.
     exported: bool = False
+    #: The runtime target, dtype and weight format asked for (None: a plain export), and
+    #: whether ``opset_version`` was given (else the target's runtime may lower the default).
+    target: targets.TargetRequest | None = None
+    opset_given: bool = True
 
     @property
     def params_are_inputs(self) -> bool:
@@ -68,7 +72,8 @@ class ExportOptions:
            custom_opsets: Mapping[str, int] | None = None,
            export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
            fallbacks: Sequence[str] | None = None, verbose: bool | None = False,
-           dynamo: bool = False, dynamic_shapes: Any = None, **given: Any) -> ExportOptions:
+           dynamo: bool = False, dynamic_shapes: Any = None,
+           target: targets.TargetRequest | None = None, **given: Any) -> ExportOptions:
         """Check the parameters of :func:`oxport.convert` for ``model``; the others
         (``export_params``, ``input_names``...) are kept as given."""
         opset = check_opset(opset_version)
@@ -92,7 +97,7 @@ class ExportOptions:
                    fallbacks=tuple(fallbacks or ()), verbose=bool(verbose), dynamo=dynamo,
                    dynamic_shapes=dynamic_shapes,
                    exported=dynamo or isinstance(model, torch.export.ExportedProgram),
-                   **given)
+                   target=target, opset_given=opset_version is not None, **given)
 
 
 # -- checks ---------------------------------------------------------------------------

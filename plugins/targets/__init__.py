@@ -1,0 +1,44 @@
+"""oxport's built-in runtime targets, registered like a third party's
+(``oxport_register_targets``):
+
+* ``onnx`` (the default): the standard domain only; at opset 23+ the hand-written RMSNorm
+  as ``RMSNormalization``; ``quantize`` as blocked ``DequantizeLinear`` (opset 21+).
+* ``ort``: ONNX Runtime's fused ops (``SimplifiedLayerNormalization``,
+  ``com.microsoft::SkipSimplifiedLayerNormalization``, ``MatMulNBits``); ``ort==X.Y``
+  caps the opset and IR version at what that release loads.
+"""
+
+from __future__ import annotations
+
+from oxport import hookimpl
+from oxport.plugins.targets.norms import fuse_rms_norm
+from oxport.plugins.targets.precision import compute_bfloat16_in_float32
+from oxport.plugins.targets.quantize import quantize_weights
+from oxport.registry import Registrar
+from oxport.targets import Target
+
+#: ONNX Runtime release -> (newest ai.onnx opset, newest IR version) it loads, from its
+#: compatibility table (docs/targets.md).
+ORT_VERSIONS = {
+    "1.10": (15, 8), "1.11": (16, 8), "1.12": (17, 8), "1.13": (17, 8), "1.14": (18, 8),
+    "1.15": (19, 9), "1.16": (19, 9), "1.17": (20, 9), "1.18": (21, 10), "1.19": (21, 10),
+    "1.20": (21, 10), "1.21": (22, 10), "1.22": (22, 10), "1.23": (23, 11),
+}
+
+ONNX = Target(
+    "onnx", "standard ONNX; at opset 23 RMSNormalization; int4/int8 weights as blocked "
+    "DequantizeLinear (opset 21+)",
+    passes=[("onnx.rms-norm", fuse_rms_norm), ("onnx.quantize", quantize_weights),
+            ("onnx.bf16-on-cpu", compute_bfloat16_in_float32)])
+ORT = Target(
+    "ort", "ONNX Runtime: SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, "
+    "MatMulNBits; 'ort==X.Y' caps the opset and IR version",
+    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.quantize", quantize_weights),
+            ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
+    domains={"com.microsoft": 1}, versions=ORT_VERSIONS)
+
+
+@hookimpl
+def oxport_register_targets(registry: Registrar) -> None:
+    registry.register_target("onnx", ONNX)
+    registry.register_target("ort", ORT)
