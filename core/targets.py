@@ -78,12 +78,15 @@ class TargetRequest:
 @dataclasses.dataclass
 class TargetContext:
     """What a target's pass reads: the request, the export's opset, the conversion (its
-    GraphContext-facing state), and ``applied``, where passes count their rewrites."""
+    GraphContext-facing state), the model as exported (in the requested dtype; a pass may
+    read facts the graph lost, such as a rotary embedding's tables), and ``applied``,
+    where passes count their rewrites."""
 
     target: Target
     request: TargetRequest
     opset: int
     conversion: Any = None
+    model: Any = None
     applied: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
@@ -264,6 +267,7 @@ class Selection:
     request: TargetRequest
     caps: tuple[int, int] | None
     context: TargetContext | None = None
+    model: Any = None
 
     def view(self, registry: Any) -> Any:
         """``registry`` (a RegistryView) with the chain's symbolic overrides on top of
@@ -282,9 +286,17 @@ class Selection:
     def opset(self, opset: int, given: bool) -> int:
         return settle_opset(opset, given, self.caps, self.request.label)
 
+    def prepare(self, model: Any, args: Any) -> tuple[Any, Any]:
+        """The model and arguments to export, in the requested dtype (see
+        :func:`in_dtype`); the passes see that model."""
+        model, args = in_dtype(model, args, self.request.dtype)
+        self.model = model
+        return model, args
+
     def run(self, graph: Graph, conversion: Any, opset: int) -> dict[str, int]:
         """Run the chain's passes on ``graph``; returns what they applied."""
-        self.context = TargetContext(self.chain[-1], self.request, opset, conversion)
+        self.context = TargetContext(self.chain[-1], self.request, opset, conversion,
+                                     self.model)
         run_passes(graph, self.chain, self.context)
         return self.context.applied
 

@@ -77,7 +77,7 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
             options = dataclasses.replace(
                 options, opset=selection.opset(options.opset, options.opset_given))
             io_types.enable(registry.io_types)
-            model, args = targets.in_dtype(model, args, selection.request.dtype)
+            model, args = selection.prepare(model, args)
     training = is_training(model, options.training)
     grad = tracing_grad(options.exported)  # the caller's, read before no_grad() below
 

@@ -3,14 +3,15 @@
 
 * ``onnx`` (the default): the standard domain only; at opset 23+ the hand-written RMSNorm
   as ``RMSNormalization``; ``quantize`` as blocked ``DequantizeLinear`` (opset 21+).
-* ``ort``: ONNX Runtime's fused ops (``SimplifiedLayerNormalization``,
-  ``com.microsoft::SkipSimplifiedLayerNormalization``, ``MatMulNBits``); ``ort==X.Y``
+* ``ort``: ONNX Runtime's fused ops (``com.microsoft::SkipSimplifiedLayerNormalization``,
+  ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``); ``ort==X.Y``
   caps the opset and IR version at what that release loads.
 """
 
 from __future__ import annotations
 
 from oxport import hookimpl
+from oxport.plugins.targets.attention import fuse_group_query_attention
 from oxport.plugins.targets.norms import fuse_rms_norm
 from oxport.plugins.targets.precision import compute_bfloat16_in_float32
 from oxport.plugins.targets.quantize import quantize_weights
@@ -31,9 +32,10 @@ ONNX = Target(
     passes=[("onnx.rms-norm", fuse_rms_norm), ("onnx.quantize", quantize_weights),
             ("onnx.bf16-on-cpu", compute_bfloat16_in_float32)])
 ORT = Target(
-    "ort", "ONNX Runtime: SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, "
-    "MatMulNBits; 'ort==X.Y' caps the opset and IR version",
-    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.quantize", quantize_weights),
+    "ort", "ONNX Runtime: SkipSimplifiedLayerNormalization, GroupQueryAttention (rotary "
+    "inside), MatMulNBits; 'ort==X.Y' caps the opset and IR version",
+    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.attention", fuse_group_query_attention),
+            ("ort.quantize", quantize_weights),
             ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
     domains={"com.microsoft": 1}, versions=ORT_VERSIONS)
 
