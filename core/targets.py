@@ -46,6 +46,8 @@ class Target:
     :param versions: runtime version (``"1.17"``) -> ``(newest opset, newest IR version)``
         it loads; ``target="name==X.Y"`` caps the export at the newest version <= X.Y.
     :param extends: the name of a target whose passes and symbolics come first.
+    :param default_opset: the opset of an export that gives none (lowered to what the
+        requested runtime version loads); None keeps oxport's default.
     """
 
     name: str
@@ -55,6 +57,7 @@ class Target:
     domains: Mapping[str, int] = dataclasses.field(default_factory=dict)
     versions: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     extends: str | None = None
+    default_opset: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,13 +184,15 @@ def limits(chain: Sequence[Target], wanted: TargetRequest) -> tuple[int, int] | 
     return table[max(older)]
 
 
-def settle_opset(opset: int, given: bool, caps: tuple[int, int] | None, label: str) -> int:
-    """The export's opset under the runtime's cap: the default lowered to it, a given
-    opset above it refused."""
+def settle_opset(opset: int, given: bool, caps: tuple[int, int] | None, label: str,
+                 default: int | None = None) -> int:
+    """The export's opset under the runtime's cap: the default (the target's, else
+    ``opset``) lowered to it, a given opset above it refused."""
+    if not given:
+        opset = default or opset
+        return opset if caps is None else min(opset, caps[0])
     if caps is None:
         return opset
-    if not given:
-        return min(opset, caps[0])
     if opset > caps[0]:
         raise InvalidExportArgumentError(
             f"opset_version={opset} is newer than {label} loads (opset {caps[0]}, IR version "
@@ -284,7 +289,9 @@ class Selection:
         return RegistryView(*registry.registries, overrides)
 
     def opset(self, opset: int, given: bool) -> int:
-        return settle_opset(opset, given, self.caps, self.request.label)
+        default = next((t.default_opset for t in reversed(self.chain) if t.default_opset),
+                       None)
+        return settle_opset(opset, given, self.caps, self.request.label, default)
 
     def prepare(self, model: Any, args: Any) -> tuple[Any, Any]:
         """The model and arguments to export, in the requested dtype (see

@@ -4,13 +4,15 @@
 * ``onnx`` (the default): the standard domain only; at opset 23+ the hand-written RMSNorm
   as ``RMSNormalization``; ``quantize`` as blocked ``DequantizeLinear`` (opset 21+).
 * ``ort``: ONNX Runtime's fused ops (``com.microsoft::SkipSimplifiedLayerNormalization``,
-  ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``); ``ort==X.Y``
-  caps the opset and IR version at what that release loads.
+  ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``), at opset 23
+  unless told (``RMSNormalization`` for a norm of no residual sum); ``ort==X.Y`` caps the
+  opset and IR version at what that release loads.
 """
 
 from __future__ import annotations
 
 from oxport import hookimpl
+from oxport.opsets.attention import scaled_dot_product_attention
 from oxport.plugins.targets.attention import fuse_group_query_attention
 from oxport.plugins.targets.norms import fuse_rms_norm
 from oxport.plugins.targets.precision import compute_bfloat16_in_float32
@@ -37,7 +39,9 @@ ORT = Target(
     passes=[("ort.rms-norm", fuse_rms_norm), ("ort.attention", fuse_group_query_attention),
             ("ort.quantize", quantize_weights),
             ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
-    domains={"com.microsoft": 1}, versions=ORT_VERSIONS)
+    domains={"com.microsoft": 1}, versions=ORT_VERSIONS, default_opset=23,
+    # decomposed at every opset (not opset 23's Attention), for GroupQueryAttention to fuse
+    symbolics=[("aten::scaled_dot_product_attention", scaled_dot_product_attention, 23)])
 
 
 @hookimpl

@@ -232,8 +232,10 @@ def fuse_group_query_attention(graph: Graph, context: Any) -> int:
     if not attentions:
         return 0
     dtype = attentions[0].query.dtype or torch.float32
+    if dtype not in (torch.float32, torch.float16):  # ONNX Runtime's kernel takes these
+        return 0
     tables = rotary_tables(getattr(context, "model", None), dtype)
-    if tables is None or dtype not in (torch.float32, torch.float16):
+    if tables is None:
         return 0
     head_size = tables[0].shape[1] * 2
     if head_size % 16:  # ONNX Runtime's kernel takes multiples of 16 only
@@ -251,6 +253,27 @@ def _projection_width(value: Value) -> int | None:
     matmul = producer(value, "MatMul")
     weight = const(matmul.input_values[1]) if matmul is not None else None
     return int(weight.shape[-1]) if weight is not None else None
+
+
+def _packed_projection(graph: Graph, attention: Attention) -> Value | None:
+    """One ``MatMul`` by the concatenated query, key and value weights, when the three
+    projections are MatMuls of one input by constant weights (the packed QKV input of
+    GroupQueryAttention); None otherwise."""
+    matmuls = [producer(v, "MatMul") for v in (attention.query, attention.key,
+                                               attention.value)]
+    if None in matmuls or len({id(m.input_values[0]) for m in matmuls}) != 1:
+        return None
+    weights = [m.input_values[1] for m in matmuls]
+    arrays = [const(w) for w in weights]
+    if any(a is None or a.ndim != 2 for a in arrays):
+        return None
+    tensor = torch.cat([w.const if isinstance(w.const, torch.Tensor)
+                        else torch.from_numpy(np.asarray(w.const)) for w in weights], dim=1)
+    packed = graph.add_node("", "MatMul", [matmuls[0].input_values[0],
+                                           initializer(graph, "qkv_weight", tensor)])
+    insert_before(graph, matmuls[0], [packed])
+    packed.output_values[0].setType(Type.tensor(attention.query.dtype))
+    return packed.output_values[0]
 
 
 def _lengths(graph: Graph, first: Attention) -> tuple[Value, Value]:
@@ -295,9 +318,11 @@ def _replace(graph: Graph, attention: Attention, head_size: int,
         return
     scale = attention.scale if not math.isclose(attention.scale, head_size ** -0.5,
                                                 rel_tol=1e-6) else 0.0
+    packed = _packed_projection(graph, attention)
+    qkv = [packed, None, None] if packed is not None else \
+        [attention.query, attention.key, attention.value]
     fused = graph.add_node(MSFT, "GroupQueryAttention", [
-        attention.query, attention.key, attention.value, attention.past_key,
-        attention.past_value, *lengths, cos, sin], 3, attrs={
+        *qkv, attention.past_key, attention.past_value, *lengths, cos, sin], 3, attrs={
         "num_heads": ("i", heads), "kv_num_heads": ("i", kv_heads), "do_rotary": ("i", 1),
         "rotary_interleaved": ("i", 0), **({"scale": ("f", scale)} if scale else {})})
     anchor = attention.output.producer

@@ -21,6 +21,7 @@ import torch
 
 from oxport.errors import InvalidExportArgumentError
 from oxport.ir import Graph, Node, Type
+from oxport.passes import folding
 from oxport.plugins.targets.patterns import Index, const, initializer, insert_before, replace_value
 
 MSFT = "com.microsoft"
@@ -67,6 +68,7 @@ def quantize_weights(graph: Graph, context: Any) -> int:
             f"blocked DequantizeLinear, which needs opset 21 (the export is at "
             f"{context.opset}): export with opset_version=21 or higher, or target 'ort' "
             "(MatMulNBits).")
+    folding.eliminate_dead_code(graph)  # what fusions left behind: not worth quantizing
     index = Index(graph)
     count = 0
     for node in list(graph.nodes):
