@@ -143,3 +143,49 @@ def test_the_fused_fp16_and_int4_llama_runs():
     ops = tiny_llama.op_types(data)
     assert ops.count(("com.microsoft", "GroupQueryAttention")) == 2
     assert ops.count(("com.microsoft", "MatMulNBits")) == 5 * tiny_llama.LAYERS + 1
+
+
+def _attention_nodes(data: bytes) -> list[onnx.NodeProto]:
+    return [n for n in onnx.load_from_string(data).graph.node if n.op_type == "Attention"]
+
+
+@FRONT_ENDS
+def test_the_onnx_llama_at_opset_23_takes_its_cache_into_attention(dynamo):
+    model = tiny_llama.llama()
+    plain, _ = tiny_llama.export(model, dynamo=dynamo, opset_version=23)
+    fused, result = tiny_llama.export(model, dynamo=dynamo, target="onnx", opset_version=23)
+    ops = tiny_llama.op_types(fused)
+    attentions = _attention_nodes(fused)
+    assert len(attentions) == tiny_llama.LAYERS
+    assert all(len(n.input) == 6 and len(n.output) == 3 for n in attentions)
+    assert ops.count(("", "RotaryEmbedding")) == 2 * tiny_llama.LAYERS
+    assert ops.count(("", "RMSNormalization")) == 2 * tiny_llama.LAYERS + 1
+    assert ("", "Expand") not in ops or ops.count(("", "Expand")) < \
+        tiny_llama.op_types(plain).count(("", "Expand"))  # KV heads no longer repeated
+    assert all(domain == "" for domain, _ in ops)
+    shapes = ((0, 5), (6, 1), (4, 3))
+    for past, seq in shapes:
+        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+    assert "onnx.attention=2" in result.graph.metadata["oxport.target_passes"]
+
+
+@FRONT_ENDS
+def test_sdpa_over_a_cache_becomes_one_attention_with_past(dynamo):
+    from oxport.opsets.cases.nn import CachedSdpaAttention
+
+    model = CachedSdpaAttention().eval()
+    example = (torch.randn(2, 3, 64), torch.randn(2, 2, 4, 16), torch.randn(2, 2, 4, 16))
+    kwargs = {"input_names": ["x", "past_key", "past_value"], "dynamic_axes": ATTENTION_AXES,
+              "opset_version": 23, "dynamo": dynamo}
+    plain = _export(model, example, **kwargs)
+    fused = _export(model, example, target="onnx", **kwargs)
+    (attention,) = _attention_nodes(fused)
+    assert (len(attention.input), len(attention.output)) == (6, 3)
+    assert _ops(fused).count("RotaryEmbedding") == 2
+    for batch, seq, past in ((2, 1, 5), (3, 4, 0), (2, 3, 6)):
+        arrays = (torch.randn(batch, seq, 64), torch.randn(batch, 2, past, 16),
+                  torch.randn(batch, 2, past, 16))
+        _assert_same(fused, plain, *arrays)

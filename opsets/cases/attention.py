@@ -133,3 +133,17 @@ for _op in ("aten::_nested_tensor_from_mask", "aten::to_padded_tensor"):
               not_exportable=_NO_NESTED_PATH)
 pack.case("aten::_nested_tensor_from_mask_left_aligned", _PaddedEncoder, (3, 5, 8), None,
           _left_padding(3, 5), script=True)
+
+
+# attention over a KV cache, which the onnx target folds into one Attention (past/present)
+def _cached_sdpa():
+    from oxport.opsets.cases.nn import CachedSdpaAttention
+
+    return CachedSdpaAttention().eval()
+
+
+pack.case(_OP, _cached_sdpa(), (2, 3, 64), (2, 2, 4, 16), (2, 2, 4, 16),
+          name="cached_attention_onnx", export_kwargs={"target": "onnx"}, min_opset=23,
+          input_names=["x", "past_key", "past_value"], atol=1e-5,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})

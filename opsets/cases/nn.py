@@ -241,15 +241,29 @@ class CachedAttention(torch.nn.Module):
             batch, self.heads, keys.shape[2], self.size)
         repeated_v = values[:, :, None].expand(-1, -1, group, -1, -1).reshape(
             batch, self.heads, keys.shape[2], self.size)
-        scores = q @ repeated_k.transpose(2, 3) * self.size ** -0.5
         causal = torch.ones(seq, keys.shape[2], dtype=torch.bool).tril(past)
-        scores = scores.masked_fill(~causal, float("-inf"))
-        out = (scores.softmax(-1) @ repeated_v).transpose(1, 2).reshape(batch, seq, -1)
-        return self.o(out), keys, values
+        out = self.attend(q, repeated_k, repeated_v, causal)
+        return self.o(out.transpose(1, 2).reshape(batch, seq, -1)), keys, values
+
+    def attend(self, q, k, v, causal):
+        scores = q @ k.transpose(2, 3) * self.size ** -0.5
+        return scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+
+
+class CachedSdpaAttention(CachedAttention):
+    """The same through ``scaled_dot_product_attention`` (opset 23: an ``Attention``)."""
+
+    def attend(self, q, k, v, causal):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=causal)
 
 
 pack.case("aten::softmax", CachedAttention, (1, 3, 64), (1, 2, 4, 16), (1, 2, 4, 16),
           name="cached_attention_ort", export_kwargs={"target": "ort"},
           input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=11,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})
+pack.case("aten::softmax", CachedAttention, (2, 3, 64), (2, 2, 4, 16), (2, 2, 4, 16),
+          name="cached_attention_onnx_rotary", export_kwargs={"target": "onnx"},
+          input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=23,
           dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
                         "past_value": {0: "batch", 2: "past"}})

@@ -2,7 +2,9 @@
 (``oxport_register_targets``):
 
 * ``onnx`` (the default): the standard domain only; at opset 23+ the hand-written RMSNorm
-  as ``RMSNormalization``; ``quantize`` as blocked ``DequantizeLinear`` (opset 21+).
+  as ``RMSNormalization``, attention with its KV cache as ``Attention`` (past and present
+  inside), the rotary pattern as ``RotaryEmbedding``; ``quantize`` as blocked
+  ``DequantizeLinear`` (opset 21+).
 * ``ort``: ONNX Runtime's fused ops (``com.microsoft::SkipSimplifiedLayerNormalization``,
   ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``), at opset 23
   unless told (``RMSNormalization`` for a norm of no residual sum); ``ort==X.Y`` caps the
@@ -13,7 +15,11 @@ from __future__ import annotations
 
 from oxport import hookimpl
 from oxport.opsets.attention import scaled_dot_product_attention
-from oxport.plugins.targets.attention import fuse_group_query_attention
+from oxport.plugins.targets.attention import (
+    fuse_attention_with_cache,
+    fuse_group_query_attention,
+    fuse_rotary_embedding,
+)
 from oxport.plugins.targets.norms import fuse_rms_norm
 from oxport.plugins.targets.precision import compute_bfloat16_in_float32
 from oxport.plugins.targets.quantize import quantize_weights
@@ -29,9 +35,10 @@ ORT_VERSIONS = {
 }
 
 ONNX = Target(
-    "onnx", "standard ONNX; at opset 23 RMSNormalization; int4/int8 weights as blocked "
-    "DequantizeLinear (opset 21+)",
-    passes=[("onnx.rms-norm", fuse_rms_norm), ("onnx.quantize", quantize_weights),
+    "onnx", "standard ONNX; at opset 23 RMSNormalization, Attention with its KV cache, "
+    "RotaryEmbedding; int4/int8 weights as blocked DequantizeLinear (opset 21+)",
+    passes=[("onnx.rms-norm", fuse_rms_norm), ("onnx.attention", fuse_attention_with_cache),
+            ("onnx.rotary", fuse_rotary_embedding), ("onnx.quantize", quantize_weights),
             ("onnx.bf16-on-cpu", compute_bfloat16_in_float32)])
 ORT = Target(
     "ort", "ONNX Runtime: SkipSimplifiedLayerNormalization, GroupQueryAttention (rotary "

@@ -34,6 +34,7 @@ from oxport.plugins.targets.patterns import (
     initializer,
     insert_before,
     producer,
+    replace_later_uses,
     replace_value,
     scalar,
 )
@@ -328,5 +329,98 @@ def _replace(graph: Graph, attention: Attention, head_size: int,
     anchor = attention.output.producer
     insert_before(graph, anchor, [fused])
     replace_value(graph, attention.output, fused.output_values[0])
-    replace_value(graph, attention.present_key.output_values[0], fused.output_values[1])
-    replace_value(graph, attention.present_value.output_values[0], fused.output_values[2])
+    replace_later_uses(graph, fused, attention.present_key.output_values[0],
+                       fused.output_values[1])
+    replace_later_uses(graph, fused, attention.present_value.output_values[0],
+                       fused.output_values[2])
+
+
+def fuse_attention_with_cache(graph: Graph, context: Any) -> int:
+    """onnx, opset 23+: an ``Attention`` of the repeated present keys and values becomes
+    one that takes the new keys and values with the past ones (``past_key``,
+    ``past_value``) and returns the presents, its KV heads not repeated."""
+    if context.target.name != "onnx" or context.opset < 23:
+        return 0
+    index = Index(graph)
+    inputs = {id(v) for v in graph.inputs}
+    anchors = {id(n): n for n in graph.nodes
+               if n.op_type == "Concat" and not n.domain and attr(n, "axis") in (2, -2)
+               and len(n.input_values) == 2 and id(n.input_values[0]) in inputs
+               and id(n.output_values[0]) in index.outputs}
+    count = 0
+    for node in list(graph.nodes):
+        if (node.domain, node.op_type) != ("", "Attention") or len(node.input_values) > 4 \
+                or len(node.output_values) != 1:
+            continue
+        through = ("Reshape", "Expand", "Unsqueeze")
+        present_key = _up_to(node.input_values[1], anchors, through)
+        present_value = _up_to(node.input_values[2], anchors, through)
+        if present_key is None or present_value is None or present_key is present_value:
+            continue
+        mask = node.input_values[3] if len(node.input_values) > 3 else None
+        fused = graph.add_node("", "Attention", [
+            node.input_values[0], present_key.input_values[1], present_value.input_values[1],
+            mask, present_key.input_values[0], present_value.input_values[0]], 3,
+            attrs=dict(node.attrs))
+        insert_before(graph, node, [fused])
+        replace_value(graph, node.output_values[0], fused.output_values[0])
+        replace_later_uses(graph, fused, present_key.output_values[0], fused.output_values[1])
+        replace_later_uses(graph, fused, present_value.output_values[0],
+                           fused.output_values[2])
+        count += 1
+    return count
+
+
+def fuse_rotary_embedding(graph: Graph, context: Any) -> int:
+    """onnx, opset 23+: ``x * cos + rotate_half(x) * sin`` of a ``[batch, heads, sequence,
+    head_size]`` tensor, ``cos``/``sin`` ``[batch, sequence, head_size]`` unsqueezed on
+    axis 1, becomes ``RotaryEmbedding`` (the tables' first halves)."""
+    if context.target.name != "onnx" or context.opset < 23:
+        return 0
+    halves: dict[int, Value] = {}
+    count = 0
+    for node in list(graph.nodes):
+        found = _rotary_parts(node)
+        if found is None:
+            continue
+        x, cos, sin = found
+        tables = [_first_half(graph, node, t, halves) for t in (cos, sin)]
+        fused = graph.add_node("", "RotaryEmbedding", [x, *tables],
+                               attrs={"interleaved": ("i", 0)})
+        insert_before(graph, node, [fused])
+        replace_value(graph, node.output_values[0], fused.output_values[0])
+        count += 1
+    return count
+
+
+def _rotary_parts(add: Node) -> tuple[Value, Value, Value] | None:
+    """``(x, cos, sin)`` (the tables before their Unsqueeze) of a rotary ``Add``."""
+    if (add.domain, add.op_type) != ("", "Add"):
+        return None
+    x = _rotated(add.output_values[0])
+    if x is None:
+        return None
+    tables = []
+    for product in add.input_values:
+        mul = producer(product, "Mul")
+        table = next((v for v in mul.input_values if v is not x and producer(v, "Concat")
+                      is None), None)
+        unsqueeze = producer(table, "Unsqueeze")
+        axes = const(unsqueeze.input_values[1]) if unsqueeze is not None and \
+            len(unsqueeze.input_values) > 1 else None
+        if axes is None or axes.reshape(-1).tolist() != [1]:
+            return None
+        tables.append((mul, unsqueeze.input_values[0]))
+    cos = next(t for m, t in tables if x in m.input_values)
+    sin = next(t for m, t in tables if x not in m.input_values)
+    return x, cos, sin
+
+
+def _first_half(graph: Graph, anchor: Node, table: Value, cache: dict[int, Value]) -> Value:
+    """``table[..., :head_size / 2]``, made once per table."""
+    if id(table) not in cache:
+        half = graph.add_node("", "Split", [table], 2, attrs={"axis": ("i", -1),
+                                                              "num_outputs": ("i", 2)})
+        insert_before(graph, anchor, [half])
+        cache[id(table)] = half.output_values[0]
+    return cache[id(table)]

@@ -109,3 +109,16 @@ def initializer(graph: Graph, hint: str, data: np.ndarray | torch.Tensor) -> Val
     tensor = torch.from_numpy(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) \
         else data
     return graph.add_initializer(graph.fresh_name(hint), tensor, Type.of(tensor))
+
+
+def replace_later_uses(graph: Graph, node: Node, old: Value, new: Value) -> None:
+    """Uses of ``old`` by the nodes after ``node`` and by the graph outputs read ``new``
+    (a node before ``node``, such as a Shape of the old value, keeps reading it)."""
+    if new.type().dtype() is None:
+        new.setType(old.type())
+    after = False
+    for other in graph.nodes:
+        if after:
+            other.input_values = [new if v is old else v for v in other.input_values]
+        after = after or other is node
+    graph.outputs = [new if v is old else v for v in graph.outputs]
