@@ -243,8 +243,12 @@ def in_dtype(model: Any, args: Any, dtype: torch.dtype | None) -> tuple[Any, Any
     """A copy of ``model`` and ``args`` with floating weights and inputs in ``dtype``
     (the model's code keeps what it computes in float32 on purpose, such as norms and
     softmax); the model itself is left as it is."""
-    if dtype is None or dtype == torch.float32 or not isinstance(model, torch.nn.Module):
+    if dtype is None or dtype == torch.float32:
         return model, args
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidExportArgumentError(
+            f"dtype= converts an nn.Module's weights, not a {type(model).__name__}'s: pass the "
+            "nn.Module, or convert the model to the dtype before capturing it.")
     model = copy.deepcopy(model).to(dtype)
 
     def cast(tensor: torch.Tensor) -> torch.Tensor:
@@ -320,11 +324,6 @@ def select(registered: Mapping[str, Target], wanted: TargetRequest | None) -> Se
         return None
     chain = resolve(registered, wanted)
     return Selection(chain, wanted, limits(chain, wanted))
-
-
-def describe(targets: Mapping[str, Target]) -> list[str]:
-    """One line per registered target, for ``oxport plugins``."""
-    return [f"{name}: {t.description}" for name, t in sorted(targets.items())]
 
 
 __all__ = [

@@ -185,6 +185,18 @@ def test_the_cli_takes_a_target_dtype_and_quantization(tmp_path, monkeypatch, ca
                        "--target", "ort==1.17", "--opset", "21"])
     assert status == 2 and "newer than ort==1.17 loads" in capsys.readouterr().err
     status = cli.main(["export", "mlp:make", "--input", "2x5x64", "-o", str(out),
+                       "--target", "onnx", "--opset", "21", "--quantize", "int8",
+                       "--verify", "--atol", "1e-2"])  # verified as exported: quantized
+    assert status == 0, capsys.readouterr()
+    assert [n.op_type for n in onnx.load(out).graph.node].count("DequantizeLinear") == 2
+    status = cli.main(["export", "mlp:make", "--input", "2x5x64", "-o", str(out),
                        "--dtype", "fp16"])
     assert status == 0
     assert onnx.load(out).graph.initializer[0].data_type == onnx.TensorProto.FLOAT16
+
+
+def test_dtype_needs_a_module():
+    program = torch.export.export(torch.nn.ReLU(), (torch.randn(2),))
+    with pytest.raises(InvalidExportArgumentError, match=r"dtype= converts an nn.Module's "
+                       r"weights, not a ExportedProgram's"):
+        oxport.export(program, (torch.randn(2),), None, dtype="fp16")

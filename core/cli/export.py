@@ -363,7 +363,9 @@ def verify(model: Any, inputs: tuple[Any, ...], args: argparse.Namespace, input_
             model, inputs, opset_version=args.opset, dynamic_axes=dynamic_axes or None,
             input_names=input_names or None, output_names=output_names or None,
             options=options, fallbacks=args.fallback, plugins=args.plugins,
-            disable_plugins=args.no_plugin or None, dynamo=args.dynamo)
+            disable_plugins=args.no_plugin or None, dynamo=args.dynamo,
+            target=args.runtime_target, dtype=args.dtype, quantize=args.quantize,
+            quantize_block_size=args.quantize_block_size)
     except OnnxExporterError:
         raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
