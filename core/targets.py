@@ -11,6 +11,7 @@ opset each version of the runtime loads (``target="ort==1.17"`` caps the export 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import re
@@ -48,6 +49,8 @@ class Target:
     :param extends: the name of a target whose passes and symbolics come first.
     :param default_opset: the opset of an export that gives none (lowered to what the
         requested runtime version loads); None keeps oxport's default.
+    :param installed: returns the version of the runtime installed here (None if it is
+        not): ``target=name`` without a version targets that one, so the file loads in it.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Target:
     versions: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     extends: str | None = None
     default_opset: int | None = None
+    installed: Callable[[], str | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +95,8 @@ class TargetContext:
     conversion: Any = None
     model: Any = None
     applied: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: The installed runtime's version, when ``target=`` names none.
+    runtime: tuple[int, ...] | None = None
 
     @property
     def dtype(self) -> torch.dtype | None:
@@ -101,10 +107,10 @@ class TargetContext:
         return self.request.quantize
 
     def runtime_at_least(self, version: str) -> bool:
-        """Whether the requested runtime version (the newest when none is given) is at
-        least ``version``: for a fused op that version added."""
-        return self.request.version is None or \
-            self.request.version >= tuple(int(p) for p in version.split("."))
+        """Whether the targeted runtime version (the requested one, else the installed one,
+        else the newest) is at least ``version``: for a fused op that version added."""
+        runtime = self.request.version or self.runtime
+        return runtime is None or runtime >= _version(version)
 
 
 def request(target: str | None, dtype: str | None = None,
@@ -277,6 +283,7 @@ class Selection:
     caps: tuple[int, int] | None
     context: TargetContext | None = None
     model: Any = None
+    runtime: tuple[int, ...] | None = None
 
     def view(self, registry: Any) -> Any:
         """``registry`` (a RegistryView) with the chain's symbolic overrides on top of
@@ -307,7 +314,7 @@ class Selection:
     def run(self, graph: Graph, conversion: Any, opset: int) -> dict[str, int]:
         """Run the chain's passes on ``graph``; returns what they applied."""
         self.context = TargetContext(self.chain[-1], self.request, opset, conversion,
-                                     self.model)
+                                     self.model, runtime=self.runtime)
         run_passes(graph, self.chain, self.context)
         return self.context.applied
 
@@ -323,7 +330,27 @@ def select(registered: Mapping[str, Target], wanted: TargetRequest | None) -> Se
     if wanted is None:
         return None
     chain = resolve(registered, wanted)
-    return Selection(chain, wanted, limits(chain, wanted))
+    if wanted.version is not None:
+        return Selection(chain, wanted, limits(chain, wanted))
+    runtime = _installed(chain)
+    caps = None
+    if runtime is not None:  # the installed runtime's caps, when the table knows it
+        with contextlib.suppress(InvalidExportArgumentError):
+            caps = limits(chain, dataclasses.replace(wanted, version=runtime))
+    return Selection(chain, wanted, caps, runtime=runtime)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def _installed(chain: Sequence[Target]) -> tuple[int, ...] | None:
+    """The version of the runtime installed here, from the nearest target that knows."""
+    for target in reversed(chain):
+        if target.installed is not None:
+            found = target.installed()
+            return _version(found) if found else None
+    return None
 
 
 __all__ = [

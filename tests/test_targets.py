@@ -200,3 +200,13 @@ def test_dtype_needs_a_module():
     with pytest.raises(InvalidExportArgumentError, match=r"dtype= converts an nn.Module's "
                        r"weights, not a ExportedProgram's"):
         oxport.export(program, (torch.randn(2),), None, dtype="fp16")
+
+
+def test_plain_ort_targets_the_installed_onnx_runtime(monkeypatch):
+    from oxport.plugins import targets as builtin
+
+    monkeypatch.setattr(builtin, "installed_onnxruntime", lambda: "1.20.1")
+    model = _file(torch.nn.ReLU(), (torch.randn(2),), target="ort")
+    assert _opset(model) == 21 and model.ir_version == 10  # what 1.20 loads
+    monkeypatch.setattr(builtin, "installed_onnxruntime", lambda: None)
+    assert _opset(_file(torch.nn.ReLU(), (torch.randn(2),), target="ort")) == 23

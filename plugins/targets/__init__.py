@@ -8,13 +8,15 @@
 * ``ort``: ONNX Runtime's fused ops (``com.microsoft::SkipSimplifiedLayerNormalization``,
   ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``), at opset 23
   unless told (``RMSNormalization`` for a norm of no residual sum); ``ort==X.Y`` caps the
-  opset and IR version at what that release loads.
+  opset and IR version at what that release loads, plain ``ort`` at what the installed
+  ONNX Runtime loads.
 """
 
 from __future__ import annotations
 
 from oxport import hookimpl
 from oxport.opsets.attention import scaled_dot_product_attention
+from oxport.plugin_manager import importlib_metadata
 from oxport.plugins.targets.attention import (
     fuse_attention_with_cache,
     fuse_group_query_attention,
@@ -34,6 +36,17 @@ ORT_VERSIONS = {
     "1.20": (21, 10), "1.21": (22, 10), "1.22": (22, 10), "1.23": (23, 11),
 }
 
+def installed_onnxruntime() -> str | None:
+    """The version of the installed ONNX Runtime package, whichever build it is."""
+    for name in ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml",
+                 "onnxruntime-openvino", "onnxruntime-qnn"):
+        try:
+            return importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 ONNX = Target(
     "onnx", "standard ONNX; at opset 23 RMSNormalization, Attention with its KV cache, "
     "RotaryEmbedding; int4/int8 weights as blocked DequantizeLinear (opset 21+)",
@@ -47,6 +60,7 @@ ORT = Target(
             ("ort.quantize", quantize_weights),
             ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
     domains={"com.microsoft": 1}, versions=ORT_VERSIONS, default_opset=23,
+    installed=lambda: installed_onnxruntime(),  # looked up when asked (tests replace it)
     # decomposed at every opset (not opset 23's Attention), for GroupQueryAttention to fuse
     symbolics=[("aten::scaled_dot_product_attention", scaled_dot_product_attention, 23)])
 

@@ -13,7 +13,8 @@ from oxport.passes import folding
 
 
 class Index:
-    """Who produces and who reads each value of a graph (top level), rebuilt on demand."""
+    """Who reads each value of a graph (top level; None for a graph output), and its
+    outputs."""
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -22,11 +23,6 @@ class Index:
 
     def readers(self, value: Value) -> list[Node | None]:
         return self.users.get(id(value), [])
-
-    def only_reader(self, value: Value, node: Node) -> bool:
-        """Whether ``node`` is the one reader of ``value`` (not a graph output)."""
-        readers = self.readers(value)
-        return len(readers) >= 1 and all(r is node for r in readers)
 
 
 def producer(value: Value | None, *ops: str, domain: str = "") -> Node | None:
@@ -59,12 +55,6 @@ def scalar(value: Value | None) -> float | None:
     """The one number a constant holds (None otherwise)."""
     data = const(value)
     return float(data.reshape(-1)[0]) if data is not None and data.size == 1 else None
-
-
-def other_input(node: Node, known: Value) -> Value | None:
-    """The input of a binary ``node`` that is not ``known``."""
-    a, b = node.input_values[:2]
-    return b if a is known else a if b is known else None
 
 
 def attr(node: Node, name: str, default: Any = None) -> Any:
