@@ -174,14 +174,18 @@ def resolve(targets: Mapping[str, Target], wanted: TargetRequest) -> list[Target
 
 def limits(chain: Sequence[Target], wanted: TargetRequest) -> tuple[int, int] | None:
     """The (newest opset, newest IR version) the requested runtime version loads; None
-    when no version is asked or the target lists none."""
+    when no version is asked, or it is newer than every release the target lists (what it
+    loads is not known: nothing is capped)."""
     if wanted.version is None:
         return None
     table = {tuple(int(p) for p in v.split(".")): caps
              for target in chain for v, caps in target.versions.items()}
     if not table:
         raise InvalidExportArgumentError(
-            f"Target {wanted.name!r} lists no runtime versions: drop '=={wanted.label}'.")
+            f"Target {wanted.name!r} lists no runtime versions: drop "
+            f"'{wanted.label.removeprefix(wanted.name)}'.")
+    if wanted.version[:2] > max(table)[:2]:
+        return None
     older = [v for v in table if v <= wanted.version]
     if not older:
         oldest = ".".join(map(str, min(table)))

@@ -210,3 +210,7 @@ def test_plain_ort_targets_the_installed_onnx_runtime(monkeypatch):
     assert _opset(model) == 21 and model.ir_version == 10  # what 1.20 loads
     monkeypatch.setattr(builtin, "installed_onnxruntime", lambda: None)
     assert _opset(_file(torch.nn.ReLU(), (torch.randn(2),), target="ort")) == 23
+    # newer than every release the table knows: nothing is capped
+    monkeypatch.setattr(builtin, "installed_onnxruntime", lambda: "1.32.0")
+    model = _file(torch.nn.ReLU(), (torch.randn(2),), target="ort", opset_version=25)
+    assert _opset(model) == 25
