@@ -13,7 +13,7 @@ from typing import IO, Any
 import torch
 
 from oxport import plugin_manager as plugin_loader
-from oxport import serialize
+from oxport import serialize, targets
 from oxport.errors import InvalidExportArgumentError
 from oxport.exporter import pipeline, progress
 from oxport.exporter.options import ExportOptions, check_target, with_kwargs
@@ -47,6 +47,8 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
            fallbacks: Sequence[str] | None = None, plugins: Sequence[str] | None = None,
            disable_plugins: Sequence[str] | None = None, autoload_plugins: bool | None = None,
            weights: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+           target: str | None = None, dtype: str | None = None,
+           quantize: str | Mapping[str, Any] | None = None, quantize_block_size: int = 32
            ) -> ExportResult:
     """Export ``model`` to ONNX, written to ``f`` (a path or a binary file object).
 
@@ -76,8 +78,12 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
     plugins load), ``weights`` (for a model whose parameters are on the meta device, with
     ``dynamo=True``: a safetensors checkpoint folder or file, or a mapping from parameter
     names to tensors or functions returning them; the model is captured without weights and
-    each weight streamed into the file: see docs/large_models.md). ``f=None`` converts
-    without writing anything.
+    each weight streamed into the file: see docs/large_models.md), ``target`` (a runtime profile a plugin registers: ``"onnx"``, ``"ort"``,
+    ``"ort==1.17"`` caps the opset and IR version at what that version loads; see
+    docs/targets.md), ``dtype`` (``"fp16"``/``"bf16"``: weights and compute in that type),
+    ``quantize`` (``"int4"``/``"int8"`` weight-only, ``quantize_block_size`` per block; a
+    dict ``{"format", "block_size", "lm_head", "embeddings"}`` for the head and embeddings).
+    ``f=None`` converts without writing anything.
 
     Nothing is left at ``f`` when the export fails, except after a :class:`CheckerError`:
     then the invalid model is still written, for inspection.
@@ -95,7 +101,8 @@ def export(model: torch.nn.Module | torch.jit.ScriptModule | torch.jit.ScriptFun
         export_modules_as_functions=export_modules_as_functions,
         autograd_inlining=autograd_inlining, fallbacks=fallbacks, plugins=plugins,
         disable_plugins=disable_plugins, autoload_plugins=autoload_plugins,
-        dynamo=dynamo, dynamic_shapes=dynamic_shapes, weights=weights)
+        dynamo=dynamo, dynamic_shapes=dynamic_shapes, weights=weights,
+        target=targets.request(target, dtype, quantize, quantize_block_size))
     args = with_kwargs(args, kwargs)
     if f is not None:
         check_target(f)
@@ -130,7 +137,9 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
             plugins: Sequence[str] | None = None, disable_plugins: Sequence[str] | None = None,
             autoload_plugins: bool | None = None, check: bool = True,
             add_node_names: bool = True, dynamo: bool = False,
-            dynamic_shapes: Any = None) -> ExportResult:
+            dynamic_shapes: Any = None, target: str | None = None, dtype: str | None = None,
+            quantize: str | Mapping[str, Any] | None = None, quantize_block_size: int = 32
+            ) -> ExportResult:
     """Convert without writing a file; same parameters as :func:`export`."""
     options = ExportOptions.of(
         model, export_params=export_params, verbose=verbose, training=training,
@@ -141,7 +150,8 @@ def convert(model: Any, args: Any, *, export_params: bool = True, verbose: bool 
         export_modules_as_functions=export_modules_as_functions,
         autograd_inlining=autograd_inlining, fallbacks=fallbacks, plugins=plugins,
         disable_plugins=disable_plugins, autoload_plugins=autoload_plugins,
-        dynamo=dynamo, dynamic_shapes=dynamic_shapes, add_node_names=add_node_names)
+        dynamo=dynamo, dynamic_shapes=dynamic_shapes, add_node_names=add_node_names,
+        target=targets.request(target, dtype, quantize, quantize_block_size))
     return pipeline.convert(model, args, options, check=check)
 
 

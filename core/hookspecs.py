@@ -158,6 +158,28 @@ def oxport_register_tasks(registry: Registrar) -> None:
 
 
 @hookspec
+def oxport_register_targets(registry: Registrar) -> None:
+    """Register runtime targets: profiles that ``export(target=name)`` (``--target name``)
+    selects, each bringing graph passes (fusions into a runtime's fused ops, weight
+    quantization), symbolic overrides that apply only while it is selected, and the opset
+    and IR version each runtime version loads.
+
+    Runs when the plugin loads; only a plugin loaded with every export (one that declares no
+    ops) may register targets.
+
+    :param registry: the registrar bound to this plugin;
+        ``registry.register_target(name, oxport.targets.Target(name, ...))`` registers one.
+
+    Example::
+
+        @oxport.hookimpl
+        def oxport_register_targets(registry):
+            registry.register_target("myrt", Target("myrt", passes=[("fuse-x", fuse_x)],
+                                                    versions={"2.0": (21, 10)}))
+    """
+
+
+@hookspec
 def oxport_graph_boundary(graph: Graph, front: FrontEnd, input_names: list[str],
                           opset: int) -> None:
     """Rewrite the converted graph's inputs and outputs for values the front end hands

@@ -74,6 +74,7 @@ _REGISTRATION_HOOKS = (
     "oxport_register_passes",
     "oxport_register_io_types",
     "oxport_register_tasks",
+    "oxport_register_targets",
 )
 
 
@@ -403,6 +404,7 @@ class PluginManager:
             "I/O types": sum(1 for io_type in registry.io_types.values()
                              if io_type.provenance is provenance),
             "tasks": sum(1 for task in registry.tasks.values() if task.provenance is provenance),
+            "targets": sum(1 for _, p in registry.targets.values() if p is provenance),
         }
         info.registered = {k: n for k, n in counts.items() if n}
         info.ops = ops

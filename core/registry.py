@@ -276,6 +276,8 @@ class SymbolicRegistry(_Lookup):
         self.io_types: dict[str, IOType] = {}
         #: task name -> the task and who registered it: see Registrar.register_task
         self.tasks: dict[str, Any] = {}
+        #: target name -> (its profile, who registered it): see Registrar.register_target
+        self.targets: dict[str, tuple[Any, Provenance]] = {}
 
     def _demand(self, name: str | None) -> None:
         if self._loader is not None:
@@ -354,6 +356,7 @@ class SymbolicRegistry(_Lookup):
                                  if r[1] != provenance}
         self.io_types = {n: t for n, t in self.io_types.items() if t.provenance != provenance}
         self.tasks = {n: t for n, t in self.tasks.items() if t.provenance != provenance}
+        self.targets = {n: t for n, t in self.targets.items() if t[1] != provenance}
 
     def _seal(self, name: str) -> None:
         """Recompute each entry's last opset within its provider's version ladder."""
@@ -526,6 +529,20 @@ class Registrar:
             raise RegistryError(f"Task {name!r} is registered by both {previous.provenance} "
                                 f"and {self.provenance}: block one of the two plugins.")
         self._registry.tasks[name] = RegisteredTask(task, self.provenance)
+
+    def register_target(self, name: str, target: Any) -> None:
+        """Register a runtime profile (an :class:`oxport.targets.Target`) that
+        ``export(target=name)`` selects: see :func:`oxport.hookspecs.oxport_register_targets`."""
+        from oxport.targets import Target
+
+        if not isinstance(target, Target) or target.name != name:
+            raise RegistryError(f"Target {name!r} from {self.provenance}: register an "
+                                f"oxport.targets.Target named {name!r}.")
+        previous = self._registry.targets.get(name)
+        if previous is not None and previous[1] != self.provenance:
+            raise RegistryError(f"Target {name!r} is registered by both {previous[1]} and "
+                                f"{self.provenance}: block one of the two plugins.")
+        self._registry.targets[name] = (target, self.provenance)
 
     def register_capture_kernel(self, name: str, fn: Callable[..., Any]) -> None:
         """Keep the ATen op ``name`` (``aten::lstm.input``) whole when torch.export captures
@@ -752,6 +769,11 @@ class RegistryView(_Lookup):
     @property
     def tasks(self) -> dict[str, Any]:
         return {name: t for registry in self.registries for name, t in registry.tasks.items()}
+
+    @property
+    def targets(self) -> dict[str, Any]:
+        return {name: t for registry in self.registries for name, (t, _) in
+                registry.targets.items()}
 
     @property
     def cases(self) -> list[OpCase]:

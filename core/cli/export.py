@@ -93,6 +93,15 @@ def add_export_command(sub: Any, help: str) -> None:
                    help="names of the outputs")
     p.add_argument("--opset", type=opset_arg,
                    help=f"the ai.onnx opset (default: {DEFAULT_OPSET})")
+    p.add_argument("--target", dest="runtime_target", metavar="NAME",
+                   help="the runtime profile: onnx (default), ort, ort==X.Y (caps the opset "
+                        "and IR version), or one a plugin registers (docs/targets.md)")
+    p.add_argument("--dtype", choices=["fp32", "fp16", "bf16"],
+                   help="weights and compute in this dtype (default: the model's)")
+    p.add_argument("--quantize", choices=["int4", "int8"],
+                   help="weight-only quantization of the MatMul weights")
+    p.add_argument("--quantize-block-size", type=int, default=32, metavar="N",
+                   help="--quantize's block size (default: 32)")
     p.add_argument("--fallback", action="append", default=[], metavar="NAME",
                    help="enable a fallback for ops without a conversion: aten (every aten op "
                         "as ATen), aten-fallback (only the unconverted ones), fallthrough "
@@ -269,7 +278,9 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             model, inputs, input_names=input_names or None, output_names=output_names or None,
             opset_version=args.opset, dynamic_axes=dynamic_axes or None,
             fallbacks=args.fallback, plugins=args.plugins,
-            disable_plugins=args.no_plugin or None, dynamo=args.dynamo, check=False)
+            disable_plugins=args.no_plugin or None, dynamo=args.dynamo, check=False,
+            target=args.runtime_target, dtype=args.dtype, quantize=args.quantize,
+            quantize_block_size=args.quantize_block_size)
         # Verified before it is written: a Ctrl-C while verifying leaves no file. A model
         # that fails verification is written, for inspection.
         verdict = None
@@ -366,7 +377,9 @@ def verify(model: Any, inputs: tuple[Any, ...], args: argparse.Namespace, input_
             model, inputs, opset_version=args.opset, dynamic_axes=dynamic_axes or None,
             input_names=input_names or None, output_names=output_names or None,
             options=options, fallbacks=args.fallback, plugins=args.plugins,
-            disable_plugins=args.no_plugin or None, dynamo=args.dynamo)
+            disable_plugins=args.no_plugin or None, dynamo=args.dynamo,
+            target=args.runtime_target, dtype=args.dtype, quantize=args.quantize,
+            quantize_block_size=args.quantize_block_size)
     except OnnxExporterError:
         raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types

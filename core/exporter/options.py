@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from oxport import serialize
+from oxport import serialize, targets
 from oxport.errors import InvalidExportArgumentError
 from oxport.frontends.base import FrontEnd
 from oxport.passes import functions
@@ -57,6 +57,10 @@ class ExportOptions:
     #: Where the values of a meta-device model's weights are (``weights=``): streamed
     #: into the file (:mod:`oxport.serialize.streamed`).
     weights: Any = None
+    #: The runtime target, dtype and weight format asked for (None: a plain export), and
+    #: whether ``opset_version`` was given (else the target's runtime may lower the default).
+    target: targets.TargetRequest | None = None
+    opset_given: bool = True
 
     @property
     def params_are_inputs(self) -> bool:
@@ -71,7 +75,8 @@ class ExportOptions:
            custom_opsets: Mapping[str, int] | None = None,
            export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
            fallbacks: Sequence[str] | None = None, verbose: bool | None = False,
-           dynamo: bool = False, dynamic_shapes: Any = None, **given: Any) -> ExportOptions:
+           dynamo: bool = False, dynamic_shapes: Any = None,
+           target: targets.TargetRequest | None = None, **given: Any) -> ExportOptions:
         """Check the parameters of :func:`oxport.convert` for ``model``; the others
         (``export_params``, ``input_names``...) are kept as given."""
         opset = check_opset(opset_version)
@@ -96,7 +101,7 @@ class ExportOptions:
                    fallbacks=tuple(fallbacks or ()), verbose=bool(verbose), dynamo=dynamo,
                    dynamic_shapes=dynamic_shapes,
                    exported=dynamo or isinstance(model, torch.export.ExportedProgram),
-                   **given)
+                   target=target, opset_given=opset_version is not None, **given)
 
 
 # -- checks ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ inputs and outputs, serialize. :func:`convert` runs them in order."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import warnings
@@ -14,9 +15,10 @@ from typing import Any
 import torch
 
 from oxport import plugin_manager as plugin_loader
-from oxport import serialize
+from oxport import serialize, targets
 from oxport.errors import (
     InvalidExportArgumentError,
+    UnsupportedOperatorError,
     how_to_set,
     user_stacklevel,
     warn_at_source,
@@ -69,6 +71,13 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
                                      block=options.disable_plugins)
         registry = RegistryView(manager.registry, plugin_loader.runtime_registry())
         enabled = resolve_fallbacks(registry, options.export_type, options.fallbacks)
+        selection = targets.select(registry.targets, options.target)
+        if selection is not None:
+            registry = selection.view(registry)
+            options = dataclasses.replace(
+                options, opset=selection.opset(options.opset, options.opset_given))
+            io_types.enable(registry.io_types)
+            model, args = selection.prepare(model, args)
     training = is_training(model, options.training)
     grad = tracing_grad(options.exported)  # the caller's, read before no_grad() below
 
@@ -86,7 +95,12 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
                     autograd_inlining=options.autograd_inlining,
                     params_are_inputs=options.params_are_inputs, progress=advance,
                     sizes_may_vary=bool(options.dynamic_axes) and front.example_sizes)
-                graph = conversion.run(front)
+                try:
+                    graph = conversion.run(front)
+                except UnsupportedOperatorError as exc:
+                    if selection is None:
+                        raise
+                    raise selection.explain(exc) from exc
         dynamic_inputs = _dynamic_inputs(graph, options.input_names, options.output_names,
                                          options.dynamic_axes)
         _warn_traced_sizes_of_dynamic_axes(graph, conversion, dynamic_inputs, front.graph,
@@ -96,6 +110,8 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
             readers = passes.input_readers(graph)
             _transform(graph, conversion, registry, options, dynamic_inputs,
                        folding=options.do_constant_folding and not training)
+            if selection is not None:
+                selection.run(graph, conversion, options.opset)
             input_names, dynamic_axes = _settle_boundary(graph, front, manager, registry,
                                                          options, readers)
             if not front.example_sizes:
@@ -106,6 +122,8 @@ def convert(model: Any, args: Any, options: ExportOptions, *, check: bool = True
             serialized = _serialize(graph, model, front, input_names, dynamic_axes, options)
             if dynamic_axes and front.example_sizes:
                 dim_names.name_open_output_dims(serialized)
+        if selection is not None:
+            selection.check(serialized.model.ir_version)
         if options.verbose:
             print(pretty(serialized))
         result = ExportResult(graph, serialized, options.opset, dict(conversion.used),

@@ -268,6 +268,8 @@ def _as_tensor(result: Any) -> torch.Tensor:
     array = np.asarray(result)
     if not array.ndim or min(array.strides) < 0 or not array.flags.writeable:
         array = array.copy()  # torch takes no negative strides nor read-only arrays
+    if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch does not read
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint16)).view(torch.bfloat16)
     return torch.from_numpy(array)
 
 

@@ -180,3 +180,17 @@ def _ones_value_dropout(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 pack.case(_OP, _ones_value_dropout, (2, 4, 8, 16), (2, 2, 8, 16), name="gqa_dropout",
           check="shape", min_opset=12)
+
+
+# attention over a KV cache, which the onnx target folds into one Attention (past/present)
+def _cached_sdpa():
+    from oxport.opsets.cases.nn import CachedSdpaAttention
+
+    return CachedSdpaAttention().eval()
+
+
+pack.case(_OP, _cached_sdpa(), (2, 3, 64), (2, 2, 4, 16), (2, 2, 4, 16),
+          name="cached_attention_onnx", export_kwargs={"target": "onnx"}, min_opset=23,
+          input_names=["x", "past_key", "past_value"], atol=1e-5,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})

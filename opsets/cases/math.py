@@ -135,3 +135,41 @@ pack.case("aten::where.self", lambda c, x, y: torch.where(c, x, y), _bools(),
           lambda: torch.randint(-5, 5, (3, 4), dtype=torch.int16), name="int16")
 pack.case("aten::where.self", lambda c, x, y: torch.where(c, x, y), _bools(), _bools(), _bools(),
           name="bool")  # ONNX Runtime has no Where of int16 or bool: computed in int32
+
+
+# -- the hand-written RMSNorm that the ort and onnx targets fuse (plugins/targets/norms.py) --
+class _HandRMSNorm(torch.nn.Module):
+    """transformers' LlamaRMSNorm: float32 statistics, rsqrt, weight last."""
+
+    def __init__(self, size: int = 16) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(size) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = x.to(torch.float32)
+        hidden = hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * hidden.to(x.dtype)
+
+
+class _ResidualRMSNorm(_HandRMSNorm):
+    """A norm of a residual sum that is read again (SkipSimplifiedLayerNormalization)."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        total = a + b
+        return super().forward(total), total * 2
+
+
+class _HalfRMSNorm(_HandRMSNorm):
+    def __init__(self) -> None:
+        super().__init__()
+        self.half()
+
+
+for _target, _opset in (("ort", None), ("onnx", 23)):
+    pack.case("aten::rsqrt", _HandRMSNorm, (2, 3, 16), name=f"rms_norm_{_target}",
+              export_kwargs={"target": _target}, min_opset=_opset)
+    pack.case("aten::rsqrt", _ResidualRMSNorm, (2, 3, 16), (2, 3, 16),
+              name=f"residual_rms_norm_{_target}", export_kwargs={"target": _target},
+              min_opset=_opset)
+pack.case("aten::rsqrt", _HalfRMSNorm, lambda: torch.randn(2, 3, 16).half(),
+          name="rms_norm_ort_fp16", export_kwargs={"target": "ort"}, atol=2e-3, rtol=2e-3)

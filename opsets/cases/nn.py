@@ -211,3 +211,86 @@ class _ComplexBias(_ComplexConv):
 
 pack.case("aten::conv2d", _ComplexBias, _complex_image, name="complex_bias", atol=1e-4,
           not_traceable="the tracer records the real convolutions, not conv2d")
+
+
+# -- attention over a KV cache as transformers writes it, which the ort target fuses into
+# GroupQueryAttention (plugins/targets/attention.py) --------------------------------------
+class TinyRotaryEmbedding(torch.nn.Module):
+    """transformers' default rotary embedding: ``(cos, sin)`` of ``position * inv_freq``."""
+
+    rope_type = "default"
+
+    def __init__(self, head_size: int) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_size, 2).float() / head_size))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
+        freqs = position_ids[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class CachedAttention(torch.nn.Module):
+    """Grouped-query attention with rotary embedding and a KV cache (4 heads of 16, 2 KV
+    heads):
+    returns the output and the present keys and values."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.kv_heads, self.size = heads, kv_heads, hidden // heads
+        self.q = torch.nn.Linear(hidden, heads * self.size, bias=False)
+        self.k = torch.nn.Linear(hidden, kv_heads * self.size, bias=False)
+        self.v = torch.nn.Linear(hidden, kv_heads * self.size, bias=False)
+        self.o = torch.nn.Linear(heads * self.size, hidden, bias=False)
+        self.rotary = TinyRotaryEmbedding(self.size)
+
+    def _heads(self, x: torch.Tensor, count: int) -> torch.Tensor:
+        return x.reshape(x.shape[0], x.shape[1], count, self.size).transpose(1, 2)
+
+    def forward(self, x, past_key, past_value):
+        batch, seq = x.shape[:2]
+        past = past_key.shape[2]
+        positions = torch.arange(past, past + seq)[None].expand(batch, seq)
+        cos, sin = (t[:, None] for t in self.rotary(x, positions))
+        q, k = self._heads(self.q(x), self.heads), self._heads(self.k(x), self.kv_heads)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        keys = torch.cat([past_key, k], dim=2)
+        values = torch.cat([past_value, self._heads(self.v(x), self.kv_heads)], dim=2)
+        group = self.heads // self.kv_heads
+        repeated_k = keys[:, :, None].expand(-1, -1, group, -1, -1).reshape(
+            batch, self.heads, keys.shape[2], self.size)
+        repeated_v = values[:, :, None].expand(-1, -1, group, -1, -1).reshape(
+            batch, self.heads, keys.shape[2], self.size)
+        causal = torch.ones(seq, keys.shape[2], dtype=torch.bool).tril(past)
+        out = self.attend(q, repeated_k, repeated_v, causal)
+        return self.o(out.transpose(1, 2).reshape(batch, seq, -1)), keys, values
+
+    def attend(self, q, k, v, causal):
+        scores = q @ k.transpose(2, 3) * self.size ** -0.5
+        return scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+
+
+class CachedSdpaAttention(CachedAttention):
+    """The same through ``scaled_dot_product_attention`` (opset 23: an ``Attention``)."""
+
+    def attend(self, q, k, v, causal):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+
+
+pack.case("aten::softmax", CachedAttention, (1, 3, 64), (1, 2, 4, 16), (1, 2, 4, 16),
+          name="cached_attention_ort", export_kwargs={"target": "ort"},
+          input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=11,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})
+pack.case("aten::softmax", CachedAttention, (2, 3, 64), (2, 2, 4, 16), (2, 2, 4, 16),
+          name="cached_attention_onnx_rotary", export_kwargs={"target": "onnx"},
+          input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=23,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})

@@ -1,0 +1,149 @@
+"""RMSNorm as transformers writes it by hand —
+``w * (x * 1/sqrt(mean(x**2, -1) + eps))``, with optional casts to float32 around it — as
+one fused op, ``RMSNormalization`` (opset 23+); for ort, a norm of a residual sum
+``a + b`` is ``com.microsoft::SkipSimplifiedLayerNormalization(a, b, w)``, whose fourth
+output is the sum. (ONNX Runtime's ``SimplifiedLayerNormalization`` lives in the standard
+domain, where ONNX's checker rejects it: below opset 23 a norm of no sum stays unfused.)"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from oxport.ir import Graph, Node, Value
+from oxport.plugins.targets.patterns import (
+    attr,
+    const,
+    insert_before,
+    producer,
+    rank,
+    reduced_axes,
+    replace_value,
+    scalar,
+    skip_casts,
+)
+
+MSFT = "com.microsoft"
+
+
+@dataclasses.dataclass
+class RMSNorm:
+    """A matched RMSNorm: its input, weight, epsilon and the node whose output it is."""
+
+    x: Value
+    weight: Value
+    epsilon: float
+    last: Node
+
+
+def match_rms_norm(node: Node) -> RMSNorm | None:
+    """The RMSNorm ending at ``node`` (``Mul(weight, normalized)``), or None."""
+    if (node.domain, node.op_type) != ("", "Mul"):
+        return None
+    for weight, normalized in (node.input_values, node.input_values[::-1]):
+        if weight is None or normalized is None or const(weight) is None \
+                or const(weight).ndim != 1:
+            continue
+        found = _normalized(skip_casts(normalized))
+        if found is not None:
+            return RMSNorm(found[0], weight, found[1], node)
+    return None
+
+
+def _normalized(value: Value | None) -> tuple[Value, float] | None:
+    """``(x, eps)`` when ``value`` is ``x * 1/sqrt(mean(x*x, -1) + eps)``."""
+    mul = producer(value, "Mul")
+    if mul is None:
+        return None
+    for x, inverse in (mul.input_values, mul.input_values[::-1]):
+        eps_and_source = _inverse_rms(inverse)
+        if eps_and_source is not None and eps_and_source[1] is x:
+            return skip_casts(x) if _is_float32_cast_of(x) else x, eps_and_source[0]
+    return None
+
+
+def _is_float32_cast_of(value: Value) -> bool:
+    cast = producer(value, "Cast")
+    return cast is not None and attr(cast, "to") == 1
+
+
+def _inverse_rms(value: Value | None) -> tuple[float, Value] | None:
+    """``(eps, x)`` when ``value`` is ``1/sqrt(mean(x*x, -1) + eps)``."""
+    sqrt_out = None
+    if (reciprocal := producer(value, "Reciprocal")) is not None:
+        sqrt_out = reciprocal.input_values[0]
+    elif (div := producer(value, "Div")) is not None and scalar(div.input_values[0]) == 1.0:
+        sqrt_out = div.input_values[1]
+    sqrt = producer(sqrt_out, "Sqrt")
+    add = producer(sqrt.input_values[0] if sqrt else None, "Add")
+    if add is None:
+        return None
+    for mean_out, eps_value in (add.input_values, add.input_values[::-1]):
+        eps, mean = scalar(eps_value), producer(mean_out, "ReduceMean")
+        if eps is None or mean is None or attr(mean, "keepdims", 1) != 1:
+            continue
+        square = mean.input_values[0]
+        x = _squared(square)
+        if x is not None and reduced_axes(mean) in ([-1], [r - 1] if (r := rank(x)) else []):
+            return eps, x
+    return None
+
+
+def _squared(value: Value | None) -> Value | None:
+    """``x`` when ``value`` is ``x ** 2`` or ``x * x``."""
+    if (power := producer(value, "Pow")) is not None and scalar(power.input_values[1]) == 2.0:
+        return power.input_values[0]
+    if (mul := producer(value, "Mul")) is not None and mul.input_values[0] is \
+            mul.input_values[1]:
+        return mul.input_values[0]
+    return None
+
+
+def fuse_rms_norm(graph: Graph, context: Any) -> int:
+    """Every hand-written RMSNorm as the target's fused op (none for onnx below opset 23)."""
+    onnx_target = context.target.name == "onnx"
+    if onnx_target and context.opset < 23:
+        return 0
+    count = 0
+    for node in list(graph.nodes):
+        norm = match_rms_norm(node)
+        if norm is None:
+            continue
+        if not onnx_target and _fuse_skip(graph, norm):
+            count += 1
+        elif context.opset >= 23:
+            _replace(graph, norm, "", "RMSNormalization", [norm.x, norm.weight])
+            count += 1
+    return count
+
+
+def _attrs(norm: RMSNorm) -> dict[str, tuple[str, Any]]:
+    return {"axis": ("i", -1), "epsilon": ("f", norm.epsilon), "stash_type": ("i", 1)}
+
+
+def _replace(graph: Graph, norm: RMSNorm, domain: str, op: str, inputs: list[Value],
+             outputs: int = 1) -> Node:
+    attrs = _attrs(norm) if domain == "" else {"epsilon": ("f", norm.epsilon)}
+    fused = graph.add_node(domain, op, inputs, outputs, attrs=attrs)
+    insert_before(graph, norm.last, [fused])
+    replace_value(graph, norm.last.output_values[0], fused.output_values[0])
+    return fused
+
+
+def _fuse_skip(graph: Graph, norm: RMSNorm) -> bool:
+    """``SkipSimplifiedLayerNormalization(a, b, w)`` when the norm's input is ``a + b`` of
+    two 3-D tensors of one shape; its fourth output, the sum, replaces the ``Add``."""
+    add = producer(norm.x, "Add")
+    if add is None or rank(norm.x) != 3 or norm.x.dtype not in (torch.float32, torch.float16):
+        return False
+    a, b = add.input_values
+    if a is None or b is None or a.type().shape != b.type().shape or rank(a) != 3 \
+            or a.is_const or b.is_const:
+        return False
+    fused = _replace(graph, norm, MSFT, "SkipSimplifiedLayerNormalization",
+                     [a, b, norm.weight], outputs=4)
+    graph.use_domain(MSFT, 1)
+    replace_value(graph, norm.x, fused.output_values[3])  # the sum, read by the residual
+    return True

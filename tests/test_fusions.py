@@ -1,0 +1,191 @@
+"""The ``ort`` and ``onnx`` targets' fusions on the graphs transformers' code makes, on both
+front ends: each fused file matches the unfused one (and eager) in ONNX Runtime, and the
+fused ops are there. Op-level cases of the same patterns run in the shared runner
+(``aten::rsqrt[rms_norm_*]``, ``aten::softmax[cached_attention_ort]``)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import oxport
+from oxport.opsets.cases.math import _HandRMSNorm, _ResidualRMSNorm
+from oxport.opsets.cases.nn import CachedAttention
+from tests import tiny_llama
+from tests.tiny_llama import FRONT_ENDS
+
+ATTENTION_AXES = {"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                  "past_value": {0: "batch", 2: "past"}}
+
+
+def _export(model, args, **kwargs) -> bytes:
+    buffer = io.BytesIO()
+    oxport.export(model, args, buffer, **kwargs)
+    return buffer.getvalue()
+
+
+def _run(data: bytes, *arrays: torch.Tensor) -> list[np.ndarray]:
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), arrays)})
+
+
+def _ops(data: bytes) -> list[str]:
+    return [n.op_type for n in onnx.load_from_string(data).graph.node]
+
+
+def _assert_same(fused: bytes, plain: bytes, *arrays: torch.Tensor, atol: float = 1e-5):
+    for a, b in zip(_run(fused, *arrays), _run(plain, *arrays), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=atol)
+
+
+@FRONT_ENDS
+@pytest.mark.parametrize(("target", "opset", "fused_op"), [
+    ("ort", 20, None), ("ort", 23, "RMSNormalization"), ("onnx", 23, "RMSNormalization")])
+def test_a_hand_written_rms_norm_fuses(dynamo, target, opset, fused_op):
+    x = torch.randn(2, 3, 16)
+    model = _HandRMSNorm()
+    plain = _export(model, (x,), opset_version=opset, dynamo=dynamo)
+    fused = _export(model, (x,), opset_version=opset, dynamo=dynamo, target=target)
+    if fused_op is None:  # below 23 ONNX Runtime's SimplifiedLayerNormalization would fail
+        assert _ops(fused) == _ops(plain)  # ONNX's checker: left unfused
+    else:
+        assert _ops(fused) == [fused_op]
+    _assert_same(fused, plain, x)
+
+
+@FRONT_ENDS
+def test_a_residual_rms_norm_becomes_skip_simplified_layer_normalization(dynamo):
+    a, b = torch.randn(2, 3, 16), torch.randn(2, 3, 16)
+    model = _ResidualRMSNorm()
+    plain = _export(model, (a, b), dynamo=dynamo)
+    fused = _export(model, (a, b), dynamo=dynamo, target="ort")
+    assert "SkipSimplifiedLayerNormalization" in _ops(fused) and "Pow" not in _ops(fused)
+    _assert_same(fused, plain, a, b)
+    _assert_same(fused, plain, torch.randn(2, 3, 16), torch.randn(2, 3, 16))
+
+
+@FRONT_ENDS
+def test_cached_attention_becomes_group_query_attention(dynamo):
+    model = CachedAttention().eval()
+    example = (torch.randn(2, 3, 64), torch.randn(2, 2, 4, 16), torch.randn(2, 2, 4, 16))
+    names = ["x", "past_key", "past_value"]
+    plain = _export(model, example, dynamo=dynamo, input_names=names,
+                    dynamic_axes=ATTENTION_AXES)
+    fused = _export(model, example, dynamo=dynamo, input_names=names,
+                    dynamic_axes=ATTENTION_AXES, target="ort")
+    assert _ops(fused).count("GroupQueryAttention") == 1
+    assert "Softmax" not in _ops(fused) and "Cos" not in _ops(fused)
+    # decode steps at any batch, a first prompt, a prompt after a past (batch 1: a limit of
+    # ONNX Runtime's kernel)
+    for batch, seq, past in ((2, 1, 5), (3, 1, 0), (2, 4, 0), (1, 3, 6)):
+        arrays = (torch.randn(batch, seq, 64), torch.randn(batch, 2, past, 16),
+                  torch.randn(batch, 2, past, 16))
+        _assert_same(fused, plain, *arrays)
+        with torch.no_grad():
+            eager = model(*arrays)
+        for got, want in zip(_run(fused, *arrays), eager, strict=True):
+            np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)
+
+
+def test_attention_stays_unfused_where_ort_cannot_run_it():
+    example = (torch.randn(1, 3, 64), torch.randn(1, 2, 4, 16), torch.randn(1, 2, 4, 16))
+    names = ["x", "past_key", "past_value"]
+    old = _export(CachedAttention().eval(), example, input_names=names,
+                  dynamic_axes=ATTENTION_AXES, target="ort==1.17")
+    assert "GroupQueryAttention" not in _ops(old)
+
+    class Narrow(CachedAttention):  # heads of 8: the kernel's rotary takes multiples of 16
+        def __init__(self):
+            super().__init__(hidden=32)
+
+    narrow = (torch.randn(1, 3, 32), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
+    data = _export(Narrow().eval(), narrow, input_names=names, dynamic_axes=ATTENTION_AXES,
+                   target="ort")
+    assert "GroupQueryAttention" not in _ops(data)
+    _assert_same(data, _export(Narrow().eval(), narrow, input_names=names,
+                               dynamic_axes=ATTENTION_AXES), *narrow)
+
+
+@FRONT_ENDS
+def test_the_ort_llama_is_fused_and_matches_the_unfused_file(dynamo):
+    model = tiny_llama.llama()
+    plain, _ = tiny_llama.export(model, dynamo=dynamo)
+    fused, result = tiny_llama.export(model, dynamo=dynamo, target="ort")
+    ops = tiny_llama.op_types(fused)
+    assert ops.count(("com.microsoft", "GroupQueryAttention")) == tiny_llama.LAYERS
+    assert ops.count(("com.microsoft", "SkipSimplifiedLayerNormalization")) == \
+        2 * tiny_llama.LAYERS
+    assert not {"Softmax", "Cos", "Sin", "Where"} & {op for _, op in ops}
+    assert ops.count(("", "MatMul")) == 5 * tiny_llama.LAYERS + 1  # q, k, v packed in one
+    assert len(ops) <= 35 < len(tiny_llama.op_types(plain)) / 4
+    assert result.graph.metadata["oxport.target_passes"].startswith("ort.rms-norm=")
+    # a first prompt, a decode step, a prompt after a past
+    shapes = ((0, 5), (6, 1), (4, 3))
+    for past, seq in shapes:
+        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+
+
+def test_the_fused_fp16_and_int4_llama_runs():
+    model = tiny_llama.llama()
+    data, _ = tiny_llama.export(model, False, torch.float16, target="ort", dtype="fp16")
+    assert tiny_llama.op_types(data).count(("com.microsoft", "GroupQueryAttention")) == 2
+    tiny_llama.assert_matches_eager(data, model, torch.float16, atol=2e-3,
+                                    shapes=((0, 5), (6, 1)))
+    data, _ = tiny_llama.export(model, target="ort", quantize="int4")
+    ops = tiny_llama.op_types(data)
+    assert ops.count(("com.microsoft", "GroupQueryAttention")) == 2
+    assert ops.count(("com.microsoft", "MatMulNBits")) == 5 * tiny_llama.LAYERS + 1
+
+
+def _attention_nodes(data: bytes) -> list[onnx.NodeProto]:
+    return [n for n in onnx.load_from_string(data).graph.node if n.op_type == "Attention"]
+
+
+@FRONT_ENDS
+def test_the_onnx_llama_at_opset_23_takes_its_cache_into_attention(dynamo):
+    model = tiny_llama.llama()
+    plain, _ = tiny_llama.export(model, dynamo=dynamo, opset_version=23)
+    fused, result = tiny_llama.export(model, dynamo=dynamo, target="onnx", opset_version=23)
+    ops = tiny_llama.op_types(fused)
+    attentions = _attention_nodes(fused)
+    assert len(attentions) == tiny_llama.LAYERS
+    assert all(len(n.input) == 6 and len(n.output) == 3 for n in attentions)
+    assert ops.count(("", "RotaryEmbedding")) == 2 * tiny_llama.LAYERS
+    assert ops.count(("", "RMSNormalization")) == 2 * tiny_llama.LAYERS + 1
+    assert ("", "Expand") not in ops or ops.count(("", "Expand")) < \
+        tiny_llama.op_types(plain).count(("", "Expand"))  # KV heads no longer repeated
+    assert all(domain == "" for domain, _ in ops)
+    shapes = ((0, 5), (6, 1), (4, 3))
+    for past, seq in shapes:
+        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+    assert "onnx.attention=2" in result.graph.metadata["oxport.target_passes"]
+
+
+@FRONT_ENDS
+def test_sdpa_over_a_cache_becomes_one_attention_with_past(dynamo):
+    from oxport.opsets.cases.nn import CachedSdpaAttention
+
+    model = CachedSdpaAttention().eval()
+    example = (torch.randn(2, 3, 64), torch.randn(2, 2, 4, 16), torch.randn(2, 2, 4, 16))
+    kwargs = {"input_names": ["x", "past_key", "past_value"], "dynamic_axes": ATTENTION_AXES,
+              "opset_version": 23, "dynamo": dynamo}
+    plain = _export(model, example, **kwargs)
+    fused = _export(model, example, target="onnx", **kwargs)
+    (attention,) = _attention_nodes(fused)
+    assert (len(attention.input), len(attention.output)) == (6, 3)
+    assert _ops(fused).count("RotaryEmbedding") == 2
+    for batch, seq, past in ((2, 1, 5), (3, 4, 0), (2, 3, 6)):
+        arrays = (torch.randn(batch, seq, 64), torch.randn(batch, 2, past, 16),
+                  torch.randn(batch, 2, past, 16))
+        _assert_same(fused, plain, *arrays)
