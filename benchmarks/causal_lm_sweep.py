@@ -5,8 +5,9 @@ config from the defaults (2 layers, hidden 32, 4 heads...), random weights, chec
 ``generate`` is deterministic, ``save_pretrained`` it, export it with
 ``oxport.export_task(..., "text-generation-with-past", verify=True)`` on each front end
 (greedy generation of 12 tokens in ONNX Runtime against transformers' ``generate``), and
-record the verdict or why not. Each architecture runs in its own process (a hang or crash
-is one row), results are appended to a JSON-lines file, and a run resumes where it stopped.
+record the verdict or why not. A worker process runs them in turn (a hang or crash is one
+row, and a new worker goes on), results are appended to a JSON-lines file, and a run
+resumes where it stopped.
 
     python benchmarks/causal_lm_sweep.py --out benchmarks/results/causal_lm_sweep.jsonl
     python benchmarks/causal_lm_sweep.py --out ... --only llama,gpt2 --front-ends trace
@@ -134,36 +135,69 @@ def _one_line(exc: BaseException) -> str:
 
 
 def sweep(out: Path, only: list[str] | None, front_ends: list[str], timeout: int) -> None:
-    """Run every architecture not in ``out`` yet, each in a subprocess."""
+    """Run every (architecture, front end) not in ``out`` yet, in a worker process that
+    imports torch and transformers once; a row that takes longer than ``timeout`` or a
+    worker that dies is recorded, and a new worker goes on with the next."""
     done = {(r["architecture"], r["front_end"]) for r in read(out)}
-    for name, model_type in architectures().items():
-        if only and model_type not in only and name not in only:
-            continue
-        for front_end in front_ends:
-            if (name, front_end) in done:
-                continue
-            row = _in_subprocess(model_type, name, front_end, timeout)
+    todo = [(model_type, name, front_end) for name, model_type in architectures().items()
+            if not only or model_type in only or name in only
+            for front_end in front_ends if (name, front_end) not in done]
+    while todo:
+        for row in _worker_rows(todo, timeout):
+            todo = todo[1:]
             with open(out, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"{name:40} {front_end:6} {row['status']:18} {row.get('reason', '')[:100]}",
-                  flush=True)
+            print(f"{row['architecture']:40} {row['front_end']:6} {row['status']:18} "
+                  f"{row.get('reason', '')[:100]}", flush=True)
 
 
-def _in_subprocess(model_type: str, name: str, front_end: str, timeout: int
-                   ) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--one", model_type, name, front_end]
-    try:
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
-    except subprocess.TimeoutExpired:
-        return {"architecture": name, "model_type": model_type, "front_end": front_end,
-                "status": "timeout", "reason": f"no result in {timeout} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        tail = " ".join(done.stderr.strip().splitlines()[-1:]) or f"exit {done.returncode}"
-        return {"architecture": name, "model_type": model_type, "front_end": front_end,
-                "status": "crashed", "reason": tail[:400]}
-    return json.loads(lines[-1])
+def _worker_rows(todo: list[tuple[str, str, str]], timeout: int) -> Any:
+    """The rows of a worker running ``todo`` in order, until it finishes, dies or stalls
+    (then that job's row says so)."""
+    with tempfile.TemporaryFile("w+") as errors:  # not a pipe: a full one blocks the worker
+        worker = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(todo)], stdout=subprocess.PIPE,
+            stderr=errors, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+        lines = _lines(worker.stdout.fileno(), timeout)
+        for model_type, name, front_end in todo:
+            base = {"architecture": name, "model_type": model_type, "front_end": front_end}
+            line = next(lines)
+            if line is None:
+                worker.kill()
+                yield {**base, "status": "timeout", "reason": f"no result in {timeout} s"}
+                return
+            if line == "":  # the worker died on this job
+                worker.wait()
+                errors.seek(0)
+                tail = " ".join(errors.read().strip().splitlines()[-1:])
+                yield {**base, "status": "crashed",
+                       "reason": (tail or f"exit {worker.returncode}")[:400]}
+                return
+            yield json.loads(line)
+        worker.wait()
+
+
+def _lines(fd: int, timeout: int) -> Any:
+    """The JSON lines read from ``fd``; None when none comes within ``timeout``, '' at the
+    end."""
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            if not selector.select(timeout):
+                yield None
+                return
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                yield ""
+                return
+            buffer += chunk
+        line, _, buffer = buffer.partition(b"\n")
+        if line.startswith(b"{"):
+            yield line.decode()
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -207,12 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--front-ends", type=lambda s: s.split(","), default=list(FRONT_ENDS))
     parser.add_argument("--timeout", type=int, default=TIMEOUT)
     parser.add_argument("--markdown", type=Path, help="rewrite the table in this file")
-    parser.add_argument("--one", nargs=3, metavar=("MODEL_TYPE", "CLASS", "FRONT_END"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.one:
+    if args.worker:
         warnings.simplefilter("ignore")
-        print(json.dumps(run_one(*args.one)))
+        for job in json.loads(args.worker):
+            print(json.dumps(run_one(*job)), flush=True)
         return 0
     if args.markdown:
         write_markdown(args.markdown, read(args.out))
