@@ -165,21 +165,20 @@ class TextGeneration(common.HfTask):
             config = genai.decoder_config(loaded.model, loaded.architecture, io)
             files.append(genai.write(hf_quirks.apply(loaded.quirks, "genai_config", config),
                                      output_dir))
-        verdict = verify(loaded.model, output_dir / "model.onnx", io) if options.verify \
+        verdict = verify(loaded.model, output_dir / "model.onnx") if options.verify \
             else None
         return TaskResult(self.name, output_dir, files, verdict, details={
             "architecture": loaded.architecture, "inputs": io.input_names(),
             "outputs": io.output_names()})
 
 
-def verify(model: Any, path: Path, io: DecoderInputs) -> dict[str, Any]:
+def verify(model: Any, path: Path) -> dict[str, Any]:
     """Greedy generation in ONNX Runtime against transformers' ``generate``."""
     from oxport.plugins.hf.tasks import generation
 
     ids = generation.prompt(model.config.get_text_config().vocab_size)
     expected = generation.reference(model, ids)
-    actual = generation.onnx_greedy(path, ids, past_shape=lambda batch: (
-        batch, io.kv_heads, 0, io.head_dim))
+    actual = generation.onnx_greedy(path, ids)
     return generation.compare(expected, actual)
 
 

@@ -4,7 +4,7 @@ token, and the logits of each step; the first step that differs is named."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,12 @@ def reference(model: Any, ids: np.ndarray, new_tokens: int = NEW_TOKENS
     return new, [step.float().numpy() for step in out.logits]
 
 
-def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
-                past_shape: Callable[[int], tuple[int, ...]] | None = None
+def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS
                 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Greedy generation with the decoder at ``path``: with past inputs, the prompt is the
-    first step (a past of length 0, of ``past_shape(batch)``) and each new token the next,
-    the presents fed back; without, the whole sequence runs each step."""
+    first step (a past of length 0: the input's static sizes, the batch, 0 past positions)
+    and each new token the next, the presents fed back; without, the whole sequence runs
+    each step."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -62,8 +62,8 @@ def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
     outputs = [o.name for o in session.get_outputs()]
     past_names = [n for n in inputs if n.startswith("past_key_values.")]
     batch = ids.shape[0]
-    past = {name: np.zeros(past_shape(batch), _NUMPY_TYPES[inputs[name].type])
-            for name in past_names} if past_names else {}
+    past = {name: np.zeros(_empty_past(inputs[name].shape, batch),
+                           _NUMPY_TYPES[inputs[name].type]) for name in past_names}
     sequence, step_ids, produced, logits = ids, ids, [], []
     for _ in range(new_tokens):
         fed = sequence.shape[1] - (step_ids.shape[1] if past_names else sequence.shape[1])
@@ -83,6 +83,11 @@ def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
         past = {name: results[name.replace("past_key_values.", "present.")]
                 for name in past_names}
     return np.concatenate(produced, axis=1), logits
+
+
+def _empty_past(shape: Sequence[Any], batch: int) -> tuple[int, ...]:
+    """``[batch, heads, past, size]`` with the batch given and no past position."""
+    return (batch, shape[1], 0, *shape[3:])
 
 
 def compare(expected: tuple[np.ndarray, Sequence[np.ndarray]],
