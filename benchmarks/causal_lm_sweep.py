@@ -188,7 +188,8 @@ def _worker_rows(todo: list[tuple[str, str, str]], timeout: int) -> Any:
     with tempfile.TemporaryFile("w+") as errors:  # not a pipe: a full one blocks the worker
         worker = subprocess.Popen(
             [sys.executable, __file__, "--worker", json.dumps(todo)], stdout=subprocess.PIPE,
-            stderr=errors, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+            stderr=errors, env={"OMP_NUM_THREADS": "1",  # tiny models: threads only contend
+                                **os.environ, "TRANSFORMERS_VERBOSITY": "error"})
         lines = _lines(worker.stdout.fileno(), timeout)
         for model_type, name, front_end in todo:
             base = {"architecture": name, "model_type": model_type, "front_end": front_end}
