@@ -201,12 +201,22 @@ def _worker_rows(todo: list[tuple[str, str, str]], timeout: int) -> Any:
             if line == "":  # the worker died on this job
                 worker.wait()
                 errors.seek(0)
-                tail = " ".join(errors.read().strip().splitlines()[-1:])
                 yield {**base, "status": "crashed",
-                       "reason": (tail or f"exit {worker.returncode}")[:400]}
+                       "reason": _crash(errors.read(), worker.returncode)}
                 return
             yield json.loads(line)
         worker.wait()
+
+
+def _crash(stderr: str, status: int) -> str:
+    """A dead worker's last error line and exit status (a signal's name when one killed
+    it)."""
+    import signal
+
+    errors = [line for line in stderr.splitlines()
+              if any(word in line for word in ("Error", "error", "fault", "Abort", "Killed"))]
+    how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+    return (f"{errors[-1].strip()} ({how})" if errors else how)[:400]
 
 
 def _lines(fd: int, timeout: int) -> Any:
