@@ -45,7 +45,9 @@ SMALL: dict[str, Any] = {
     "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
     "v_head_dim": 8, "rotary_dim": 4, "sliding_window": 8, "attention_chunk_size": 8,
 }
-SUFFIXES = ("ForCausalLM", "LMHeadModel")
+#: A small config that still builds more parameters than this is not run (a table the
+#: sizes above do not reach would fill the memory of the machine).
+MAX_PARAMETERS = 50_000_000
 TIMEOUT = 600
 FRONT_ENDS = ("trace", "dynamo")
 BEGIN, END = "<!-- causal-lm-sweep:begin -->", "<!-- causal-lm-sweep:end -->"
@@ -105,8 +107,15 @@ def build(name: str, model_type: str) -> Any:
     first: Exception | None = None
     for sizes in (SMALL, *FALLBACKS):
         try:
+            config = small_config(model_type, sizes)
+            with torch.device("meta"):  # sized before any memory is taken
+                parameters = sum(p.numel() for p in getattr(transformers, name)(config)
+                                 .parameters())
+            if parameters > MAX_PARAMETERS:
+                raise ValueError(f"{parameters / 1e6:.0f} M parameters from the small config "
+                                 f"(sizes it does not shrink), over {MAX_PARAMETERS / 1e6:.0f} M")
             torch.manual_seed(0)
-            model = getattr(transformers, name)(small_config(model_type, sizes)).eval()
+            model = getattr(transformers, name)(config).eval()
             with torch.no_grad():
                 model(torch.ones(1, 3, dtype=torch.long))
             return model
