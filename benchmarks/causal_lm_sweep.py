@@ -265,13 +265,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     counts = {fe: sum(1 for r in rows if r["front_end"] == fe and r["status"] == "ok")
               for fe in FRONT_ENDS}
     tried = {fe: sum(1 for r in rows if r["front_end"] == fe) for fe in FRONT_ENDS}
+    total = len(architectures())
     lines = [(f"Generates transformers' ids: {counts['trace']} of {tried['trace']} "
               f"architectures traced, {counts['dynamo']} of {tried['dynamo']} through "
-              "torch.export."), "",
+              f"torch.export ({len(by_name)} of the {total} causal-LM classes run)."), "",
              "| architecture | trace | torch.export | why not |", "|---|---|---|---|"]
     for name in sorted(by_name):
         cells = [by_name[name].get(fe, {}).get("status", "not run") for fe in FRONT_ENDS]
-        reasons = dict.fromkeys(r.get("reason", "") for r in by_name[name].values()
+        reasons = dict.fromkeys(r.get("reason", "").split("; transformers generated")[0]
+                                for r in by_name[name].values()
                                 if r.get("status") != "ok" and r.get("reason"))
         why = "; ".join(reasons).replace("|", "\\|")[:300]
         lines.append(f"| {name} | {cells[0]} | {cells[1]} | {why} |")
