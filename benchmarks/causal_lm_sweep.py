@@ -5,8 +5,9 @@ config from the defaults (2 layers, hidden 32, 4 heads...), random weights, chec
 ``generate`` is deterministic, ``save_pretrained`` it, export it with
 ``oxport.export_task(..., "text-generation-with-past", verify=True)`` on each front end
 (greedy generation of 12 tokens in ONNX Runtime against transformers' ``generate``), and
-record the verdict or why not. Each architecture runs in its own process (a hang or crash
-is one row), results are appended to a JSON-lines file, and a run resumes where it stopped.
+record the verdict or why not. A worker process runs them in turn (a hang or crash is one
+row, and a new worker goes on), results are appended to a JSON-lines file, and a run
+resumes where it stopped.
 
     python benchmarks/causal_lm_sweep.py --out benchmarks/results/causal_lm_sweep.jsonl
     python benchmarks/causal_lm_sweep.py --out ... --only llama,gpt2 --front-ends trace
@@ -44,7 +45,9 @@ SMALL: dict[str, Any] = {
     "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
     "v_head_dim": 8, "rotary_dim": 4, "sliding_window": 8, "attention_chunk_size": 8,
 }
-SUFFIXES = ("ForCausalLM", "LMHeadModel")
+#: A small config that still builds more parameters than this is not run (a table the
+#: sizes above do not reach would fill the memory of the machine).
+MAX_PARAMETERS = 50_000_000
 TIMEOUT = 600
 FRONT_ENDS = ("trace", "dynamo")
 BEGIN, END = "<!-- causal-lm-sweep:begin -->", "<!-- causal-lm-sweep:end -->"
@@ -63,13 +66,26 @@ def architectures() -> dict[str, str]:
     return found
 
 
-def small_config(model_type: str) -> Any:
-    """The model type's default config with :data:`SMALL`'s sizes where it has them."""
+#: Second tries, for configs that refuse :data:`SMALL` (head sizes tied to the hidden size,
+#: head counts to the kv heads...): the first that builds the model is used.
+FALLBACKS: list[dict[str, Any]] = [
+    {**SMALL, "hidden_size": 64, "n_embd": 64, "d_model": 64, "embed_dim": 64,
+     "word_embed_proj_dim": 64, "num_key_value_heads": 4, "multi_query_group_num": 4,
+     "head_dim": 16, "kv_channels": 16, "intermediate_size": 128},
+    {k: v for k, v in SMALL.items() if k not in (
+        "head_dim", "kv_channels", "num_key_value_heads", "multi_query_group_num",
+        "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank",
+        "rotary_dim")},
+]
+
+
+def small_config(model_type: str, sizes: dict[str, Any] = SMALL) -> Any:
+    """The model type's default config with ``sizes`` where it has them."""
     from transformers import CONFIG_MAPPING
 
     cls = CONFIG_MAPPING[model_type]
     default = cls()
-    kwargs = {k: v for k, v in SMALL.items() if getattr(default, k, None) is not None}
+    kwargs = {k: v for k, v in sizes.items() if getattr(default, k, None) is not None}
     if getattr(default, "rotary_dim", None) is None:
         kwargs.pop("rotary_dim", None)
     if hasattr(default, "is_decoder"):  # encoders' causal-LM heads need it for a cache
@@ -80,6 +96,32 @@ def small_config(model_type: str) -> Any:
         if isinstance(value, int) and value >= SMALL["vocab_size"]:
             setattr(config, name, 1 if name != "pad_token_id" else 0)
     return config
+
+
+def build(name: str, model_type: str) -> Any:
+    """The model from the first of :data:`SMALL` and :data:`FALLBACKS` it builds with and
+    runs a forward pass on (the first one's error otherwise)."""
+    import torch
+    import transformers
+
+    first: Exception | None = None
+    for sizes in (SMALL, *FALLBACKS):
+        try:
+            config = small_config(model_type, sizes)
+            with torch.device("meta"):  # sized before any memory is taken
+                parameters = sum(p.numel() for p in getattr(transformers, name)(config)
+                                 .parameters())
+            if parameters > MAX_PARAMETERS:
+                raise ValueError(f"{parameters / 1e6:.0f} M parameters from the small config "
+                                 f"(sizes it does not shrink), over {MAX_PARAMETERS / 1e6:.0f} M")
+            torch.manual_seed(0)
+            model = getattr(transformers, name)(config).eval()
+            with torch.no_grad():
+                model(torch.ones(1, 3, dtype=torch.long))
+            return model
+        except Exception as exc:  # noqa: BLE001 - the next sizes may do
+            first = first or exc
+    raise first
 
 
 def run_one(model_type: str, name: str, front_end: str) -> dict[str, Any]:
@@ -93,8 +135,7 @@ def run_one(model_type: str, name: str, front_end: str) -> dict[str, Any]:
                            "front_end": front_end}
     stage = "build"
     try:
-        torch.manual_seed(0)
-        model = getattr(transformers, name)(small_config(model_type)).eval()
+        model = build(name, model_type)
         stage = "eager generate"
         ids = torch.randint(3, SMALL["vocab_size"], (2, 5), generator=torch.Generator()
                             .manual_seed(0))
@@ -134,36 +175,80 @@ def _one_line(exc: BaseException) -> str:
 
 
 def sweep(out: Path, only: list[str] | None, front_ends: list[str], timeout: int) -> None:
-    """Run every architecture not in ``out`` yet, each in a subprocess."""
+    """Run every (architecture, front end) not in ``out`` yet, in a worker process that
+    imports torch and transformers once; a row that takes longer than ``timeout`` or a
+    worker that dies is recorded, and a new worker goes on with the next."""
     done = {(r["architecture"], r["front_end"]) for r in read(out)}
-    for name, model_type in architectures().items():
-        if only and model_type not in only and name not in only:
-            continue
-        for front_end in front_ends:
-            if (name, front_end) in done:
-                continue
-            row = _in_subprocess(model_type, name, front_end, timeout)
+    todo = [(model_type, name, front_end) for name, model_type in architectures().items()
+            if not only or model_type in only or name in only
+            for front_end in front_ends if (name, front_end) not in done]
+    while todo:
+        for row in _worker_rows(todo, timeout):
+            todo = todo[1:]
             with open(out, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"{name:40} {front_end:6} {row['status']:18} {row.get('reason', '')[:100]}",
-                  flush=True)
+            print(f"{row['architecture']:40} {row['front_end']:6} {row['status']:18} "
+                  f"{row.get('reason', '')[:100]}", flush=True)
 
 
-def _in_subprocess(model_type: str, name: str, front_end: str, timeout: int
-                   ) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--one", model_type, name, front_end]
-    try:
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
-    except subprocess.TimeoutExpired:
-        return {"architecture": name, "model_type": model_type, "front_end": front_end,
-                "status": "timeout", "reason": f"no result in {timeout} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        tail = " ".join(done.stderr.strip().splitlines()[-1:]) or f"exit {done.returncode}"
-        return {"architecture": name, "model_type": model_type, "front_end": front_end,
-                "status": "crashed", "reason": tail[:400]}
-    return json.loads(lines[-1])
+def _worker_rows(todo: list[tuple[str, str, str]], timeout: int) -> Any:
+    """The rows of a worker running ``todo`` in order, until it finishes, dies or stalls
+    (then that job's row says so)."""
+    with tempfile.TemporaryFile("w+") as errors:  # not a pipe: a full one blocks the worker
+        worker = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(todo)], stdout=subprocess.PIPE,
+            stderr=errors, env={"OMP_NUM_THREADS": "1",  # tiny models: threads only contend
+                                **os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+        lines = _lines(worker.stdout.fileno(), timeout)
+        for model_type, name, front_end in todo:
+            base = {"architecture": name, "model_type": model_type, "front_end": front_end}
+            line = next(lines)
+            if line is None:
+                worker.kill()
+                yield {**base, "status": "timeout", "reason": f"no result in {timeout} s"}
+                return
+            if line == "":  # the worker died on this job
+                worker.wait()
+                errors.seek(0)
+                yield {**base, "status": "crashed",
+                       "reason": _crash(errors.read(), worker.returncode)}
+                return
+            yield json.loads(line)
+        worker.wait()
+
+
+def _crash(stderr: str, status: int) -> str:
+    """A dead worker's last error line and exit status (a signal's name when one killed
+    it)."""
+    import signal
+
+    errors = [line for line in stderr.splitlines()
+              if any(word in line for word in ("Error", "error", "fault", "Abort", "Killed"))]
+    how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+    return (f"{errors[-1].strip()} ({how})" if errors else how)[:400]
+
+
+def _lines(fd: int, timeout: int) -> Any:
+    """The JSON lines read from ``fd``; None when none comes within ``timeout``, '' at the
+    end."""
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            if not selector.select(timeout):
+                yield None
+                return
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                yield ""
+                return
+            buffer += chunk
+        line, _, buffer = buffer.partition(b"\n")
+        if line.startswith(b"{"):
+            yield line.decode()
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -180,13 +265,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     counts = {fe: sum(1 for r in rows if r["front_end"] == fe and r["status"] == "ok")
               for fe in FRONT_ENDS}
     tried = {fe: sum(1 for r in rows if r["front_end"] == fe) for fe in FRONT_ENDS}
+    total = len(architectures())
     lines = [(f"Generates transformers' ids: {counts['trace']} of {tried['trace']} "
               f"architectures traced, {counts['dynamo']} of {tried['dynamo']} through "
-              "torch.export."), "",
+              f"torch.export ({len(by_name)} of the {total} causal-LM classes run)."), "",
              "| architecture | trace | torch.export | why not |", "|---|---|---|---|"]
     for name in sorted(by_name):
         cells = [by_name[name].get(fe, {}).get("status", "not run") for fe in FRONT_ENDS]
-        reasons = dict.fromkeys(r.get("reason", "") for r in by_name[name].values()
+        reasons = dict.fromkeys(r.get("reason", "").split("; transformers generated")[0]
+                                for r in by_name[name].values()
                                 if r.get("status") != "ok" and r.get("reason"))
         why = "; ".join(reasons).replace("|", "\\|")[:300]
         lines.append(f"| {name} | {cells[0]} | {cells[1]} | {why} |")
@@ -207,12 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--front-ends", type=lambda s: s.split(","), default=list(FRONT_ENDS))
     parser.add_argument("--timeout", type=int, default=TIMEOUT)
     parser.add_argument("--markdown", type=Path, help="rewrite the table in this file")
-    parser.add_argument("--one", nargs=3, metavar=("MODEL_TYPE", "CLASS", "FRONT_END"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.one:
+    if args.worker:
         warnings.simplefilter("ignore")
-        print(json.dumps(run_one(*args.one)))
+        for job in json.loads(args.worker):
+            print(json.dumps(run_one(*job)), flush=True)
         return 0
     if args.markdown:
         write_markdown(args.markdown, read(args.out))

@@ -291,3 +291,16 @@ def test_the_command_line_refuses_inputs_with_a_task(llama_dir, tmp_path, capsys
     assert "--input cannot be combined with a task" in capsys.readouterr().err
     assert main(["export", llama_dir, "--task", "text-generation"]) == 2
     assert "-o OUT_DIR" in capsys.readouterr().err
+
+
+# -- a sample of the causal-LM sweep (benchmarks/causal_lm_sweep.py) ----------------------
+@pytest.mark.parametrize(("model_type", "name", "front_end"), [
+    ("qwen2", "Qwen2ForCausalLM", "trace"), ("phi", "PhiForCausalLM", "trace"),
+    ("gemma2", "Gemma2ForCausalLM", "trace"), ("gemma2", "Gemma2ForCausalLM", "dynamo"),
+    ("bloom", "BloomForCausalLM", "trace"), ("bloom", "BloomForCausalLM", "dynamo")])
+def test_a_sample_of_the_causal_lm_sweep_generates_transformers_tokens(model_type, name,
+                                                                       front_end):
+    from benchmarks.causal_lm_sweep import run_one
+
+    row = run_one(model_type, name, front_end)
+    assert row["status"] == "ok", row.get("reason")

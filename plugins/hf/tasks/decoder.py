@@ -37,14 +37,16 @@ EXAMPLE_BATCH, EXAMPLE_SEQUENCE, EXAMPLE_PAST = 2, 3, 4
 
 
 class DecoderInputs:
-    """What a decoder's ONNX file takes and gives, probed from the model once."""
+    """What a decoder's ONNX file takes and gives, and example inputs: probed from the model
+    with one forward pass (the example's past)."""
 
     def __init__(self, model: Any, with_past: bool) -> None:
         parameters = inspect.signature(model.forward).parameters
         self.with_past = with_past
         self.position_ids = "position_ids" in parameters
         self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
-        self.layers, self.kv_heads, self.head_dim = probe_cache(model, self.cache_argument) \
+        self.examples = example_inputs(model, self)
+        self.layers, self.kv_heads, self.head_dim = cache_sizes(model, self.examples[-1]) \
             if with_past else (0, 0, 0)
 
     def input_names(self) -> list[str]:
@@ -66,24 +68,50 @@ class DecoderInputs:
         return {name: axes[name] for name in self.input_names() + self.output_names()}
 
 
-def probe_cache(model: Any, cache_argument: str) -> tuple[int, int, int]:
-    """(layers, kv heads, head size) of the cache ``model`` returns for two tokens; a cache
-    that is not one key and value per layer is refused, naming what it holds."""
-    import torch
-
-    with torch.no_grad():  # a model without weights (streamed) runs on fake tensors
-        out = run_weightless(
-            model, lambda: model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True))
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+def cache_sizes(model: Any, cache: Any) -> tuple[int, int, int]:
+    """(layers, kv heads, head size) of the cache ``model`` returned; a cache that is not
+    one key and value tensor per layer is refused, naming what it holds."""
     layers = getattr(cache, "layers", None)
     kinds = sorted({type(layer).__name__ for layer in layers or ()})
-    if not layers or any(not hasattr(layer, "keys") or layer.keys is None for layer in layers):
+    if not layers or any(getattr(layer, "keys", None) is None for layer in layers):
         raise InvalidExportArgumentError(
             f"{type(model).__name__} returns a {type(cache).__name__} ({', '.join(kinds) or 'no'} "
             "layers), not one key and value tensor per layer: it has no past in the "
             "text-generation-with-past layout. Export it with task='text-generation'.")
     _, heads, _, head_dim = layers[0].keys.shape
     return len(layers), heads, head_dim
+
+
+def example_inputs(model: Any, io: DecoderInputs) -> tuple[Any, ...]:
+    """Example ONNX inputs: a batch whose second row is left-padded, a past from the model."""
+    import torch
+
+    vocab = model.config.get_text_config().vocab_size
+    generator = torch.Generator().manual_seed(0)
+    past = EXAMPLE_PAST if io.with_past else 0
+    total = past + EXAMPLE_SEQUENCE
+    ids = torch.randint(0, vocab, (EXAMPLE_BATCH, total), generator=generator)
+    mask = torch.ones(EXAMPLE_BATCH, total, dtype=torch.long)
+    mask[1, 0] = 0
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    # Copies, not views of the longer tensors: torch.export guards on a view's base.
+    inputs: list[Any] = [ids[:, past:].clone(), mask]
+    if io.position_ids:
+        inputs.append(positions[:, past:].clone())
+    if io.with_past:
+        kwargs = {"position_ids": positions[:, :past]} if io.position_ids else {}
+
+        def prefill() -> Any:
+            return model(input_ids=ids[:, :past], attention_mask=mask[:, :past], use_cache=True,
+                         **kwargs)
+
+        with torch.no_grad():
+            if _weightless(model):  # streamed weights: a past of the model's shapes, zeros
+                inputs.append(_past_of_shapes(model, prefill))
+            else:
+                out = prefill()
+                inputs.append(getattr(out, "cache", None) or getattr(out, "past_key_values", None))
+    return tuple(inputs)
 
 
 def decoder_module(model: Any, io: DecoderInputs) -> Any:
@@ -118,38 +146,6 @@ def decoder_module(model: Any, io: DecoderInputs) -> Any:
     return (WithPositions if io.position_ids else WithoutPositions)().eval()
 
 
-def example_inputs(model: Any, io: DecoderInputs) -> tuple[Any, ...]:
-    """Example ONNX inputs: a batch whose second row is left-padded, a past from the model."""
-    import torch
-
-    vocab = model.config.get_text_config().vocab_size
-    generator = torch.Generator().manual_seed(0)
-    past = EXAMPLE_PAST if io.with_past else 0
-    total = past + EXAMPLE_SEQUENCE
-    ids = torch.randint(0, vocab, (EXAMPLE_BATCH, total), generator=generator)
-    mask = torch.ones(EXAMPLE_BATCH, total, dtype=torch.long)
-    mask[1, 0] = 0
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    # Copies, not views of the longer tensors: torch.export guards on a view's base.
-    inputs: list[Any] = [ids[:, past:].clone(), mask]
-    if io.position_ids:
-        inputs.append(positions[:, past:].clone())
-    if io.with_past:
-        kwargs = {"position_ids": positions[:, :past]} if io.position_ids else {}
-
-        def prefill() -> Any:
-            return model(input_ids=ids[:, :past], attention_mask=mask[:, :past], use_cache=True,
-                         **kwargs)
-
-        with torch.no_grad():
-            if _weightless(model):  # streamed weights: a past of the model's shapes, zeros
-                inputs.append(_past_of_shapes(model, prefill))
-            else:
-                out = prefill()
-                inputs.append(getattr(out, "cache", None) or out.past_key_values)
-    return tuple(inputs)
-
-
 class TextGeneration(common.HfTask):
     """Logits for a whole sequence, no cache."""
 
@@ -169,7 +165,7 @@ class TextGeneration(common.HfTask):
             # tracing; the file's contract makes them equal at every size.
             warnings.filterwarnings("ignore", _MASK_LENGTH_CONDITION, UserWarning)
             files = common.export_onnx(
-                decoder_module(loaded.model, io), example_inputs(loaded.model, io),
+                decoder_module(loaded.model, io), io.examples,
                 output_dir / "model.onnx", io.input_names(), io.output_names(),
                 io.dynamic_axes(), options, weights=loaded.weights)
         files += common.write_companions(loaded, output_dir)
@@ -180,7 +176,7 @@ class TextGeneration(common.HfTask):
         if options.verify and loaded.weights is not None:  # the reference needs weights
             loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes),
                                  also=causal_lm_classes())
-        verdict = verify(loaded.model, output_dir / "model.onnx", io) if options.verify \
+        verdict = verify(loaded.model, output_dir / "model.onnx") if options.verify \
             else None
         return TaskResult(self.name, output_dir, files, verdict, details={
             "architecture": loaded.architecture, "inputs": io.input_names(),
@@ -208,14 +204,13 @@ def _past_of_shapes(model: Any, prefill: Any) -> Any:
     return cache
 
 
-def verify(model: Any, path: Path, io: DecoderInputs) -> dict[str, Any]:
+def verify(model: Any, path: Path) -> dict[str, Any]:
     """Greedy generation in ONNX Runtime against transformers' ``generate``."""
     from oxport.plugins.hf.tasks import generation
 
     ids = generation.prompt(model.config.get_text_config().vocab_size)
     expected = generation.reference(model, ids)
-    actual = generation.onnx_greedy(path, ids, past_shape=lambda batch: (
-        batch, io.kv_heads, 0, io.head_dim))
+    actual = generation.onnx_greedy(path, ids)
     return generation.compare(expected, actual)
 
 

@@ -4,7 +4,7 @@ token, and the logits of each step; the first step that differs is named."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +35,26 @@ def reference(model: Any, ids: np.ndarray, new_tokens: int = NEW_TOKENS
     config = transformers.GenerationConfig(
         do_sample=False, num_beams=1, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
         eos_token_id=None, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
-    with torch.no_grad():
-        out = model.generate(torch.from_numpy(ids), attention_mask=torch.ones(ids.shape,
-                                                                          dtype=torch.long),
-                             generation_config=config)
+    saved = getattr(model, "generation_config", None)
+    # generate() fills what the config leaves unset from the model's own (a forced end token,
+    # a repetition penalty...): plain greedy search needs the defaults there.
+    model.generation_config = transformers.GenerationConfig()
+    try:
+        with torch.no_grad():
+            out = model.generate(torch.from_numpy(ids), generation_config=config,
+                                 attention_mask=torch.ones(ids.shape, dtype=torch.long))
+    finally:
+        model.generation_config = saved
     new = out.sequences[:, ids.shape[1]:].numpy()
     return new, [step.float().numpy() for step in out.logits]
 
 
-def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
-                past_shape: Callable[[int], tuple[int, ...]] | None = None
+def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS
                 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Greedy generation with the decoder at ``path``: with past inputs, the prompt is the
-    first step (a past of length 0, of ``past_shape(batch)``) and each new token the next,
-    the presents fed back; without, the whole sequence runs each step."""
+    first step (a past of length 0: the input's static sizes, the batch, 0 past positions)
+    and each new token the next, the presents fed back; without, the whole sequence runs
+    each step."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -56,8 +62,8 @@ def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
     outputs = [o.name for o in session.get_outputs()]
     past_names = [n for n in inputs if n.startswith("past_key_values.")]
     batch = ids.shape[0]
-    past = {name: np.zeros(past_shape(batch), _NUMPY_TYPES[inputs[name].type])
-            for name in past_names} if past_names else {}
+    past = {name: np.zeros(_empty_past(inputs[name].shape, batch),
+                           _NUMPY_TYPES[inputs[name].type]) for name in past_names}
     sequence, step_ids, produced, logits = ids, ids, [], []
     for _ in range(new_tokens):
         fed = sequence.shape[1] - (step_ids.shape[1] if past_names else sequence.shape[1])
@@ -79,6 +85,11 @@ def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS,
     return np.concatenate(produced, axis=1), logits
 
 
+def _empty_past(shape: Sequence[Any], batch: int) -> tuple[int, ...]:
+    """``[batch, heads, past, size]`` with the batch given and no past position."""
+    return (batch, shape[1], 0, *shape[3:])
+
+
 def compare(expected: tuple[np.ndarray, Sequence[np.ndarray]],
             actual: tuple[np.ndarray, Sequence[np.ndarray]]) -> dict[str, Any]:
     """The verdict: ``ok``, ``first_differing_step`` (None when all agree), the largest
@@ -96,10 +107,26 @@ def compare(expected: tuple[np.ndarray, Sequence[np.ndarray]],
         report = (f"ONNX Runtime generated transformers' {steps} tokens x {want_ids.shape[0]} "
                   f"sequences; largest logit difference {max(errors):.2e}")
     else:
-        what = "the token ids" if differing == id_step else \
+        what = _ids_differ(want_ids, got_ids, want_logits, differing, errors) \
+            if differing == id_step and logit_step != differing else \
             f"the logits (max abs difference {errors[differing]:.2e}, rtol {RTOL}, atol {ATOL})"
         report = (f"step {differing + 1} of {steps} differs first: {what}; transformers "
                   f"generated {want_ids.tolist()}, ONNX Runtime {got_ids.tolist()}")
     return {"ok": differing is None, "first_differing_step": differing,
             "max_logit_difference": max(errors), "expected_ids": want_ids.tolist(),
             "ids": got_ids.tolist(), "report": report}
+
+
+def _ids_differ(want_ids: np.ndarray, got_ids: np.ndarray, want_logits: Sequence[np.ndarray],
+                step: int, errors: list[float]) -> str:
+    """Why the ids of ``step`` differ while its logits agree: how close eager's top two
+    logits are (a near tie flips on a rounding difference) or, when they are far apart,
+    a logits processor of ``generate``."""
+    row = int(np.flatnonzero(want_ids[:, step] != got_ids[:, step])[0])
+    logits = want_logits[step][row]
+    gap = float(logits[want_ids[row, step]] - logits[got_ids[row, step]])
+    tie = abs(gap) <= 10 * max(errors[step], 1e-6)
+    cause = "a near tie" if tie else "not a tie: generate changed the scores"
+    return (f"the token ids, while the step's logits agree (max abs difference "
+            f"{errors[step]:.2e}): eager's logit of its token is {gap:.2e} above ONNX "
+            f"Runtime's pick ({cause})")
