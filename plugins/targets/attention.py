@@ -167,8 +167,9 @@ def match_attentions(graph: Graph) -> list[Attention]:
 
 def _match_from_softmax(softmax: Node, index: Index, anchors: dict[int, Node]
                         ) -> Attention | None:
-    pv = _single_reader(index, softmax.output_values[0])
-    if pv is None or pv.op_type != "MatMul" or pv.input_values[0] is not softmax.output_values[0]:
+    weights = _past_safe_softmax(index, softmax.output_values[0])
+    pv = _single_reader(index, weights)
+    if pv is None or pv.op_type != "MatMul" or pv.input_values[0] is not weights:
         return None
     present_value = _up_to(pv.input_values[1], anchors, ("Reshape", "Expand", "Unsqueeze"))
     scores, scale = _scores(softmax.input_values[0])
@@ -191,6 +192,17 @@ def _match_from_softmax(softmax: Node, index: Index, anchors: dict[int, Node]
     return Attention(query, key, value, present_key.input_values[0],
                      present_value.input_values[0], present_key, present_value, output,
                      scale * q_scale * k_scale, pv)
+
+
+def _past_safe_softmax(index: Index, weights: Value) -> Value:
+    """The attention weights after the zeroing of rows the mask empties, when there is one
+    (``Where(empty_row, 0, Softmax(...))``, as PyTorch's safe softmax): the fused kernels
+    take the prefix masks the file layout gives, which never empty a row."""
+    where = _single_reader(index, weights)
+    if where is not None and where.op_type == "Where" and not where.domain \
+            and where.input_values[2] is weights and scalar(where.input_values[1]) == 0:
+        return where.output_values[0]
+    return weights
 
 
 def _scores(value: Value | None) -> tuple[Node | None, float]:
