@@ -527,6 +527,37 @@ def intended_differences(text: str | None = None, front_end: str = "trace") -> l
     return rows
 
 
+def check(subject: Subject, opset: int, table: list[Intended], front_end: str = "trace",
+          listed_in: str = "docs/differences.md's intended differences") -> None:
+    """The pytest check of one comparison: the same as torch.onnx, or a difference ``table``
+    explains; where torch.onnx fails, oxport matches eager or refuses cleanly. A difference
+    the table lists as an open bug is an expected failure (xfail); a model torch.jit.script
+    refuses is skipped."""
+    import pytest
+
+    def xfail_if_open_bug(outcome: Outcome) -> None:
+        row = next((r for r in table if r.covers(outcome)), None)
+        if row is not None and row.section == "open bug":
+            pytest.xfail(f"open bug listed in docs/differences.md: {row.reason}")
+
+    outcome = compare(subject, opset, front_end)
+    if outcome.status == "not-scriptable":
+        pytest.skip(f"torch.jit.script refuses the model: {outcome.detail}")
+    if outcome.status in ("torch-fails", "torch-runtime-fails"):
+        alone = oxport_alone(subject, opset, front_end)
+        if alone.status not in ("same", "refused"):
+            xfail_if_open_bug(alone)
+        assert alone.status in ("same", "refused"), (
+            f"{subject.id} at opset {opset}: torch.onnx {outcome.status} ({outcome.detail}); "
+            f"oxport neither matches eager nor refuses cleanly: {alone.status}: {alone.detail}")
+        return
+    xfail_if_open_bug(outcome)
+    assert not unexplained(outcome, table), (
+        f"{subject.id} at opset {opset}: {outcome.status}: {outcome.detail} (oxport matches "
+        f"eager: {outcome.oxport_matches_eager}, torch.onnx: {outcome.torch_matches_eager}). "
+        f"Fix it, or list it with its reason in {listed_in}.")
+
+
 def unexplained(outcome: Outcome, table: list[Intended]) -> bool:
     return outcome.is_difference and not any(row.covers(outcome) for row in table)
 

@@ -42,26 +42,8 @@ def _runs() -> list[object]:
 
 @pytest.mark.parametrize(("subject", "opset"), _runs())
 def test_same_as_torch_onnx_dynamo(subject: differential.Subject, opset: int) -> None:
-    outcome = differential.compare(subject, opset, "dynamo")
-    if outcome.status in ("torch-fails", "torch-runtime-fails"):
-        alone = differential.oxport_alone(subject, opset, "dynamo")
-        if alone.status not in ("same", "refused"):
-            _xfail_if_open_bug(alone)
-        assert alone.status in ("same", "refused"), (
-            f"{subject.id} at opset {opset}: torch.onnx {outcome.status} ({outcome.detail}); "
-            f"oxport neither matches eager nor refuses cleanly: {alone.status}: {alone.detail}")
-        return
-    _xfail_if_open_bug(outcome)
-    assert not differential.unexplained(outcome, TABLE), (
-        f"{subject.id} at opset {opset}: {outcome.status}: {outcome.detail} (oxport matches "
-        f"eager: {outcome.oxport_matches_eager}, torch.onnx: {outcome.torch_matches_eager}). "
-        "Fix it, or list it with its reason in the dynamo section of docs/differences.md.")
-
-
-def _xfail_if_open_bug(outcome: differential.Outcome) -> None:
-    row = next((r for r in TABLE if r.covers(outcome)), None)
-    if row is not None and row.section == "open bug":
-        pytest.xfail(f"open bug listed in docs/differences.md: {row.reason}")
+    differential.check(subject, opset, TABLE, "dynamo",
+                       "the dynamo section of docs/differences.md")
 
 
 def test_the_dynamo_tables_parse_apart_from_the_trace_ones() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from typing import Any
@@ -236,3 +237,15 @@ def _import(module_name: str, target: str) -> Any:
         raise UsageError(
             f"Importing {module_name!r} (target {target!r}) raised {type(exc).__name__}: "
             f"{exc}") from exc
+
+
+def report_failure(args: argparse.Namespace, status: int, message: str, shown: list[str]) -> int:
+    """Print a failed ``oxport export``'s error (as JSON too with ``--json``, with the
+    warnings ``shown``) and return its exit ``status``."""
+    if args.json:
+        print(json.dumps({"error": message, "exit_status": status, "warnings": shown},
+                         indent=2))
+    hint = "" if args.debug else " (--debug shows the traceback)"
+    print(f"oxport export: error: {message}{hint if status == EXIT_FAILED else ''}",
+          file=sys.stderr)
+    return status

@@ -31,6 +31,7 @@ from oxport.cli.common import (
     given_inputs,
     load_target,
     opset_arg,
+    report_failure,
     unknown_axis_name,
 )
 from oxport.diagnose import report
@@ -180,14 +181,7 @@ def _fail(args: argparse.Namespace, status: int, message: str,
           caught: list[warnings.WarningMessage]) -> int:
     if args.debug:
         traceback.print_exc()
-    shown = _print_warnings(args, caught)
-    if args.json:
-        print(json.dumps({"error": message, "exit_status": status, "warnings": shown},
-                         indent=2))
-    hint = "" if args.debug else " (--debug shows the traceback)"
-    print(f"oxport export: error: {message}{hint if status == EXIT_FAILED else ''}",
-          file=sys.stderr)
-    return status
+    return report_failure(args, status, message, _print_warnings(args, caught))
 
 
 def _print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessage]

@@ -23,6 +23,7 @@ def wants_task(args: argparse.Namespace) -> bool:
 def run_task_export(args: argparse.Namespace) -> int:
     """``oxport export SOURCE --task TASK -o OUT_DIR``; returns the exit status. Warnings are
     printed as ``oxport export`` prints them (library TracerWarnings counted in one line)."""
+    from oxport.cli.common import report_failure
     from oxport.cli.export import _print_warnings
 
     with warnings.catch_warnings(record=True) as caught:
@@ -31,7 +32,7 @@ def run_task_export(args: argparse.Namespace) -> int:
     args.model_source = ""
     shown = _print_warnings(args, caught)
     if message:
-        return _fail(args, status, message, shown)
+        return report_failure(args, status, message, shown)
     summary["warnings"] = shown
     print(json.dumps(summary, indent=2, default=str) if args.json else _human(summary))
     verification = summary["verification"]
@@ -108,19 +109,6 @@ def _human(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fail(args: argparse.Namespace, status: int, message: str, shown: list[str]) -> int:
-    from oxport.cli.common import EXIT_FAILED
-
-    if args.json:
-        print(json.dumps({"error": message, "exit_status": status, "warnings": shown},
-                         indent=2))
-    hint = "" if args.debug else " (--debug shows the traceback)"
-    print(f"oxport export: error: {message}{hint if status == EXIT_FAILED else ''}",
-          file=sys.stderr)
-    return status
-
-
-# -- oxport tasks ------------------------------------------------------------------------
 def add_tasks_command(sub: Any, help: str) -> None:
     """Add ``oxport tasks``."""
     p = sub.add_parser("tasks", help=help,

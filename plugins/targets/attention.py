@@ -148,14 +148,20 @@ def _output_of(index: Index, node: Node) -> Value | None:
         else None
 
 
+def _cache_concats(graph: Graph, index: Index) -> dict[int, Node]:
+    """The ``Concat``s of a past input with new keys or values along the sequence axis
+    whose result is a graph output (a present), by id."""
+    inputs = {id(v) for v in graph.inputs}
+    return {id(n): n for n in graph.nodes
+            if n.op_type == "Concat" and not n.domain and attr(n, "axis") in (2, -2)
+            and len(n.input_values) == 2 and id(n.input_values[0]) in inputs
+            and id(n.output_values[0]) in index.outputs}
+
+
 def match_attentions(graph: Graph) -> list[Attention]:
     """Every attention over a KV cache the pass can fuse."""
     index = Index(graph)
-    inputs = {id(v) for v in graph.inputs}
-    anchors = {id(n): n for n in graph.nodes
-               if n.op_type == "Concat" and not n.domain and attr(n, "axis") in (2, -2)
-               and len(n.input_values) == 2 and id(n.input_values[0]) in inputs
-               and id(n.output_values[0]) in index.outputs}
+    anchors = _cache_concats(graph, index)
     found = []
     for node in graph.nodes:
         if node.op_type == "Softmax" and not node.domain and attr(node, "axis", -1) in (-1, 3):
@@ -354,11 +360,7 @@ def fuse_attention_with_cache(graph: Graph, context: Any) -> int:
     if context.target.name != "onnx" or context.opset < 23:
         return 0
     index = Index(graph)
-    inputs = {id(v) for v in graph.inputs}
-    anchors = {id(n): n for n in graph.nodes
-               if n.op_type == "Concat" and not n.domain and attr(n, "axis") in (2, -2)
-               and len(n.input_values) == 2 and id(n.input_values[0]) in inputs
-               and id(n.output_values[0]) in index.outputs}
+    anchors = _cache_concats(graph, index)
     count = 0
     for node in list(graph.nodes):
         if (node.domain, node.op_type) != ("", "Attention") or len(node.input_values) > 4 \
