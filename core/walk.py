@@ -656,7 +656,8 @@ def _describe(value: Any) -> str:
 
 def _failure_context(kind: str, entry: SymbolicEntry, exc: BaseException,
                      source: str) -> str:
-    """Where a symbolic failed, and torch.onnx advice when it was written for torch.onnx."""
+    """Where a symbolic failed, and the import to change when the symbolic uses another
+    exporter's symbolic helpers (found by name in its code; nothing is imported)."""
     advice = torch_onnx_compat.torch_onnx_advice(entry.fn, exc)
     return (f"(converting {kind} at {source or 'unknown'}, symbolic from {entry.provenance})"
             + (f" {advice}" if advice else ""))
