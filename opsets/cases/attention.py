@@ -153,24 +153,6 @@ pack.case("aten::_nested_tensor_from_mask_left_aligned", _PaddedEncoder, (3, 5, 
           _left_padding(3, 5), script=True)
 
 
-def _empty_row_mask(dtype: torch.dtype):
-    """A mask whose second query row keeps no key: eager gives that row zeros."""
-    def make() -> torch.Tensor:
-        keep = torch.rand(4, 6) > 0.4
-        keep[:, 0] = True
-        keep[1] = False
-        if dtype == torch.bool:
-            return keep
-        return torch.zeros(4, 6).masked_fill(~keep, float("-inf"))
-    return make
-
-
-for _dtype in (torch.bool, torch.float32):
-    pack.case(_OP, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-              (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), _empty_row_mask(_dtype),
-              name=f"empty_row_{str(_dtype).removeprefix('torch.')}_mask")
-
-
 def _ones_value_dropout(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Dropout over grouped-query attention: random, so the check is of dtype and shape
     (tests/test_dynamo_ops.py checks its statistics)."""
