@@ -134,6 +134,24 @@ def info_of(manager, name):
 
 
 # -- loading -----------------------------------------------------------------------------
+def test_every_package_folder_ships_in_a_regular_install():
+    """Each folder with an ``__init__.py`` is a listed package mapped to its folder.
+
+    The editable install finds unlisted folders anyway; a wheel leaves them out, and a
+    plugin there then fails to import only after ``pip install .``.
+    """
+    import tomllib
+
+    setuptools_table = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folder_of = setuptools_table["package-dir"]
+    assert set(setuptools_table["packages"]) == set(folder_of)
+    listed = {(ROOT / folder).resolve() for folder in folder_of.values()}
+    on_disk = {init.parent.resolve() for top in ("core", "opsets", "plugins")
+               for init in (ROOT / top).rglob("__init__.py")}
+    assert on_disk - listed == set(), (
+        "package folders missing from [tool.setuptools] packages/package-dir in pyproject.toml")
+
+
 def test_builtin_packs_load_through_their_entry_points():
     import tomllib
 
