@@ -266,20 +266,30 @@ def _sweep_model(model_type: str, name: str) -> torch.nn.Module:
     ("jetmoe", "JetMoeForCausalLM"), ("longcat_flash", "LongcatFlashForCausalLM"),
     ("moshi", "MoshiForCausalLM")])
 def test_the_quirks_leave_eager_pytorch_to_transformers(model_type: str, name: str):
-    """A quirk changes the model only while oxport captures it (or for a past oxport
-    rebuilt): eager logits, and so --verify's reference, are transformers' own, bit for
-    bit."""
+    """A quirk changes the model only while oxport captures it: eager logits, and so
+    --verify's reference, are transformers' own, bit for bit, with the model's own cache and
+    with a full-length one as oxport rebuilds it; a model prepared twice is patched once."""
     from oxport.plugins.hf import quirks
+    from oxport.plugins.hf.io_types import flatten_dynamic_cache, unflatten_dynamic_cache
 
     plain, prepared = _sweep_model(model_type, name), _sweep_model(model_type, name)
-    prepared = quirks.apply(quirks.for_architecture(name), "prepare_model", prepared)
+    for _ in range(2):
+        prepared = quirks.apply(quirks.for_architecture(name), "prepare_model", prepared)
+    patched = [m for m in prepared.modules() if "forward" in vars(m)]
+    assert patched and all(
+        vars(m)["forward"].__func__.__kwdefaults__["_original"].__func__ is type(m).forward
+        for m in patched)
     ids = torch.randint(3, 100, (2, 6), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[1, 0] = 0
+    longer = torch.cat([mask, mask[:, :1]], 1)
     with torch.no_grad():
         first = [m(input_ids=ids, attention_mask=mask, use_cache=True) for m in (plain, prepared)]
-        step = [m(input_ids=ids[:, :1], attention_mask=torch.cat([mask, mask[:, :1]], 1),
-                  cache=out.cache if hasattr(out, "cache") else out.past_key_values).logits
-                for m, out in zip((plain, prepared), first)]
-    assert torch.equal(first[0].logits, first[1].logits)
-    assert torch.equal(step[0], step[1])
+        assert torch.equal(first[0].logits, first[1].logits)
+        caches = [getattr(out, "cache", None) or out.past_key_values for out in first]
+        tensors, layers = flatten_dynamic_cache(caches[0])
+        full = [unflatten_dynamic_cache([t for _, t in tensors], layers) for _ in range(2)]
+        for past in (caches, full):
+            step = [m(input_ids=ids[:, :1], attention_mask=longer, cache=c).logits
+                    for m, c in zip((plain, prepared), past)]
+            assert torch.equal(step[0], step[1])

@@ -17,9 +17,8 @@ sweep found that one architecture needs, each with its cause.
   in the ``text-generation-with-past`` layout, and is refused saying so (without a past, its
   padding mask comes from a Python list of positions: fixed at the exported length).
 
-Each change applies only while oxport captures the model (tracing or torch.export), or only
-to a cache oxport rebuilt: eager PyTorch, and so the ``--verify`` reference, runs
-transformers' own code."""
+Each change applies only while oxport captures the model (tracing or torch.export): eager
+PyTorch, and so the ``--verify`` reference, runs transformers' own code."""
 
 from __future__ import annotations
 
@@ -37,9 +36,10 @@ def _capturing() -> bool:
 
 
 def _patch(model: Any, class_name: str, forward: Any) -> None:
-    """Give every submodule of class ``class_name`` ``forward(module, original, ...)``."""
+    """Give every submodule of class ``class_name`` ``forward(module, original, ...)`` (once:
+    a model exported twice keeps one patch)."""
     for module in model.modules():
-        if type(module).__name__ == class_name:
+        if type(module).__name__ == class_name and "forward" not in vars(module):
             original = module.forward
             module.forward = types.MethodType(
                 lambda self, *args, _original=original, **kwargs: forward(
@@ -134,10 +134,11 @@ def _rebuilt_full_length(cache: Any) -> bool:
 
 
 def _moshi_model(self: Any, original: Any, *args: Any, **kwargs: Any) -> Any:
-    """Moshi's decoder with the window mask, when its past is a full-length cache."""
+    """Moshi's decoder with the window mask, while capturing with a full-length past."""
     mask, cache = kwargs.get("attention_mask"), kwargs.get("cache")
     window = getattr(self.config, "sliding_window", None)
-    if window and mask is not None and mask.dim() == 2 and _rebuilt_full_length(cache):
+    if _capturing() and window and mask is not None and mask.dim() == 2 \
+            and _rebuilt_full_length(cache):
         new = kwargs.get("input_ids")
         length = (new if new is not None else kwargs["inputs_embeds"]).shape[1]
         kwargs["attention_mask"] = window_mask(mask, length, window, self.embed_tokens.weight.dtype)
