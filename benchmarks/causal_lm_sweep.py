@@ -79,13 +79,30 @@ FALLBACKS: list[dict[str, Any]] = [
 ]
 
 
+#: Per model type, what :data:`SMALL` alone leaves inconsistent (set whatever the default):
+#: counts tied to the layer count that the config's validator does not check (Dory's 8 input
+#: and 8 output layers of 2 make a negative recurrent section), layer lists of the default
+#: depth (Zamba's; two of its layers share the hybrid transformer), and MLA models whose
+#: released configs have as many kv heads as heads (MiniCPM3 expands its latent keys to every
+#: head, and transformers' SDPA path repeats them again when ``num_key_value_heads`` is lower
+#: and a padding mask is given).
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "dory": {"num_hidden_layers": 3, "n_input_layers": 1, "n_output_layers": 1},
+    "minicpm3": {"num_key_value_heads": 4},
+    "zamba": {"num_hidden_layers": 3,
+              "layer_types": ["linear_attention", "hybrid", "hybrid"]},
+}
+
+
 def small_config(model_type: str, sizes: dict[str, Any] = SMALL) -> Any:
-    """The model type's default config with ``sizes`` where it has them."""
+    """The model type's default config with ``sizes`` where it has them, and its
+    :data:`OVERRIDES`."""
     from transformers import CONFIG_MAPPING
 
     cls = CONFIG_MAPPING[model_type]
     default = cls()
     kwargs = {k: v for k, v in sizes.items() if getattr(default, k, None) is not None}
+    kwargs.update(OVERRIDES.get(model_type, {}))
     if getattr(default, "rotary_dim", None) is None:
         kwargs.pop("rotary_dim", None)
     if hasattr(default, "is_decoder"):  # encoders' causal-LM heads need it for a cache

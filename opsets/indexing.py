@@ -28,6 +28,7 @@ from oxport.opsets.shape import (
     shape_slice,
     tensor_list,
 )
+from oxport.opsets.signal import is_complex
 
 pack = OpPack("oxport.indexing", cases="oxport.opsets.cases.indexing")
 
@@ -95,13 +96,14 @@ def _whole(g, base: Value, new: Value) -> Value:
 
 
 # -- select, slice, narrow ---------------------------------------------------------------
-def _axis(self: Value, dim: Value, op: str) -> int:
-    """The non-negative axis of a constant ``dim`` (a negative one needs the rank); declines
-    for a list (its own overloads take it)."""
+def _axis(self: Value, dim: Value, op: str, pairs: bool = False) -> int:
+    """The non-negative axis of a constant ``dim`` (a negative one needs the rank, less the
+    pairs' axis of a complex tensor when ``pairs``); declines for a list (its own overloads
+    take it)."""
     if self.type().kind() != "TensorType":
         sh._unimplemented(op, f"a {self.type()} input")
     axis = sh._get_const(dim, "i", "dim")
-    return axis if axis >= 0 else axis % max(rank_of(op, self), 1)
+    return axis if axis >= 0 else axis % max(rank_of(op, self) - pairs, 1)
 
 
 @pack.symbolic("aten::select", since=7)
@@ -130,13 +132,16 @@ def _scalar_bound(g, bound: int | Value) -> int | Value:
     return bound
 
 
-@pack.symbolic("aten::slice", since=7)
+@pack.symbolic("aten::slice", since=7, accepts_complex=True)
 def slice(g, self: Value, dim: Value | None = None, start: Value | None = None,  # noqa: A001
           end: Value | None = None, step: Value | None = None) -> Value:
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
 
-    Slice (constant bounds below opset 10; run-time bounds and steps from 10)."""
-    axis = _axis(self, dim, "aten::slice") if dim is not None else 0
+    Slice (constant bounds below opset 10; run-time bounds and steps from 10); a complex
+    tensor's real pairs are sliced along the same axis (a negative dim counts before the
+    pairs' axis)."""
+    pairs = is_complex(g, 0, "aten::slice")
+    axis = _axis(self, dim, "aten::slice", pairs) if dim is not None else 0
     begin = sh._maybe_get_const(start, "i") if start is not None else 0
     stop = sh._maybe_get_const(end, "i") if end is not None else INT64_MAX
     stride = sh._maybe_get_const(step, "i") if step is not None else 1

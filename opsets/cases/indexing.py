@@ -42,6 +42,23 @@ def _write_strided_at_run_time(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor
 
 pack.case("aten::slice", _write_strided_at_run_time, (7, 5), _long(3),
           name="write_step_at_run_time", min_opset=11, input_names=["x", "s"])
+
+
+def _complex(*shape: int):
+    return lambda: torch.randn(*shape, dtype=torch.complex64)
+
+
+def _rotate_by_complex_slice(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Llama 4's rotary embedding: complex rotations sliced and unsqueezed, then applied."""
+    rotations = torch.polar(torch.ones_like(angles), angles)
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * rotations[:, :, None, :]).flatten(3)
+
+
+pack.case("aten::slice", lambda z: torch.view_as_real(z[1:, -2:] * z[:2, :-1:2][:, :1]),
+          _complex(3, 4), name="complex", min_opset=10)
+pack.case("aten::slice", _rotate_by_complex_slice, (2, 3, 4, 8), (2, 3, 4),
+          name="complex_rotary", min_opset=17)
 pack.case("aten::narrow", lambda x: x.narrow(1, 1, 2) + x.narrow(1, -2, 2), (3, 4))
 
 

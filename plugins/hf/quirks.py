@@ -27,12 +27,15 @@ if sys.version_info >= (3, 12):
 else:
     import importlib_metadata
 
+from oxport.plugins.hf.architectures import BUILTIN_QUIRKS
+
 log = logging.getLogger("oxport.plugins.hf")
 
 ENTRY_POINT_GROUP = "oxport.hf.quirks"
 
-#: The quirks oxport ships, applied before installed ones.
-BUILTIN: list[Any] = []
+#: The quirks oxport ships (:mod:`oxport.plugins.hf.architectures`), applied before
+#: installed ones.
+BUILTIN: list[Any] = list(BUILTIN_QUIRKS)
 
 
 @functools.lru_cache(maxsize=1)

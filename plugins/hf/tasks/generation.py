@@ -72,7 +72,8 @@ def onnx_greedy(path: Path, ids: np.ndarray, new_tokens: int = NEW_TOKENS
         if "position_ids" in inputs:
             feeds["position_ids"] = np.broadcast_to(
                 np.arange(fed, sequence.shape[1]), (batch, sequence.shape[1] - fed))
-        feeds = {k: v.astype(_NUMPY_TYPES[inputs[k].type]) for k, v in feeds.items()}
+        feeds = {k: v.astype(_NUMPY_TYPES[inputs[k].type]) for k, v in feeds.items()
+                 if k in inputs}  # a model that ignores its mask has none
         results = dict(zip(outputs, session.run(None, {**feeds, **past})))
         last = results["logits"][:, -1, :].astype(np.float32)
         token = last.argmax(-1)[:, None]
