@@ -173,5 +173,8 @@ class CpmAntNoPast:
         return io
 
 
-BUILTIN_QUIRKS = (JetMoeTraceableExperts(), LongcatFlashCapturableExperts(),
-                  MoshiWindowInTheMask(), CpmAntNoPast())
+#: The quirks, each the object an ``oxport.hf.quirks`` entry point of pyproject.toml names.
+JETMOE = JetMoeTraceableExperts()
+LONGCAT_FLASH = LongcatFlashCapturableExperts()
+MOSHI = MoshiWindowInTheMask()
+CPMANT = CpmAntNoPast()

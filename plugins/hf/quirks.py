@@ -13,7 +13,8 @@ where they apply:
   argument's name, the layers, kv heads and head size);
 * ``genai_config(config) -> dict``: entries merged into the ``genai_config.json`` written.
 
-The built-in quirks are in :data:`BUILTIN` (no entry point needed)."""
+The built-in quirks (:mod:`oxport.plugins.hf.architectures`) are found the same way:
+oxport's own distribution declares them under that group."""
 
 from __future__ import annotations
 
@@ -27,23 +28,17 @@ if sys.version_info >= (3, 12):
 else:
     import importlib_metadata
 
-from oxport.plugins.hf.architectures import BUILTIN_QUIRKS
-
 log = logging.getLogger("oxport.plugins.hf")
 
 ENTRY_POINT_GROUP = "oxport.hf.quirks"
 
-#: The quirks oxport ships (:mod:`oxport.plugins.hf.architectures`), applied before
-#: installed ones.
-BUILTIN: list[Any] = list(BUILTIN_QUIRKS)
-
-
 @functools.lru_cache(maxsize=1)
 def installed() -> tuple[Any, ...]:
-    """Every quirk: the built-in ones, then those of the ``oxport.hf.quirks`` entry points
-    (one that fails to load is reported and left out)."""
-    found = list(BUILTIN)
-    for entry_point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+    """Every quirk of the ``oxport.hf.quirks`` entry points, oxport's own first (one that
+    fails to load is reported and left out)."""
+    found = []
+    entry_points = importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for entry_point in sorted(entry_points, key=_third_party):
         try:
             quirk = entry_point.load()
         except Exception as exc:  # noqa: BLE001 - a third party's module may raise anything
@@ -57,6 +52,11 @@ def installed() -> tuple[Any, ...]:
             continue
         found.append(quirk)
     return tuple(found)
+
+
+def _third_party(entry_point: Any) -> bool:
+    """Whether ``entry_point`` comes from a distribution other than oxport (sorts last)."""
+    return entry_point.dist is None or entry_point.dist.name != "oxport"
 
 
 def for_architecture(architecture: str) -> list[Any]:
