@@ -189,3 +189,93 @@ def test_sdpa_over_a_cache_becomes_one_attention_with_past(dynamo):
         arrays = (torch.randn(batch, seq, 64), torch.randn(batch, 2, past, 16),
                   torch.randn(batch, 2, past, 16))
         _assert_same(fused, plain, *arrays)
+
+
+@FRONT_ENDS
+def test_self_attention_becomes_multi_head_attention(dynamo):
+    from oxport.opsets.cases.nn import SelfAttention
+
+    model = SelfAttention().eval()
+    keep = torch.ones(2, 5, dtype=torch.bool)
+    kwargs = {"input_names": ["x", "keep"], "dynamo": dynamo,
+              "dynamic_axes": {"x": {0: "batch", 1: "seq"}, "keep": {0: "batch", 1: "seq"}}}
+    plain = _export(model, (torch.randn(2, 5, 32), keep), **kwargs)
+    fused = _export(model, (torch.randn(2, 5, 32), keep), target="ort", **kwargs)
+    ops = _ops(fused)
+    assert ops.count("MultiHeadAttention") == 1 and "Softmax" not in ops
+    assert "Add" not in ops  # the projections' biases are the kernel's bias input
+    for batch, seq, padded in ((2, 5, 0), (3, 7, 2), (1, 1, 0)):
+        keep = torch.ones(batch, seq, dtype=torch.bool)
+        keep[0, seq - padded:] = False
+        arrays = (torch.randn(batch, seq, 32), keep)
+        _assert_same(fused, plain, *arrays)
+        with torch.no_grad():
+            np.testing.assert_allclose(_run(fused, *arrays)[0], model(*arrays).numpy(), atol=1e-5)
+
+
+@FRONT_ENDS
+def test_a_residual_layer_norm_becomes_skip_layer_normalization(dynamo):
+    from oxport.opsets.cases.normalization import _ResidualLayerNorm
+
+    model = _ResidualLayerNorm().eval()
+    axes = {"x": {0: "batch", 1: "seq"}, "residual": {0: "batch", 1: "seq"}}
+    example = (torch.randn(2, 3, 8), torch.randn(2, 3, 8))
+    kwargs = {"input_names": ["x", "residual"], "dynamic_axes": axes, "dynamo": dynamo}
+    plain = _export(model, example, **kwargs)
+    fused = _export(model, example, target="ort", **kwargs)
+    assert "SkipLayerNormalization" in _ops(fused)
+    assert "LayerNormalization" not in _ops(fused) and "Add" not in _ops(fused)  # bias in
+    _assert_same(fused, plain, *example)
+    _assert_same(fused, plain, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
+
+
+@FRONT_ENDS
+@pytest.mark.parametrize(("case", "fused_op"), [
+    ("_BiasGelu", "BiasGelu"), ("_TanhBiasGelu", "FastGelu"), ("_HandTanhGelu", "FastGelu")])
+def test_gelu_fuses(dynamo, case, fused_op):
+    from oxport.opsets.cases import activations
+
+    model = getattr(activations, case)().eval()
+    x = torch.randn(2, 3, 8) * 3
+    axes = {"x": {0: "batch", 1: "seq"}}
+    plain = _export(model, (x,), input_names=["x"], dynamic_axes=axes, dynamo=dynamo)
+    fused = _export(model, (x,), input_names=["x"], dynamic_axes=axes, dynamo=dynamo,
+                    target="ort")
+    ops = _ops(fused)
+    assert fused_op in ops and not {"Gelu", "Tanh", "Add"} & set(ops)
+    _assert_same(fused, plain, x)
+    _assert_same(fused, plain, torch.randn(4, 1, 8) * 3)
+
+
+def _transformers_model(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return tiny_llama.transformers.GPT2Model(tiny_llama.transformers.GPT2Config(
+            n_embd=64, n_layer=2, n_head=4, vocab_size=97, n_positions=64, use_cache=False,
+            bos_token_id=1, eos_token_id=2)).eval()
+    return tiny_llama.transformers.BertModel(tiny_llama.transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        vocab_size=97)).eval()
+
+
+@FRONT_ENDS
+@pytest.mark.parametrize(("name", "gelu"), [("gpt2", "FastGelu"), ("bert", "BiasGelu")])
+def test_gpt2_and_bert_fuse_layer_norm_gelu_and_attention(dynamo, name, gelu):
+    model = _transformers_model(name)
+    ids, mask = torch.randint(0, 97, (2, 5)), torch.ones(2, 5, dtype=torch.long)
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    kwargs = {"input_names": ["input_ids", "attention_mask"], "dynamic_axes": axes,
+              "dynamo": dynamo}
+    plain = _export(model, (ids, {"attention_mask": mask}), **kwargs)
+    fused = _export(model, (ids, {"attention_mask": mask}), target="ort", **kwargs)
+    ops = _ops(fused)
+    assert ops.count("MultiHeadAttention") == 2 and ops.count(gelu) == 2
+    assert ops.count("SkipLayerNormalization") == 4 and "Softmax" not in ops
+    assert len(ops) < len(_ops(plain)) * 0.7
+    ids, mask = torch.randint(0, 97, (3, 7)), torch.ones(3, 7, dtype=torch.long)
+    mask[0, 5:] = 0  # padding
+    for arrays in ((ids, mask), (ids[:1, :1], mask[:1, :1])):
+        _assert_same(fused, plain, *arrays)
+        with torch.no_grad():
+            eager = model(arrays[0], attention_mask=arrays[1]).last_hidden_state
+        np.testing.assert_allclose(_run(fused, *arrays)[0], eager.numpy(), atol=1e-5)

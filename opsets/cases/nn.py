@@ -294,3 +294,36 @@ pack.case("aten::softmax", CachedAttention, (2, 3, 64), (2, 2, 4, 16), (2, 2, 4,
           input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=23,
           dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
                         "past_value": {0: "batch", 2: "past"}})
+
+
+# -- attention without a KV cache or rotary (an encoder's), which the ort target fuses into
+# MultiHeadAttention (plugins/targets/mha.py) -----------------------------------------------
+class SelfAttention(torch.nn.Module):
+    """BERT's self-attention: biased projections, a padding mask over the keys."""
+
+    def __init__(self, hidden: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.size = heads, hidden // heads
+        self.q, self.k, self.v = (torch.nn.Linear(hidden, hidden) for _ in range(3))
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], x.shape[1], self.heads, self.size).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
+        mask = keep[:, None, None, :].expand(-1, 1, x.shape[1], -1)
+        scores = (q @ k.transpose(2, 3) / self.size ** 0.5).masked_fill(~mask, float("-inf"))
+        out = scores.softmax(-1) @ v
+        return out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+
+
+def _keep_mask() -> torch.Tensor:
+    keep = torch.ones(2, 5, dtype=torch.bool)
+    keep[1, 3:] = False
+    return keep
+
+
+pack.case("aten::softmax", SelfAttention, (2, 5, 32), _keep_mask, name="self_attention_ort",
+          export_kwargs={"target": "ort"}, atol=1e-5, input_names=["x", "keep"], min_opset=11,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "keep": {0: "batch", 1: "seq"}})

@@ -22,7 +22,9 @@ from oxport.plugins.targets.attention import (
     fuse_group_query_attention,
     fuse_rotary_embedding,
 )
-from oxport.plugins.targets.norms import fuse_rms_norm
+from oxport.plugins.targets.gelu import fuse_gelu
+from oxport.plugins.targets.mha import fuse_multi_head_attention
+from oxport.plugins.targets.norms import fuse_rms_norm, fuse_skip_layer_norm
 from oxport.plugins.targets.precision import compute_bfloat16_in_float32
 from oxport.plugins.targets.quantize import quantize_weights
 from oxport.registry import Registrar
@@ -56,7 +58,9 @@ ONNX = Target(
 ORT = Target(
     "ort", "ONNX Runtime: SkipSimplifiedLayerNormalization, GroupQueryAttention (rotary "
     "inside), MatMulNBits; 'ort==X.Y' caps the opset and IR version",
-    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.attention", fuse_group_query_attention),
+    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.layer-norm", fuse_skip_layer_norm),
+            ("ort.attention", fuse_group_query_attention),
+            ("ort.multi-head-attention", fuse_multi_head_attention), ("ort.gelu", fuse_gelu),
             ("ort.quantize", quantize_weights),
             ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
     domains={"com.microsoft": 1}, versions=ORT_VERSIONS, default_opset=23,
