@@ -279,3 +279,44 @@ def test_gpt2_and_bert_fuse_layer_norm_gelu_and_attention(dynamo, name, gelu):
         with torch.no_grad():
             eager = model(arrays[0], attention_mask=arrays[1]).last_hidden_state
         np.testing.assert_allclose(_run(fused, *arrays)[0], eager.numpy(), atol=1e-5)
+
+
+@FRONT_ENDS
+def test_gpt2_with_a_cache_takes_it_into_multi_head_attention(dynamo):
+    transformers = tiny_llama.transformers
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_embd=64, n_layer=2, n_head=4, vocab_size=97, n_positions=64, bos_token_id=1,
+        eos_token_id=2)).eval()
+    names = tiny_llama.names()
+    axes = {n: ({0: "batch", 1: "seq"} if n == "input_ids" else
+                {0: "batch", 1: "total"} if n == "attention_mask" else {0: "batch", 2: "past"})
+            for n in names}
+
+    def inputs(past: int, seq: int):
+        generator = torch.Generator().manual_seed(past * 10 + seq)
+        cache = transformers.DynamicCache()
+        for layer in range(2):
+            cache.update(*(torch.randn(2, 4, past, 16, generator=generator) for _ in "kv"),
+                         layer)
+        ids = torch.randint(0, 97, (2, seq), generator=generator)
+        return ids, torch.ones(2, past + seq, dtype=torch.long), cache
+
+    def export(**kwargs) -> bytes:
+        ids, mask, cache = inputs(4, 3)
+        return _export(model, (ids, {"attention_mask": mask, "past_key_values": cache}),
+                       input_names=names, dynamic_axes=axes, dynamo=dynamo, **kwargs)
+
+    plain, fused = export(), export(target="ort")
+    ops = _ops(fused)
+    assert ops.count("MultiHeadAttention") == 2 and "Softmax" not in ops
+    for past, seq in ((0, 5), (6, 1), (4, 3)):
+        ids, mask, cache = inputs(past, seq)
+        arrays = (ids, mask, *(t for layer in cache.layers for t in (layer.keys, layer.values)))
+        _assert_same(fused, plain, *arrays)
+        with torch.no_grad():
+            eager = model(ids, attention_mask=mask, past_key_values=inputs(past, seq)[2])
+        got = _run(fused, *arrays)
+        np.testing.assert_allclose(got[0], eager.logits.numpy(), atol=1e-5)
+        np.testing.assert_allclose(got[-1], eager.past_key_values.layers[-1].values.numpy(),
+                                   atol=1e-6)

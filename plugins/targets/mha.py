@@ -116,6 +116,7 @@ def _fuse_one(graph: Graph, index: Index, anchors: dict[int, Node], softmax: Nod
                                  "scale": ("f", scale * q_scale * k_scale)})
     insert_before(graph, output.producer, [fused])
     replace_value(graph, output, fused.output_values[0])
+    _read_shape_of(index, pv.output_values[0], q_side)  # [B, N, S, H] both: the batch size
     if past:
         replace_later_uses(graph, fused, key.cache.output_values[0], fused.output_values[1])
         replace_later_uses(graph, fused, value.cache.output_values[0], fused.output_values[2])
