@@ -320,3 +320,25 @@ def test_gpt2_with_a_cache_takes_it_into_multi_head_attention(dynamo):
         np.testing.assert_allclose(got[0], eager.logits.numpy(), atol=1e-5)
         np.testing.assert_allclose(got[-1], eager.past_key_values.layers[-1].values.numpy(),
                                    atol=1e-6)
+
+
+@FRONT_ENDS
+@pytest.mark.parametrize(("hidden", "target"), [(32, "ort"), (64, "ort==1.17")],
+                         ids=["head-size-8", "ort-1.17"])
+def test_rotary_left_out_of_attention_becomes_rotary_embedding(dynamo, hidden, target):
+    """Where GroupQueryAttention cannot take the rotary embedding inside (a head size its
+    kernel refuses; ONNX Runtime 1.17, before GroupQueryAttention), it is one op of its own."""
+    model = CachedAttention(hidden=hidden).eval()
+    size = hidden // 4
+    example = (torch.randn(1, 3, hidden), torch.randn(1, 2, 4, size), torch.randn(1, 2, 4, size))
+    kwargs = {"input_names": ["x", "past_key", "past_value"], "dynamic_axes": ATTENTION_AXES,
+              "dynamo": dynamo}
+    plain = _export(model, example, **kwargs)
+    fused = _export(model, example, target=target, **kwargs)
+    ops = _ops(fused)
+    assert ops.count("RotaryEmbedding") == 2 and "Neg" not in ops
+    assert "GroupQueryAttention" not in ops
+    for batch, seq, past in ((2, 1, 5), (3, 4, 0), (2, 3, 6)):
+        arrays = (torch.randn(batch, seq, hidden), torch.randn(batch, 2, past, size),
+                  torch.randn(batch, 2, past, size))
+        _assert_same(fused, plain, *arrays)

@@ -327,3 +327,18 @@ def _keep_mask() -> torch.Tensor:
 pack.case("aten::softmax", SelfAttention, (2, 5, 32), _keep_mask, name="self_attention_ort",
           export_kwargs={"target": "ort"}, atol=1e-5, input_names=["x", "keep"], min_opset=11,
           dynamic_axes={"x": {0: "batch", 1: "seq"}, "keep": {0: "batch", 1: "seq"}})
+
+
+class _NarrowCachedAttention(CachedAttention):
+    """Heads of 8, which GroupQueryAttention's rotary refuses: the ort target's rotary
+    pass makes the rotations ``com.microsoft::RotaryEmbedding`` (plugins/targets/rotary.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(hidden=32)
+
+
+pack.case("aten::softmax", _NarrowCachedAttention, (2, 3, 32), (2, 2, 4, 8), (2, 2, 4, 8),
+          name="cached_attention_ort_rotary", export_kwargs={"target": "ort"},
+          input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=15,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})

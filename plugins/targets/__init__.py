@@ -27,6 +27,7 @@ from oxport.plugins.targets.mha import fuse_multi_head_attention
 from oxport.plugins.targets.norms import fuse_rms_norm, fuse_skip_layer_norm
 from oxport.plugins.targets.precision import compute_bfloat16_in_float32
 from oxport.plugins.targets.quantize import quantize_weights
+from oxport.plugins.targets.rotary import fuse_rotary_embedding_ort
 from oxport.registry import Registrar
 from oxport.targets import Target
 
@@ -60,6 +61,7 @@ ORT = Target(
     "inside), MatMulNBits; 'ort==X.Y' caps the opset and IR version",
     passes=[("ort.rms-norm", fuse_rms_norm), ("ort.layer-norm", fuse_skip_layer_norm),
             ("ort.attention", fuse_group_query_attention),
+            ("ort.rotary", fuse_rotary_embedding_ort),
             ("ort.multi-head-attention", fuse_multi_head_attention), ("ort.gelu", fuse_gelu),
             ("ort.quantize", quantize_weights),
             ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
