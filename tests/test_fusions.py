@@ -342,3 +342,31 @@ def test_rotary_left_out_of_attention_becomes_rotary_embedding(dynamo, hidden, t
         arrays = (torch.randn(batch, seq, hidden), torch.randn(batch, 2, past, size),
                   torch.randn(batch, 2, past, size))
         _assert_same(fused, plain, *arrays)
+
+
+@FRONT_ENDS
+def test_a_llama_group_query_attention_refuses_runs_as_multi_head_attention(dynamo,
+                                                                            monkeypatch):
+    """Heads of 8 (GroupQueryAttention's rotary takes multiples of 16), not grouped: the
+    rotary embeddings are RotaryEmbedding, the attention with its cache MultiHeadAttention
+    of the rotated projections."""
+    torch.manual_seed(0)
+    model = tiny_llama.transformers.LlamaForCausalLM(tiny_llama.transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
+        num_key_value_heads=8, head_dim=8, vocab_size=tiny_llama.VOCAB)).eval()
+    monkeypatch.setattr(tiny_llama, "KV_HEADS", 8)
+    monkeypatch.setattr(tiny_llama, "HEAD_DIM", 8)
+    plain, _ = tiny_llama.export(model, dynamo=dynamo)
+    fused, result = tiny_llama.export(model, dynamo=dynamo, target="ort")
+    ops = tiny_llama.op_types(fused)
+    assert ops.count(("com.microsoft", "MultiHeadAttention")) == tiny_llama.LAYERS
+    assert ops.count(("com.microsoft", "RotaryEmbedding")) == 2 * tiny_llama.LAYERS
+    assert not {"Softmax", "Neg", "Transpose"} & {op for _, op in ops}
+    assert len(ops) < len(tiny_llama.op_types(plain)) / 2
+    shapes = ((0, 5), (6, 1), (4, 3))
+    for past, seq in shapes:
+        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+    assert "ort.multi-head-attention=2" in result.graph.metadata["oxport.target_passes"]

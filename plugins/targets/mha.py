@@ -53,6 +53,8 @@ class Heads:
     projection: Value
     heads: int
     cache: Node | None = None
+    #: The ``com.microsoft::RotaryEmbedding`` of the heads (ort.rotary's), if any.
+    rotary: Node | None = None
 
 
 @dataclasses.dataclass
@@ -110,6 +112,8 @@ def _fuse_one(graph: Graph, index: Index, anchors: dict[int, Node], softmax: Nod
         return False
     past = [key.cache.input_values[0], value.cache.input_values[0]] if key.cache else []
     *projections, packed_bias = _split_biases(graph, index, [query, key, value])
+    projections = [_rotated(graph, operand, projection, pv)
+                   for operand, projection in zip((query, key, value), projections)]
     fused = graph.add_node(MSFT, "MultiHeadAttention", [
         *projections, packed_bias, None, bias, *past],
         3 if past else 1, attrs={"num_heads": ("i", query.heads),
@@ -131,7 +135,7 @@ def _split_biases(graph: Graph, index: Index, operands: list[Heads]) -> list[Val
     for operand in operands:
         add, width = producer(operand.projection, "Add"), last_dim(operand.projection)
         split = (operand.projection, None)
-        if add is not None and width is not None and \
+        if add is not None and width is not None and operand.rotary is None and \
                 _single_reader(index, operand.projection) is not None:
             for x, bias in (add.input_values, add.input_values[::-1]):
                 data = const(bias)
@@ -148,6 +152,18 @@ def _split_biases(graph: Graph, index: Index, operands: list[Heads]) -> list[Val
     packed = np.concatenate([bias if bias is not None else np.zeros(width, dtype)
                              for (_, bias), width in zip(found, widths)])
     return [value for value, _ in found] + [initializer(graph, "qkv_bias", packed)]
+
+
+def _rotated(graph: Graph, operand: Heads, projection: Value, anchor: Node) -> Value:
+    """``projection``, rotated as ``operand``'s heads are: the same RotaryEmbedding on the
+    ``[B, S, heads * size]`` tensor (its ``num_heads`` set)."""
+    if operand.rotary is None:
+        return projection
+    rotary = graph.add_node(MSFT, "RotaryEmbedding", [
+        projection, *operand.rotary.input_values[1:]], attrs={
+        **operand.rotary.attrs, "num_heads": ("i", operand.heads)})
+    insert_before(graph, anchor, [rotary])
+    return rotary.output_values[0]
 
 
 def _read_shape_of(index: Index, value: Value, same_shape: Value) -> None:
@@ -179,7 +195,13 @@ def _scores(value: Value | None) -> tuple[Node | None, float, MaskBias | None]:
 
 
 def _heads(value: Value | None) -> Heads | None:
-    """``Transpose(0, 2, 1, 3)`` of a projection reshaped to ``[B, S, heads, size]``."""
+    """``Transpose(0, 2, 1, 3)`` of a projection reshaped to ``[B, S, heads, size]``, or
+    the rotary embedding of that."""
+    rotary = producer(value, "RotaryEmbedding", domain=MSFT)
+    if rotary is not None:
+        found = _heads(rotary.input_values[0])
+        return dataclasses.replace(found, rotary=rotary) if found and not found.rotary \
+            else None
     transpose = producer(value, "Transpose")
     if transpose is None or attr(transpose, "perm") != [0, 2, 1, 3]:
         return None
