@@ -23,10 +23,10 @@ import torch
 
 from oxport.ir import Graph, Node, Value
 from oxport.plugins.targets.attention import (
-    _cache_concats,
-    _past_safe_softmax,
-    _single_reader,
-    _walk_scalars,
+    cache_concats,
+    past_safe_softmax,
+    single_reader,
+    walk_scalars,
 )
 from oxport.plugins.targets.patterns import (
     Index,
@@ -74,7 +74,7 @@ def fuse_multi_head_attention(graph: Graph, context: Any) -> int:
     if context.target.name == "onnx" or not context.runtime_at_least("1.20"):
         return 0
     index = Index(graph)
-    anchors = _cache_concats(graph, index)
+    anchors = cache_concats(graph, index)
     biases: dict[tuple[int, bool, float], Value] = {}
     count = 0
     for node in list(graph.nodes):
@@ -87,15 +87,15 @@ def fuse_multi_head_attention(graph: Graph, context: Any) -> int:
 
 def _fuse_one(graph: Graph, index: Index, anchors: dict[int, Node], softmax: Node,
               biases: dict[tuple[int, bool, float], Value]) -> bool:
-    weights = _past_safe_softmax(index, softmax.output_values[0])
-    pv = _single_reader(index, weights)
+    weights = past_safe_softmax(index, softmax.output_values[0])
+    pv = single_reader(index, weights)
     if pv is None or pv.op_type != "MatMul" or pv.domain or pv.input_values[0] is not weights:
         return False
     scores, scale, mask = _scores(softmax.input_values[0])
     if scores is None or mask is None:
         return False
-    q_side, q_scale = _walk_scalars(scores.input_values[0])
-    k_side, k_scale = _walk_scalars(scores.input_values[1])
+    q_side, q_scale = walk_scalars(scores.input_values[0])
+    k_side, k_scale = walk_scalars(scores.input_values[1])
     query = _heads(q_side)
     key = _transposed_heads(k_side, anchors)
     value = _cached_heads(pv.input_values[1], anchors)
@@ -136,7 +136,7 @@ def _split_biases(graph: Graph, index: Index, operands: list[Heads]) -> list[Val
         add, width = producer(operand.projection, "Add"), last_dim(operand.projection)
         split = (operand.projection, None)
         if add is not None and width is not None and operand.rotary is None and \
-                _single_reader(index, operand.projection) is not None:
+                single_reader(index, operand.projection) is not None:
             for x, bias in (add.input_values, add.input_values[::-1]):
                 data = const(bias)
                 if x is not None and not x.is_const and data is not None \
@@ -190,7 +190,7 @@ def _scores(value: Value | None) -> tuple[Node | None, float, MaskBias | None]:
         if producer(second, "MatMul", "Mul", "Div") and not producer(first, "MatMul"):
             first, second = second, first
         mask, value = MaskBias(bias=second), first
-    value, factor = _walk_scalars(value)
+    value, factor = walk_scalars(value)
     return producer(value, "MatMul"), factor, mask
 
 
@@ -253,7 +253,7 @@ def _merged_output(index: Index, pv: Node) -> Value | None:
     ``Transpose(0, 2, 1, 3)`` (and Reshapes), the first Reshape of rank 3; or the
     transposed heads, when a Reshape with no copied axis (``[-1, D]``) reads them."""
     value, transposed = pv.output_values[0], False
-    while (reader := _single_reader(index, value)) is not None and not reader.domain \
+    while (reader := single_reader(index, value)) is not None and not reader.domain \
             and reader.op_type in ("Reshape", "Transpose"):
         if reader.op_type == "Transpose":
             if transposed or attr(reader, "perm") != [0, 2, 1, 3]:

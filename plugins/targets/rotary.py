@@ -19,7 +19,7 @@ import torch
 
 from oxport.ir import Graph, Node, Type, Value
 from oxport.passes import folding
-from oxport.plugins.targets.attention import _rotary_parts
+from oxport.plugins.targets.attention import rotary_parts
 from oxport.plugins.targets.patterns import Index, initializer, insert_before, rank, replace_value
 
 MSFT = "com.microsoft"
@@ -34,7 +34,7 @@ def fuse_rotary_embedding_ort(graph: Graph, context: Any) -> int:
     made: dict[int, Value] = {}
     count = 0
     for node in list(graph.nodes):
-        found = _rotary_parts(node)
+        found = rotary_parts(node)
         if found is None or not index.readers(node.output_values[0]):
             continue
         x, cos, sin = found
