@@ -6,10 +6,11 @@
   inside), the rotary pattern as ``RotaryEmbedding``; ``quantize`` as blocked
   ``DequantizeLinear`` (opset 21+).
 * ``ort``: ONNX Runtime's fused ops (``com.microsoft::SkipSimplifiedLayerNormalization``,
-  ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``), at opset 23
-  unless told (``RMSNormalization`` for a norm of no residual sum); ``ort==X.Y`` caps the
-  opset and IR version at what that release loads, plain ``ort`` at what the installed
-  ONNX Runtime loads.
+  ``SkipLayerNormalization``, ``GroupQueryAttention`` with the rotary embedding inside,
+  ``MultiHeadAttention``, ``RotaryEmbedding``, ``BiasGelu``, ``FastGelu``, ``MatMulNBits``),
+  at opset 23 unless told (``RMSNormalization`` for a norm of no residual sum);
+  ``ort==X.Y`` caps the opset and IR version at what that release loads, plain ``ort`` at
+  what the installed ONNX Runtime loads.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ ONNX = Target(
             ("onnx.rotary", fuse_rotary_embedding), ("onnx.quantize", quantize_weights),
             ("onnx.bf16-on-cpu", compute_bfloat16_in_float32)])
 ORT = Target(
-    "ort", "ONNX Runtime: SkipSimplifiedLayerNormalization, GroupQueryAttention (rotary "
-    "inside), MatMulNBits; 'ort==X.Y' caps the opset and IR version",
+    "ort", "ONNX Runtime: Skip(Simplified)LayerNormalization, GroupQueryAttention (rotary "
+    "inside), MultiHeadAttention, RotaryEmbedding, BiasGelu/FastGelu, MatMulNBits; "
+    "'ort==X.Y' caps the opset and IR version",
     passes=[("ort.rms-norm", fuse_rms_norm), ("ort.layer-norm", fuse_skip_layer_norm),
             ("ort.attention", fuse_group_query_attention),
             ("ort.rotary", fuse_rotary_embedding_ort),
