@@ -370,3 +370,25 @@ def test_a_llama_group_query_attention_refuses_runs_as_multi_head_attention(dyna
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
     tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
     assert "ort.multi-head-attention=2" in result.graph.metadata["oxport.target_passes"]
+
+
+@pytest.mark.parametrize(("name", "fused_ops"), [
+    ("gpt2", {"MultiHeadAttention", "SkipLayerNormalization", "FastGelu"}),
+    ("bert", {"MultiHeadAttention", "SkipLayerNormalization", "BiasGelu"})])
+def test_fp16_gpt2_and_bert_fuse_and_match(name, fused_ops):
+    """fp16 (GPT-2's tanh constants rounded to half precision still match)."""
+    model = _transformers_model(name)
+    ids, mask = torch.randint(0, 97, (2, 5)), torch.ones(2, 5, dtype=torch.long)
+    kwargs = {"input_names": ["input_ids", "attention_mask"], "dtype": "fp16",
+              "dynamic_axes": {"input_ids": {0: "batch", 1: "seq"},
+                               "attention_mask": {0: "batch", 1: "seq"}}}
+    plain = _export(model, (ids, {"attention_mask": mask}), **kwargs)
+    fused = _export(model, (ids, {"attention_mask": mask}), target="ort", **kwargs)
+    assert fused_ops <= set(_ops(fused)) and "Softmax" not in _ops(fused)
+    mask[1, 3:] = 0
+    got, want = _run(fused, ids, mask)[0], _run(plain, ids, mask)[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), atol=1e-2)
+    with torch.no_grad():
+        eager = model(ids, attention_mask=mask).last_hidden_state.numpy()
+    np.testing.assert_allclose(got.astype(np.float32), eager, atol=1e-2)
