@@ -230,21 +230,34 @@ def test_a_residual_layer_norm_becomes_skip_layer_normalization(dynamo):
 
 
 @FRONT_ENDS
+@pytest.mark.parametrize("target", ["ort", "ort==1.16"])  # 1.16: opset 19, GELU written out
 @pytest.mark.parametrize(("case", "fused_op"), [
     ("_BiasGelu", "BiasGelu"), ("_TanhBiasGelu", "FastGelu"), ("_HandTanhGelu", "FastGelu")])
-def test_gelu_fuses(dynamo, case, fused_op):
+def test_gelu_fuses(dynamo, target, case, fused_op):
     from oxport.opsets.cases import activations
 
     model = getattr(activations, case)().eval()
     x = torch.randn(2, 3, 8) * 3
     axes = {"x": {0: "batch", 1: "seq"}}
-    plain = _export(model, (x,), input_names=["x"], dynamic_axes=axes, dynamo=dynamo)
+    opset = 19 if target == "ort==1.16" else 23
+    plain = _export(model, (x,), input_names=["x"], dynamic_axes=axes, dynamo=dynamo,
+                    opset_version=opset)
     fused = _export(model, (x,), input_names=["x"], dynamic_axes=axes, dynamo=dynamo,
-                    target="ort")
+                    target=target)
     ops = _ops(fused)
-    assert fused_op in ops and not {"Gelu", "Tanh", "Add"} & set(ops)
+    assert fused_op in ops and not {"Gelu", "Tanh", "Erf", "Add"} & set(ops)
     _assert_same(fused, plain, x)
     _assert_same(fused, plain, torch.randn(4, 1, 8) * 3)
+
+
+@FRONT_ENDS
+def test_an_exact_gelu_written_out_below_opset_20_is_ort_gelu(dynamo):
+    x = torch.randn(2, 3, 8) * 3
+    data = _export(torch.nn.GELU(), (x,), dynamo=dynamo, target="ort==1.16")
+    (node,) = onnx.load_from_string(data).graph.node
+    assert (node.domain, node.op_type) == ("com.microsoft", "Gelu")
+    np.testing.assert_allclose(_run(data, x)[0], torch.nn.functional.gelu(x).numpy(),
+                               atol=1e-6)
 
 
 def _transformers_model(name: str) -> torch.nn.Module:

@@ -1,7 +1,9 @@
 """GELU for ort: ``Gelu(x + bias)`` (a projection's bias, a constant 1-D tensor) as
 ``com.microsoft::BiasGelu(x, bias)``; the tanh approximation — ``Gelu`` with
 ``approximate="tanh"`` or written by hand as GPT-2 does, ``0.5 * x * (1 + tanh(sqrt(2 / pi)
-* (x + 0.044715 * x ** 3)))`` — as ``com.microsoft::FastGelu(x[, bias])``."""
+* (x + 0.044715 * x ** 3)))`` — as ``com.microsoft::FastGelu(x[, bias])``; the exact one
+written out (``0.5 * x * (1 + erf(x / sqrt(2)))``, what ``F.gelu`` is below opset 20) as
+``com.microsoft::Gelu(x)`` or ``BiasGelu``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 
 from oxport.ir import Graph, Node, Value
+from oxport.passes import folding
 from oxport.plugins.targets.patterns import (
     Index,
     attr,
@@ -27,29 +30,50 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 def fuse_gelu(graph: Graph, context: Any) -> int:
-    """Every ``Gelu`` of a biased input and every tanh GELU as BiasGelu / FastGelu."""
+    """Every GELU as ``FastGelu`` (tanh) or ``Gelu`` (exact; written out below opset 20,
+    ort's), then each of a biased input as ``FastGelu(x, bias)`` / ``BiasGelu(x, bias)``."""
     if context.target.name == "onnx":
         return 0
-    index = Index(graph)
-    count = 0
+    made: set[int] = set()
     for node in list(graph.nodes):
-        found = _standard_gelu(node) or _hand_written_tanh_gelu(node)
-        if found is None:
+        found = _standard_gelu(node) or _hand_written_gelu(node)
+        if found is None or found[0].dtype not in (torch.float32, torch.float16):
             continue
         x, tanh = found
-        if x.dtype not in (torch.float32, torch.float16):
-            continue
-        x, bias = _split_bias(index, x)
-        if not tanh and bias is None:
-            continue  # the standard Gelu runs as it is
-        op = "FastGelu" if tanh else "BiasGelu"
-        fused = graph.add_node(MSFT, op, [x, bias] if bias is not None else [x])
+        if node.op_type == "Gelu" and not tanh:
+            continue  # the standard exact Gelu runs as it is (a bias may fold in below)
+        fused = graph.add_node(MSFT, "FastGelu" if tanh else "Gelu", [x])
         insert_before(graph, node, [fused])
         replace_value(graph, node.output_values[0], fused.output_values[0])
-        count += 1
-    if count:
+        made.add(id(fused))
+    folding.eliminate_dead_code(graph)  # the written-out formulas, so the input has one reader
+    made |= _fold_biases(graph)
+    if made:
         graph.use_domain(MSFT, 1)
-    return count
+    return len(made)
+
+
+def _fold_biases(graph: Graph) -> set[int]:
+    """``FastGelu(x + bias)`` and exact ``Gelu(x + bias)`` with a constant bias over the
+    last axis: the bias is the fused op's second input (``BiasGelu`` for the exact one);
+    returns the ids of the nodes it changed."""
+    index = Index(graph)
+    changed = set()
+    for node in list(graph.nodes):
+        exact = node.op_type == "Gelu" and (node.domain == MSFT or (
+            not node.domain and attr(node, "approximate", "none") in ("none", b"none")))
+        if not exact and (node.domain, node.op_type) != (MSFT, "FastGelu"):
+            continue
+        if len(node.input_values) != 1 or node.input_values[0].dtype not in (
+                torch.float32, torch.float16):
+            continue
+        x, bias = _split_bias(index, node.input_values[0])
+        if bias is None:
+            continue
+        node.domain, node.input_values = MSFT, [x, bias]
+        node.op_type, node.attrs = "BiasGelu" if exact else "FastGelu", {}
+        changed.add(id(node))
+    return changed
 
 
 def _standard_gelu(node: Node) -> tuple[Value, bool] | None:
@@ -59,9 +83,9 @@ def _standard_gelu(node: Node) -> tuple[Value, bool] | None:
     return node.input_values[0], attr(node, "approximate", "none") in ("tanh", b"tanh")
 
 
-def _hand_written_tanh_gelu(node: Node) -> tuple[Value, bool] | None:
-    """``(x, True)`` when ``node`` computes ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715
-    * x**3)))`` (its factors in any order)."""
+def _hand_written_gelu(node: Node) -> tuple[Value, bool] | None:
+    """``(x, tanh)`` when ``node`` computes ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715
+    * x**3)))`` (``tanh``) or ``0.5 * x * (1 + erf(x / sqrt(2)))``, factors in any order."""
     if (node.domain, node.op_type) != ("", "Mul"):
         return None
     factors, factor = _factors(node.output_values[0])
@@ -71,18 +95,30 @@ def _hand_written_tanh_gelu(node: Node) -> tuple[Value, bool] | None:
         add = producer(one_plus, "Add")
         if add is None:
             continue
-        for tanh_out, one in (add.input_values, add.input_values[::-1]):
-            tanh = producer(tanh_out, "Tanh")
-            if tanh is not None and scalar(one) == 1.0 and _is_cubic_inner(tanh.input_values[0],
-                                                                            x):
+        for inner, one in (add.input_values, add.input_values[::-1]):
+            if scalar(one) != 1.0:
+                continue
+            if (tanh := producer(inner, "Tanh")) is not None \
+                    and _is_cubic_inner(tanh.input_values[0], x):
                 return x, True
+            if (erf := producer(inner, "Erf")) is not None \
+                    and _factors(erf.input_values[0])[0] == [x] \
+                    and math.isclose(_factors(erf.input_values[0])[1], 0.5 ** 0.5,
+                                     rel_tol=1e-3):
+                return x, False
     return None
 
 
 def _factors(value: Value) -> tuple[list[Value], float]:
     """The non-constant factors of a product of ``Mul`` nodes and the product of its
     constant scalars."""
-    node = producer(value, "Mul")
+    node = producer(value, "Mul", "Div")
+    if node is not None and node.op_type == "Div":
+        divisor = scalar(node.input_values[1])
+        if divisor is None or divisor == 0:
+            return [value], 1.0
+        found, factor = _factors(node.input_values[0])
+        return found, factor / divisor
     if node is None:
         number = scalar(value)
         return ([], number) if number is not None else ([value], 1.0)
