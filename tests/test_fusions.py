@@ -405,3 +405,25 @@ def test_fp16_gpt2_and_bert_fuse_and_match(name, fused_ops):
     with torch.no_grad():
         eager = model(ids, attention_mask=mask).last_hidden_state.numpy()
     np.testing.assert_allclose(got.astype(np.float32), eager, atol=1e-2)
+
+
+@FRONT_ENDS
+def test_an_unmasked_vit_fuses_into_multi_head_attention(dynamo):
+    transformers = tiny_llama.transformers
+    torch.manual_seed(0)
+    model = transformers.ViTModel(transformers.ViTConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        image_size=32, patch_size=8)).eval()
+    kwargs = {"input_names": ["pixel_values"], "dynamic_axes": {"pixel_values": {0: "batch"}},
+              "dynamo": dynamo}
+    example = (torch.randn(2, 3, 32, 32),)
+    plain, fused = _export(model, example, **kwargs), _export(model, example, target="ort",
+                                                              **kwargs)
+    ops = _ops(fused)
+    assert ops.count("MultiHeadAttention") == 2 and ops.count("SkipLayerNormalization") == 4
+    assert ops.count("BiasGelu") == 2 and "Softmax" not in ops
+    pixels = torch.randn(3, 3, 32, 32)
+    _assert_same(fused, plain, pixels)
+    with torch.no_grad():
+        eager = model(pixels).last_hidden_state.numpy()
+    np.testing.assert_allclose(_run(fused, pixels)[0], eager, atol=1e-5)

@@ -107,8 +107,9 @@ def _fuse_one(graph: Graph, index: Index, anchors: dict[int, Node], softmax: Nod
     dtype = query.projection.dtype
     if dtype not in (torch.float32, torch.float16):
         return False
-    bias = _attention_bias(graph, pv, mask, dtype, biases)
-    if bias is None:
+    unmasked = mask.condition is None and mask.bias is None
+    bias = None if unmasked else _attention_bias(graph, pv, mask, dtype, biases)
+    if bias is None and not unmasked:
         return False
     past = [key.cache.input_values[0], value.cache.input_values[0]] if key.cache else []
     *projections, packed_bias = _split_biases(graph, index, [query, key, value])
@@ -277,8 +278,6 @@ def _attention_bias(graph: Graph, anchor: Node, mask: MaskBias, dtype: torch.dty
         shape = mask.bias.type().shape
         return mask.bias if mask.bias.dtype == dtype and shape is not None and len(shape) == 4 \
             and 1 not in shape[2:] else None
-    if mask.condition is None:
-        return None
     shape = mask.condition.type().shape
     if mask.condition.dtype != torch.bool or shape is None or len(shape) != 4 \
             or 1 in shape[2:]:
