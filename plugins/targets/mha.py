@@ -79,14 +79,14 @@ def fuse_multi_head_attention(graph: Graph, context: Any) -> int:
     count = 0
     for node in list(graph.nodes):
         if (node.domain, node.op_type) == ("", "Softmax") and attr(node, "axis", -1) in (-1, 3):
-            count += _fuse_one(graph, index, anchors, node, biases)
+            count += _fuse_one(graph, index, anchors, node, biases, context.opset)
     if count:
         graph.use_domain(MSFT, 1)
     return count
 
 
 def _fuse_one(graph: Graph, index: Index, anchors: dict[int, Node], softmax: Node,
-              biases: dict[tuple[int, bool, float], Value]) -> bool:
+              biases: dict[tuple[int, bool, float], Value], opset: int) -> bool:
     weights = past_safe_softmax(index, softmax.output_values[0])
     pv = single_reader(index, weights)
     if pv is None or pv.op_type != "MatMul" or pv.domain or pv.input_values[0] is not weights:
@@ -108,7 +108,7 @@ def _fuse_one(graph: Graph, index: Index, anchors: dict[int, Node], softmax: Nod
     if dtype not in (torch.float32, torch.float16):
         return False
     unmasked = mask.condition is None and mask.bias is None
-    bias = None if unmasked else _attention_bias(graph, pv, mask, dtype, biases)
+    bias = None if unmasked else _attention_bias(graph, pv, mask, dtype, biases, opset)
     if bias is None and not unmasked:
         return False
     past = [key.cache.input_values[0], value.cache.input_values[0]] if key.cache else []
@@ -272,24 +272,34 @@ def _merged_output(index: Index, pv: Node) -> Value | None:
 
 
 def _attention_bias(graph: Graph, anchor: Node, mask: MaskBias, dtype: torch.dtype,
-                    cache: dict[tuple[int, bool, float], Value]) -> Value | None:
-    """The additive ``[B or 1, N or 1, S, T]`` bias of ``mask`` (made once per mask)."""
-    if mask.bias is not None:
-        shape = mask.bias.type().shape
-        return mask.bias if mask.bias.dtype == dtype and shape is not None and len(shape) == 4 \
-            and 1 not in shape[2:] else None
-    shape = mask.condition.type().shape
-    if mask.condition.dtype != torch.bool or shape is None or len(shape) != 4 \
-            or 1 in shape[2:]:
+                    cache: dict[tuple[int, bool, float], Value], opset: int) -> Value | None:
+    """The additive ``[B or 1, N or 1, S, T]`` bias of ``mask`` (made once per mask): a
+    float mask as it is, a boolean one as ``Where(mask, 0, fill)``; a mask of rank 2 or 3
+    unsqueezed to rank 4. None for a mask that broadcasts over the queries or keys."""
+    source = mask.bias if mask.bias is not None else mask.condition
+    shape = source.type().shape
+    if shape is None or not 2 <= len(shape) <= 4 or 1 in shape[-2:] or source.dtype != (
+            dtype if mask.bias is not None else torch.bool):
         return None
-    key = (id(mask.condition), mask.keep, mask.fill)
+    key = (id(source), mask.keep, mask.fill)
     if key not in cache:
-        numpy_dtype = np.float16 if dtype == torch.float16 else np.float32
-        fill = mask.fill if np.isfinite(mask.fill) else np.finfo(numpy_dtype).min
-        zero = initializer(graph, "bias_zero", np.zeros((), numpy_dtype))
-        filled = initializer(graph, "bias_fill", np.array(fill, numpy_dtype))
-        where = graph.add_node("", "Where", [mask.condition, *((zero, filled) if mask.keep
-                                                               else (filled, zero))])
-        insert_before(graph, anchor, [where])
-        cache[key] = where.output_values[0]
+        nodes = []
+        value = source
+        if mask.bias is None:
+            numpy_dtype = np.float16 if dtype == torch.float16 else np.float32
+            fill = mask.fill if np.isfinite(mask.fill) else np.finfo(numpy_dtype).min
+            zero = initializer(graph, "bias_zero", np.zeros((), numpy_dtype))
+            filled = initializer(graph, "bias_fill", np.array(fill, numpy_dtype))
+            nodes.append(graph.add_node("", "Where", [value, *(
+                (zero, filled) if mask.keep else (filled, zero))]))
+            value = nodes[-1].output_values[0]
+        if len(shape) < 4:
+            axes = list(range(4 - len(shape)))
+            nodes.append(graph.add_node("", "Unsqueeze", [value], attrs={"axes": ("is", axes)})
+                         if opset < 13 else graph.add_node("", "Unsqueeze", [
+                             value, initializer(graph, "bias_axes", np.array(axes, np.int64))]))
+            value = nodes[-1].output_values[0]
+        if nodes:
+            insert_before(graph, anchor, nodes)
+        cache[key] = value
     return cache[key]

@@ -27,7 +27,8 @@ MSFT = "com.microsoft"
 
 def fuse_rotary_embedding_ort(graph: Graph, context: Any) -> int:
     """ort (ONNX Runtime 1.17+): every rotary pattern left as ``RotaryEmbedding``."""
-    if context.target.name == "onnx" or not context.runtime_at_least("1.17"):
+    if context.target.name == "onnx" or not context.runtime_at_least("1.17") \
+            or context.opset < 15:  # Shape's start and end
         return 0
     folding.eliminate_dead_code(graph)  # the patterns GroupQueryAttention took
     index = Index(graph)
