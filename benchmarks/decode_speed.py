@@ -10,6 +10,7 @@ rounds; tokens/s is 1 / the median decode step, which a shared machine disturbs 
 
     python benchmarks/decode_speed.py                       # the tiny Llama (19 M)
     python benchmarks/decode_speed.py --sizes tiny,207m --steps 32 --json out.json
+    python benchmarks/decode_speed.py --sizes 207m --steps 4 --rounds 1  # runs end to end
 """
 
 from __future__ import annotations

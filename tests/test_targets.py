@@ -214,3 +214,40 @@ def test_plain_ort_targets_the_installed_onnx_runtime(monkeypatch):
     monkeypatch.setattr(builtin, "installed_onnxruntime", lambda: "1.32.0")
     model = _file(torch.nn.ReLU(), (torch.randn(2),), target="ort", opset_version=25)
     assert _opset(model) == 25
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["trace", "dynamo"])
+def test_onnxruntime_genai_shares_the_kv_buffer_of_the_ort_file(tmp_path, monkeypatch, dynamo):
+    import json
+
+    from oxport.tasks import TaskOptions
+
+    og = pytest.importorskip("onnxruntime_genai")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=97, bos_token_id=1, eos_token_id=2,
+        pad_token_id=0, max_position_embeddings=64)).eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    plain = TaskOptions.export_kwargs  # the task passes no target yet: give it "ort"
+    monkeypatch.setattr(TaskOptions, "export_kwargs",
+                        lambda self: {**plain(self), "target": "ort"})
+    oxport.export_task(tmp_path / "ckpt", tmp_path / "onnx", "text-generation-with-past",
+                       dynamo=dynamo)
+    config = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
+    assert config["search"]["past_present_share_buffer"] is True
+    ops = [n.op_type for n in onnx.load(tmp_path / "onnx" / "model.onnx").graph.node]
+    assert ops.count("GroupQueryAttention") == 2
+    prompt = np.array([[5, 17, 33, 8, 61]], dtype=np.int32)
+    with torch.no_grad():
+        expected = model.generate(torch.from_numpy(prompt).long(), do_sample=False,
+                                  max_new_tokens=12)[0].numpy()
+    genai_model = og.Model(str(tmp_path / "onnx"))
+    params = og.GeneratorParams(genai_model)
+    params.set_search_options(max_length=prompt.shape[1] + 12, do_sample=False)
+    generator = og.Generator(genai_model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    np.testing.assert_array_equal(generator.get_sequence(0), expected)

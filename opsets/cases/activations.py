@@ -91,3 +91,37 @@ pack.case("aten::rrelu", lambda x: torch.rrelu(x, 0.1, 0.3, training=True), _X,
           name="training", check="shape", min_opset=9, max_opset=21)
 pack.case("aten::rrelu", lambda x: torch.rrelu(x.abs(), 0.1, 0.3, training=True), _X,
           name="training_nonnegative", min_opset=9, max_opset=21)  # no slope drawn: exact
+
+
+# -- GELU that the ort target fuses (plugins/targets/gelu.py) ------------------------------
+class _BiasGelu(torch.nn.Module):
+    """A projection's bias then GELU (BiasGelu; FastGelu with ``approximate="tanh"``)."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear, self.approximate = torch.nn.Linear(8, 16), approximate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.linear(x), approximate=self.approximate)
+
+
+class _TanhBiasGelu(_BiasGelu):
+    def __init__(self) -> None:
+        super().__init__("tanh")
+
+
+class _HandTanhGelu(torch.nn.Module):
+    """GPT-2's NewGELUActivation, written out (FastGelu)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+pack.case("aten::gelu", _BiasGelu, (2, 3, 8), name="bias_gelu_ort", export_kwargs={"target": "ort"},
+          min_opset=9,
+          atol=1e-5)
+pack.case("aten::gelu", _TanhBiasGelu, (2, 3, 8), name="fast_gelu_ort",
+          export_kwargs={"target": "ort"}, atol=1e-5)
+pack.case("aten::tanh", _HandTanhGelu, _wide(2, 3, 8), name="hand_tanh_gelu_ort",
+          export_kwargs={"target": "ort"}, atol=1e-5)

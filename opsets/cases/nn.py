@@ -294,3 +294,80 @@ pack.case("aten::softmax", CachedAttention, (2, 3, 64), (2, 2, 4, 16), (2, 2, 4,
           input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=23,
           dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
                         "past_value": {0: "batch", 2: "past"}})
+
+
+# -- attention without a KV cache or rotary (an encoder's), which the ort target fuses into
+# MultiHeadAttention (plugins/targets/mha.py) -----------------------------------------------
+class SelfAttention(torch.nn.Module):
+    """BERT's self-attention: biased projections, a padding mask over the keys."""
+
+    def __init__(self, hidden: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.size = heads, hidden // heads
+        self.q, self.k, self.v = (torch.nn.Linear(hidden, hidden) for _ in range(3))
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], x.shape[1], self.heads, self.size).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
+        mask = keep[:, None, None, :].expand(-1, 1, x.shape[1], -1)
+        scores = (q @ k.transpose(2, 3) / self.size ** 0.5).masked_fill(~mask, float("-inf"))
+        out = scores.softmax(-1) @ v
+        return out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+
+
+def _keep_mask() -> torch.Tensor:
+    keep = torch.ones(2, 5, dtype=torch.bool)
+    keep[1, 3:] = False
+    return keep
+
+
+pack.case("aten::softmax", SelfAttention, (2, 5, 32), _keep_mask, name="self_attention_ort",
+          export_kwargs={"target": "ort"}, atol=1e-5, input_names=["x", "keep"], min_opset=11,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "keep": {0: "batch", 1: "seq"}})
+
+
+class _NarrowCachedAttention(CachedAttention):
+    """Heads of 8, which GroupQueryAttention's rotary refuses: the ort target's rotary
+    pass makes the rotations ``com.microsoft::RotaryEmbedding`` (plugins/targets/rotary.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(hidden=32)
+
+
+pack.case("aten::softmax", _NarrowCachedAttention, (2, 3, 32), (2, 2, 4, 8), (2, 2, 4, 8),
+          name="cached_attention_ort_rotary", export_kwargs={"target": "ort"},
+          input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=15,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})
+
+
+class _CachedPlainAttention(torch.nn.Module):
+    """GPT-2's attention with a KV cache: no rotary, heads not grouped, a causal mask
+    (the ort target's MultiHeadAttention with past_key/past_value)."""
+
+    def __init__(self, hidden: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.size = heads, hidden // heads
+        self.qkv, self.o = torch.nn.Linear(hidden, 3 * hidden), torch.nn.Linear(hidden, hidden)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], x.shape[1], self.heads, self.size).transpose(1, 2)
+
+    def forward(self, x, past_key, past_value):
+        q, k, v = (self._heads(t) for t in self.qkv(x).split(x.shape[-1], dim=-1))
+        keys, values = torch.cat([past_key, k], dim=2), torch.cat([past_value, v], dim=2)
+        causal = torch.ones(x.shape[1], keys.shape[2], dtype=torch.bool).tril(past_key.shape[2])
+        scores = (q @ keys.transpose(-1, -2)) * self.size ** -0.5
+        out = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ values
+        return self.o(out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)), keys, values
+
+
+pack.case("aten::softmax", _CachedPlainAttention, (2, 3, 32), (2, 4, 4, 8), (2, 4, 4, 8),
+          name="cached_attention_ort_mha", export_kwargs={"target": "ort"},
+          input_names=["x", "past_key", "past_value"], atol=1e-5, min_opset=11,
+          dynamic_axes={"x": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
+                        "past_value": {0: "batch", 2: "past"}})

@@ -73,3 +73,22 @@ pack.case("aten::rms_norm", torch.nn.RMSNorm([3, 6], eps=1e-5, elementwise_affin
           (2, 3, 6), name="2axes_no_affine")
 pack.case("aten::rms_norm", _affine_module(torch.nn.RMSNorm(8)).half(),
           _randn(2, 5, 8, dtype=torch.float16), name="fp16", rtol=1e-2, atol=1e-2)
+
+
+# -- a LayerNorm of a residual sum, which the ort target fuses into SkipLayerNormalization
+# (plugins/targets/norms.py) -----------------------------------------------------------------
+class _ResidualLayerNorm(torch.nn.Module):
+    """BERT's output block: ``LayerNorm(dense(x) + residual)``, the sum read again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.dense, self.norm = torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor):
+        total = self.dense(x) + residual
+        return self.norm(total), total * 2
+
+
+pack.case("aten::layer_norm", _ResidualLayerNorm, (2, 3, 8), (2, 3, 8),
+          name="residual_layer_norm_ort", export_kwargs={"target": "ort"}, atol=1e-5)

@@ -6,10 +6,11 @@
   inside), the rotary pattern as ``RotaryEmbedding``; ``quantize`` as blocked
   ``DequantizeLinear`` (opset 21+).
 * ``ort``: ONNX Runtime's fused ops (``com.microsoft::SkipSimplifiedLayerNormalization``,
-  ``GroupQueryAttention`` with the rotary embedding inside, ``MatMulNBits``), at opset 23
-  unless told (``RMSNormalization`` for a norm of no residual sum); ``ort==X.Y`` caps the
-  opset and IR version at what that release loads, plain ``ort`` at what the installed
-  ONNX Runtime loads.
+  ``SkipLayerNormalization``, ``GroupQueryAttention`` with the rotary embedding inside,
+  ``MultiHeadAttention``, ``RotaryEmbedding``, ``BiasGelu``, ``FastGelu``, ``MatMulNBits``),
+  at opset 23 unless told (``RMSNormalization`` for a norm of no residual sum);
+  ``ort==X.Y`` caps the opset and IR version at what that release loads, plain ``ort`` at
+  what the installed ONNX Runtime loads.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from oxport.plugins.targets.attention import (
     fuse_group_query_attention,
     fuse_rotary_embedding,
 )
-from oxport.plugins.targets.norms import fuse_rms_norm
+from oxport.plugins.targets.gelu import fuse_gelu
+from oxport.plugins.targets.mha import fuse_multi_head_attention
+from oxport.plugins.targets.norms import fuse_rms_norm, fuse_skip_layer_norm
 from oxport.plugins.targets.precision import compute_bfloat16_in_float32
 from oxport.plugins.targets.quantize import quantize_weights
+from oxport.plugins.targets.rotary import fuse_rotary_embedding_ort
 from oxport.registry import Registrar
 from oxport.targets import Target
 
@@ -54,9 +58,13 @@ ONNX = Target(
             ("onnx.rotary", fuse_rotary_embedding), ("onnx.quantize", quantize_weights),
             ("onnx.bf16-on-cpu", compute_bfloat16_in_float32)])
 ORT = Target(
-    "ort", "ONNX Runtime: SkipSimplifiedLayerNormalization, GroupQueryAttention (rotary "
-    "inside), MatMulNBits; 'ort==X.Y' caps the opset and IR version",
-    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.attention", fuse_group_query_attention),
+    "ort", "ONNX Runtime: Skip(Simplified)LayerNormalization, GroupQueryAttention (rotary "
+    "inside), MultiHeadAttention, RotaryEmbedding, BiasGelu/FastGelu, MatMulNBits; "
+    "'ort==X.Y' caps the opset and IR version",
+    passes=[("ort.rms-norm", fuse_rms_norm), ("ort.layer-norm", fuse_skip_layer_norm),
+            ("ort.attention", fuse_group_query_attention),
+            ("ort.rotary", fuse_rotary_embedding_ort),
+            ("ort.multi-head-attention", fuse_multi_head_attention), ("ort.gelu", fuse_gelu),
             ("ort.quantize", quantize_weights),
             ("ort.bf16-on-cpu", compute_bfloat16_in_float32)],
     domains={"com.microsoft": 1}, versions=ORT_VERSIONS, default_opset=23,

@@ -60,14 +60,14 @@ class Attention:
     anchor: Node
 
 
-def _single_reader(index: Index, value: Value) -> Node | None:
+def single_reader(index: Index, value: Value) -> Node | None:
     """The one node reading ``value`` besides ``Shape`` nodes (which read its shape only,
     for a Reshape's target)."""
     readers = [r for r in index.readers(value) if r is None or r.op_type != "Shape"]
     return readers[0] if len(readers) == 1 and readers[0] is not None else None
 
 
-def _walk_scalars(value: Value | None, ops: tuple[str, ...] = ("Mul", "Div")
+def walk_scalars(value: Value | None, ops: tuple[str, ...] = ("Mul", "Div")
                   ) -> tuple[Value | None, float]:
     """Up through multiplications and divisions by constant scalars: the value before
     them and the factor they apply."""
@@ -137,7 +137,7 @@ def _output_of(index: Index, node: Node) -> Value | None:
     """The ``[B, S, heads * head_size]`` result of the heads ``node`` computes: after a
     chain of Reshape/Transpose with one ``Transpose(0, 2, 1, 3)``, ending in a Reshape."""
     value, transposes, last = node.output_values[0], 0, None
-    while (reader := _single_reader(index, value)) is not None and \
+    while (reader := single_reader(index, value)) is not None and \
             reader.op_type in ("Reshape", "Transpose") and not reader.domain:
         if reader.op_type == "Transpose":
             if attr(reader, "perm") != [0, 2, 1, 3]:
@@ -148,7 +148,7 @@ def _output_of(index: Index, node: Node) -> Value | None:
         else None
 
 
-def _cache_concats(graph: Graph, index: Index) -> dict[int, Node]:
+def cache_concats(graph: Graph, index: Index) -> dict[int, Node]:
     """The ``Concat``s of a past input with new keys or values along the sequence axis
     whose result is a graph output (a present), by id."""
     inputs = {id(v) for v in graph.inputs}
@@ -161,7 +161,7 @@ def _cache_concats(graph: Graph, index: Index) -> dict[int, Node]:
 def match_attentions(graph: Graph) -> list[Attention]:
     """Every attention over a KV cache the pass can fuse."""
     index = Index(graph)
-    anchors = _cache_concats(graph, index)
+    anchors = cache_concats(graph, index)
     found = []
     for node in graph.nodes:
         if node.op_type == "Softmax" and not node.domain and attr(node, "axis", -1) in (-1, 3):
@@ -173,16 +173,16 @@ def match_attentions(graph: Graph) -> list[Attention]:
 
 def _match_from_softmax(softmax: Node, index: Index, anchors: dict[int, Node]
                         ) -> Attention | None:
-    weights = _past_safe_softmax(index, softmax.output_values[0])
-    pv = _single_reader(index, weights)
+    weights = past_safe_softmax(index, softmax.output_values[0])
+    pv = single_reader(index, weights)
     if pv is None or pv.op_type != "MatMul" or pv.input_values[0] is not weights:
         return None
     present_value = _up_to(pv.input_values[1], anchors, ("Reshape", "Expand", "Unsqueeze"))
     scores, scale = _scores(softmax.input_values[0])
     if present_value is None or scores is None:
         return None
-    q_side, q_scale = _walk_scalars(scores.input_values[0])
-    k_side, k_scale = _walk_scalars(scores.input_values[1])
+    q_side, q_scale = walk_scalars(scores.input_values[0])
+    k_side, k_scale = walk_scalars(scores.input_values[1])
     transpose = producer(k_side, "Transpose")
     if transpose is None or attr(transpose, "perm") != [0, 1, 3, 2]:
         return None
@@ -200,11 +200,11 @@ def _match_from_softmax(softmax: Node, index: Index, anchors: dict[int, Node]
                      scale * q_scale * k_scale, pv)
 
 
-def _past_safe_softmax(index: Index, weights: Value) -> Value:
+def past_safe_softmax(index: Index, weights: Value) -> Value:
     """The attention weights after the zeroing of rows the mask empties, when there is one
     (``Where(empty_row, 0, Softmax(...))``, as PyTorch's safe softmax): the fused kernels
     take the prefix masks the file layout gives, which never empty a row."""
-    where = _single_reader(index, weights)
+    where = single_reader(index, weights)
     if where is not None and where.op_type == "Where" and not where.domain \
             and where.input_values[2] is weights and scalar(where.input_values[1]) == 0:
         return where.output_values[0]
@@ -220,7 +220,7 @@ def _scores(value: Value | None) -> tuple[Node | None, float]:
     elif (add := producer(value, "Add")) is not None:
         value = next((v for v in add.input_values if producer(v, "MatMul", "Mul", "Div")),
                      None)
-    value, factor = _walk_scalars(value)
+    value, factor = walk_scalars(value)
     return producer(value, "MatMul"), factor
 
 
@@ -360,7 +360,7 @@ def fuse_attention_with_cache(graph: Graph, context: Any) -> int:
     if context.target.name != "onnx" or context.opset < 23:
         return 0
     index = Index(graph)
-    anchors = _cache_concats(graph, index)
+    anchors = cache_concats(graph, index)
     count = 0
     for node in list(graph.nodes):
         if (node.domain, node.op_type) != ("", "Attention") or len(node.input_values) > 4 \
@@ -394,7 +394,7 @@ def fuse_rotary_embedding(graph: Graph, context: Any) -> int:
     halves: dict[int, Value] = {}
     count = 0
     for node in list(graph.nodes):
-        found = _rotary_parts(node)
+        found = rotary_parts(node)
         if found is None:
             continue
         x, cos, sin = found
@@ -407,7 +407,7 @@ def fuse_rotary_embedding(graph: Graph, context: Any) -> int:
     return count
 
 
-def _rotary_parts(add: Node) -> tuple[Value, Value, Value] | None:
+def rotary_parts(add: Node) -> tuple[Value, Value, Value] | None:
     """``(x, cos, sin)`` (the tables before their Unsqueeze) of a rotary ``Add``."""
     if (add.domain, add.op_type) != ("", "Add"):
         return None

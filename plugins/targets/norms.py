@@ -3,7 +3,9 @@
 one fused op, ``RMSNormalization`` (opset 23+); for ort, a norm of a residual sum
 ``a + b`` is ``com.microsoft::SkipSimplifiedLayerNormalization(a, b, w)``, whose fourth
 output is the sum. (ONNX Runtime's ``SimplifiedLayerNormalization`` lives in the standard
-domain, where ONNX's checker rejects it: below opset 23 a norm of no sum stays unfused.)"""
+domain, where ONNX's checker rejects it: below opset 23 a norm of no sum stays unfused.)
+Likewise ``LayerNormalization`` of a residual sum (GPT-2, BERT) is ort's
+``SkipLayerNormalization``."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from oxport.plugins.targets.patterns import (
     attr,
     const,
     insert_before,
+    last_dim,
     producer,
     rank,
     reduced_axes,
@@ -147,3 +150,74 @@ def _fuse_skip(graph: Graph, norm: RMSNorm) -> bool:
     graph.use_domain(MSFT, 1)
     replace_value(graph, norm.x, fused.output_values[3])  # the sum, read by the residual
     return True
+
+
+def fuse_skip_layer_norm(graph: Graph, context: Any) -> int:
+    """ort: ``LayerNormalization(a + b [+ bias], gamma, beta)`` over the last axis of two
+    3-D tensors of one shape as ``com.microsoft::SkipLayerNormalization(a, b, gamma, beta,
+    bias)`` (GPT-2's and BERT's residual norms); a constant 1-D bias added to ``a`` just
+    before (a projection's) folds in. Its fourth output, the sum, feeds the next residual."""
+    if context.target.name == "onnx":
+        return 0
+    count = 0
+    for node in list(graph.nodes):
+        if (node.domain, node.op_type) != ("", "LayerNormalization") \
+                or attr(node, "axis", -1) not in (-1, 2) or len(node.output_values) != 1:
+            continue
+        count += _fuse_skip_layer_norm(graph, node)
+    if count:
+        graph.use_domain(MSFT, 1)
+    return count
+
+
+def _fuse_skip_layer_norm(graph: Graph, norm: Node) -> bool:
+    x, gamma, *rest = norm.input_values
+    beta = rest[0] if rest else None
+    add = producer(x, "Add")
+    if add is None or rank(x) != 3 or x.dtype not in (torch.float32, torch.float16) \
+            or const(gamma) is None or const(gamma).ndim != 1 \
+            or (beta is not None and const(beta) is None):
+        return False
+    a, b = add.input_values
+    if a is None or b is None or a.is_const or b.is_const or not _same_shape(a, b):
+        return False
+    a, b, bias = _with_bias(graph, a, b, int(const(gamma).shape[0]))
+    if a.type().shape != x.type().shape and b.type().shape == x.type().shape:
+        a, b = b, a  # the input has the sum's shape (the skip may be of unknown sizes)
+    fused = graph.add_node(MSFT, "SkipLayerNormalization", [a, b, gamma, beta, bias], 4,
+                           attrs={"epsilon": ("f", attr(norm, "epsilon", 1e-5))})
+    insert_before(graph, norm, [fused])
+    replace_value(graph, norm.output_values[0], fused.output_values[0])
+    replace_value(graph, x, fused.output_values[3])  # the sum, read by the residual
+    return True
+
+
+def _same_shape(a: Value, b: Value) -> bool:
+    """Whether ``a`` and ``b`` are 3-D of one shape, as far as their types tell: no known
+    sizes differ (a 1 against another size would broadcast)."""
+    first, second = a.type().shape, b.type().shape
+    if first is None or second is None or len(first) != 3 or len(second) != 3:
+        return False
+    return all(p is None or q is None or p == q for p, q in zip(first, second))
+
+
+def _with_bias(graph: Graph, a: Value, b: Value, size: int
+               ) -> tuple[Value, Value, Value | None]:
+    """``(input, skip, bias)``: a constant ``[size]`` bias added to either summand (read by
+    nothing else) moves into SkipLayerNormalization's bias input."""
+    for first, second in ((a, b), (b, a)):
+        add = producer(first, "Add")
+        if add is None or len(_readers(graph, first)) != 1:
+            continue
+        for x, bias in (add.input_values, add.input_values[::-1]):
+            data = const(bias)
+            if data is not None and data.shape == (size,) and x is not None \
+                    and not x.is_const and last_dim(x) == size:
+                return x, second, bias
+    return a, b, None
+
+
+def _readers(graph: Graph, value: Value) -> list[Node | None]:
+    readers: list[Node | None] = [n for n in graph.nodes if any(v is value
+                                                                for v in n.input_values)]
+    return readers + [None for v in graph.outputs if v is value]

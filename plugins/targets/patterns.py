@@ -112,3 +112,14 @@ def replace_later_uses(graph: Graph, node: Node, old: Value, new: Value) -> None
             other.input_values = [new if v is old else v for v in other.input_values]
         after = after or other is node
     graph.outputs = [new if v is old else v for v in graph.outputs]
+
+
+def last_dim(value: Value | None) -> int | None:
+    """The size of ``value``'s last axis: from its type, or from the constant weight of
+    the ``MatMul`` making it."""
+    shape = value.type().shape if value is not None else None
+    if shape and isinstance(shape[-1], int):
+        return shape[-1]
+    matmul = producer(value, "MatMul")
+    weight = const(matmul.input_values[1]) if matmul is not None else None
+    return int(weight.shape[-1]) if weight is not None and weight.ndim >= 2 else None
