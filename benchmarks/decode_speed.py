@@ -63,31 +63,12 @@ def build_genai(checkpoint: Path, out: Path, precision: str) -> Path:
 
 
 def export_oxport(checkpoint: Path, out: Path, **target: Any) -> Path:
-    """``oxport.export(..., target="ort", **target)`` of the checkpoint with its cache."""
-    import transformers
-
+    """``oxport export CHECKPOINT --task text-generation-with-past --target ort`` (and the
+    options in ``target``: ``quantize="int4"``...), through the task API."""
     import oxport
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint).eval()
-    config = model.config
-    heads = config.num_key_value_heads
-    size = config.hidden_size // config.num_attention_heads
-    cache = transformers.DynamicCache()
-    for layer in range(config.num_hidden_layers):
-        cache.update(torch.randn(2, heads, 4, size), torch.randn(2, heads, 4, size), layer)
-    ids = torch.randint(0, config.vocab_size, (2, 3))
-    mask = torch.ones(2, 7, dtype=torch.long)
-    names = ["input_ids", "attention_mask",
-             *(f"cache.{i}.{kv}" for i in range(config.num_hidden_layers)
-               for kv in ("key", "value"))]
-    axes = {n: ({0: "batch", 1: "sequence"} if n == "input_ids" else
-                {0: "batch", 1: "total"} if n == "attention_mask" else
-                {0: "batch", 2: "past"}) for n in names}
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "model.onnx"
-    oxport.export(model, (ids, {"attention_mask": mask, "cache": cache}), path,
-                  dynamic_axes=axes, target="ort", **target)
-    return path
+    oxport.export_task(checkpoint, out, "text-generation-with-past", target="ort", **target)
+    return out / "model.onnx"
 
 
 class Decoder:
@@ -100,7 +81,9 @@ class Decoder:
         self.session = ort.InferenceSession(str(path), options,
                                             providers=["CPUExecutionProvider"])
         self.inputs = [i for i in self.session.get_inputs()]
-        self.pasts = [i for i in self.inputs if i.name not in ("input_ids", "attention_mask")]
+        self.pasts = [i for i in self.inputs
+                      if i.name not in ("input_ids", "attention_mask", "position_ids")]
+        self.positions = any(i.name == "position_ids" for i in self.inputs)
         self.outputs = [o.name for o in self.session.get_outputs()]
 
     def empty_past(self) -> list[np.ndarray]:
@@ -110,6 +93,8 @@ class Decoder:
     def step(self, ids: np.ndarray, past: list[np.ndarray]) -> tuple[np.ndarray, list]:
         total = past[0].shape[2] + ids.shape[1]
         feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
+        if self.positions:
+            feeds["position_ids"] = np.arange(past[0].shape[2], total, dtype=np.int64)[None]
         feeds.update({p.name: v for p, v in zip(self.pasts, past)})
         logits, *presents = self.session.run(self.outputs, feeds)
         return logits, presents

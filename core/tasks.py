@@ -45,11 +45,19 @@ class TaskOptions:
     #: Build the model of a checkpoint folder on the meta device and stream its weights
     #: from the checkpoint into the file (``oxport.export(..., weights=)``; with dynamo).
     stream_weights: bool = False
+    #: The runtime profile, precision and weight quantization (as ``oxport.export``'s
+    #: ``target``, ``dtype``, ``quantize`` and ``quantize_block_size``; docs/targets.md).
+    target: str | None = None
+    dtype: str | None = None
+    quantize: str | None = None
+    quantize_block_size: int = 32
 
     def export_kwargs(self) -> dict[str, Any]:
         """The ``oxport.export`` keywords these options fix."""
         return {"dynamo": self.dynamo, "opset_version": self.opset, "plugins": self.plugins,
-                "disable_plugins": self.disable_plugins}
+                "disable_plugins": self.disable_plugins, "target": self.target,
+                "dtype": self.dtype, "quantize": self.quantize,
+                "quantize_block_size": self.quantize_block_size}
 
 
 @dataclasses.dataclass
@@ -150,6 +158,8 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
                 dynamo: bool = False, opset: int | None = None, verify: bool = False,
                 plugins: Sequence[str] | None = None,
                 disable_plugins: Sequence[str] | None = None, stream_weights: bool = False,
+                target: str | None = None, dtype: str | None = None,
+                quantize: str | None = None, quantize_block_size: int = 32,
                 **task_options: Any) -> TaskResult:
     """Export ``source`` for ``task`` into the folder ``output_dir`` (created if needed).
 
@@ -162,8 +172,10 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
     ``disable_plugins`` select plugins as in :func:`oxport.export`. ``stream_weights``
     (with ``dynamo``, for a checkpoint folder) builds the model on the meta device and
     streams each weight from the checkpoint into the file, so a model larger than memory
-    exports (docs/large_models.md). Other keywords go to the
-    task. Returns a :class:`TaskResult`; a failed verification is in ``result.verification``
+    exports (docs/large_models.md). ``target``, ``dtype``, ``quantize`` and
+    ``quantize_block_size`` pick the runtime profile, precision and weight quantization of
+    every file written, as in :func:`oxport.export` (docs/targets.md). Other keywords go to
+    the task. Returns a :class:`TaskResult`; a failed verification is in ``result.verification``
     (the files stay written, for inspection).
     """
     tasks = registered_tasks(plugins, disable_plugins)
@@ -180,7 +192,8 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
             "needs dynamo=True (--dynamo).")
     options = TaskOptions(dynamo=dynamo, opset=opset, verify=verify, plugins=plugins,
                           disable_plugins=disable_plugins, extra=dict(task_options),
-                          stream_weights=stream_weights)
+                          stream_weights=stream_weights, target=target, dtype=dtype,
+                          quantize=quantize, quantize_block_size=quantize_block_size)
     result = chosen.task.export(source, folder, options)
     if not isinstance(result, TaskResult):
         raise OnnxExporterError(

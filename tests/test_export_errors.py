@@ -290,3 +290,18 @@ def test_an_op_downstream_of_an_unconvertible_one_is_not_blamed(tmp_path):
     kinds = oxport.unconvertible_ops(_scripted_qat_conv_bn(), (torch.randn(2, 3, 8, 8),),
                                      opset_version=17)[1]
     assert kinds == ["aten::fused_moving_avg_obs_fake_quant"]
+
+
+def test_a_forward_failing_while_tracing_names_the_error_without_printing_its_tensor(tmp_path):
+    outside = nn.Parameter(torch.randn(40, 40))  # not the module's: the tracer refuses it
+
+    class UsesAnOutsideWeight(nn.Module):
+        def forward(self, x):
+            return x @ outside
+
+    with pytest.raises(OnnxExporterError) as caught:
+        oxport.export(UsesAnOutsideWeight(), (torch.randn(2, 40),), str(tmp_path / "m.onnx"))
+    message = str(caught.value)
+    assert "Cannot insert a Tensor that requires grad as a constant" in message
+    assert "FloatTensor" not in message and len(message) < 1000
+    assert not (tmp_path / "m.onnx").exists()

@@ -217,10 +217,8 @@ def test_plain_ort_targets_the_installed_onnx_runtime(monkeypatch):
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["trace", "dynamo"])
-def test_onnxruntime_genai_shares_the_kv_buffer_of_the_ort_file(tmp_path, monkeypatch, dynamo):
+def test_onnxruntime_genai_shares_the_kv_buffer_of_the_ort_file(tmp_path, dynamo):
     import json
-
-    from oxport.tasks import TaskOptions
 
     og = pytest.importorskip("onnxruntime_genai")
     transformers = pytest.importorskip("transformers")
@@ -230,11 +228,8 @@ def test_onnxruntime_genai_shares_the_kv_buffer_of_the_ort_file(tmp_path, monkey
         num_key_value_heads=2, vocab_size=97, bos_token_id=1, eos_token_id=2,
         pad_token_id=0, max_position_embeddings=64)).eval()
     model.save_pretrained(tmp_path / "ckpt")
-    plain = TaskOptions.export_kwargs  # the task passes no target yet: give it "ort"
-    monkeypatch.setattr(TaskOptions, "export_kwargs",
-                        lambda self: {**plain(self), "target": "ort"})
     oxport.export_task(tmp_path / "ckpt", tmp_path / "onnx", "text-generation-with-past",
-                       dynamo=dynamo)
+                       dynamo=dynamo, target="ort")
     config = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
     assert config["search"]["past_present_share_buffer"] is True
     ops = [n.op_type for n in onnx.load(tmp_path / "onnx" / "model.onnx").graph.node]

@@ -284,6 +284,35 @@ def test_the_command_line_exports_a_checkpoint_folder(llama_dir, tmp_path, capsy
     assert (out / "model.onnx").is_file() and (out / "genai_config.json").is_file()
 
 
+@pytest.mark.parametrize("flags", [["--target", "ort"], ["--target", "ort", "--quantize", "int4"],
+                                   ["--dtype", "fp16"]], ids=["ort", "ort-int4", "fp16"])
+def test_the_command_line_task_takes_the_target_dtype_and_quantization(tmp_path_factory,
+                                                                       tmp_path, flags):
+    torch.manual_seed(0)
+    llama_dir = _save(tmp_path_factory, "llama-head16", transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                                 bos_token_id=1, eos_token_id=2, pad_token_id=0)))
+    out = tmp_path / "onnx"
+    assert main(["export", llama_dir, "--task", "text-generation-with-past", "-o", str(out),
+                 "--json", *flags]) == 0
+    model = onnx.load(out / "model.onnx")
+    ops = {n.op_type for n in model.graph.node}
+    past = next(i for i in model.graph.input if i.name.startswith("past_key_values."))
+    if "ort" in flags:  # head size 16: GroupQueryAttention takes the rotary inside
+        assert "GroupQueryAttention" in ops
+    assert ("MatMulNBits" in ops) == ("int4" in flags)
+    assert past.type.tensor_type.elem_type == (
+        onnx.TensorProto.FLOAT16 if "fp16" in flags else onnx.TensorProto.FLOAT)
+    genai = json.loads((out / "genai_config.json").read_text())
+    assert genai["search"].get("past_present_share_buffer", False) == ("ort" in flags)
+    # the file runs: greedy ids of ONNX Runtime against eager's (fp32 files)
+    if "fp16" not in flags and "int4" not in flags:
+        result = oxport.export_task(llama_dir, tmp_path / "again", "text-generation-with-past",
+                                    target="ort", verify=True)
+        assert result.verification["ok"], result.verification["report"]
+
+
 def test_the_command_line_refuses_inputs_with_a_task(llama_dir, tmp_path, capsys):
     status = main(["export", llama_dir, "--task", "text-generation", "-o", str(tmp_path),
                    "--input", "1x3:int64"])

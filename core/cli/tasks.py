@@ -55,7 +55,10 @@ def _run(args: argparse.Namespace) -> tuple[int, dict[str, Any], str]:
         result = export_task(source, output_dir, args.task or "auto", dynamo=args.dynamo,
                              opset=args.opset, verify=args.verify, plugins=args.plugins,
                              disable_plugins=args.no_plugin or None,
-                             stream_weights=args.stream_weights)
+                             stream_weights=args.stream_weights,
+                             target=args.runtime_target, dtype=args.dtype,
+                             quantize=args.quantize,
+                             quantize_block_size=args.quantize_block_size)
     except (UsageError, InvalidExportArgumentError) as exc:
         return EXIT_USAGE, {}, str(exc)
     except OnnxExporterError as exc:

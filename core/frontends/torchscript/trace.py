@@ -93,7 +93,8 @@ def trace_module(model: torch.nn.Module, args: Any, input_names: Sequence[str] |
             raise
         except Exception as exc:  # noqa: BLE001 - the user's forward failed: say so, chained
             raise OnnxExporterError(
-                f"Running the model on args failed while tracing: {type(exc).__name__}: {exc}. "
+                f"Running the model on args failed while tracing: {type(exc).__name__}: "
+                f"{_without_tensor_dump(str(exc))}. "
                 f"Check that args match {type(model).__name__}.forward"
                 f"{signature(model.forward)} and that the model runs eagerly on them."
             ) from exc
@@ -178,6 +179,13 @@ def _objects_as_constants(graph: torch._C.Graph, holder: torch._C.ScriptModule) 
 
     resolve(next(graph.inputs()), holder)
     graph.eraseInput(0)
+
+
+def _without_tensor_dump(message: str, limit: int = 600) -> str:
+    """``message`` without the tensor torch prints into some errors (``Tensor:\n...``),
+    at most ``limit`` characters."""
+    message = message.split("\nTensor:\n", 1)[0]
+    return message if len(message) <= limit else message[:limit] + " [...]"
 
 
 #: While the tracer runs the model, free heap pages go back to the system at most this
@@ -347,7 +355,8 @@ def script_front_end(model: Any, args: Any, input_names: Sequence[str] | None = 
             example = model(*bound) if method is None else model._c._get_method(method)(*bound)
         except Exception as exc:  # noqa: BLE001 - the user's model failed: say so, chained
             raise OnnxExporterError(
-                f"Running the scripted model on args failed: {type(exc).__name__}: {exc}") from exc
+                f"Running the scripted model on args failed: {type(exc).__name__}: "
+                f"{_without_tensor_dump(str(exc))}") from exc
         output_names: list[str | None] = []
         outputs = flatten_outputs(example, notes, output_names)
     graph_outputs = list(graph.outputs())

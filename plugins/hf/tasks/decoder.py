@@ -120,7 +120,8 @@ def decoder_module(model: Any, io: DecoderInputs) -> Any:
     the logits, then the grown cache."""
     import torch
 
-    def run(input_ids: Any, attention_mask: Any, position_ids: Any, past: Any) -> Any:
+    def run(model: Any, input_ids: Any, attention_mask: Any, position_ids: Any,
+            past: Any) -> Any:
         kwargs = {"attention_mask": attention_mask, "use_cache": io.with_past}
         if position_ids is not None:
             kwargs["position_ids"] = position_ids
@@ -137,11 +138,11 @@ def decoder_module(model: Any, io: DecoderInputs) -> Any:
             self.model = model
 
         def forward(self, input_ids, attention_mask, position_ids, past_key_values=None):
-            return run(input_ids, attention_mask, position_ids, past_key_values)
+            return run(self.model, input_ids, attention_mask, position_ids, past_key_values)
 
     class WithoutPositions(WithPositions):
         def forward(self, input_ids, attention_mask, past_key_values=None):
-            return run(input_ids, attention_mask, None, past_key_values)
+            return run(self.model, input_ids, attention_mask, None, past_key_values)
 
     return (WithPositions if io.position_ids else WithoutPositions)().eval()
 
