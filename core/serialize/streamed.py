@@ -77,9 +77,7 @@ class StoredTensor:
             return
         start = self.offset - self.offset % mmap.ALLOCATIONGRANULARITY
         with open(self.path, "rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), self.offset + self.nbytes - start,
-                               offset=start, access=mmap.ACCESS_READ)
-        mapped.madvise(mmap.MADV_WILLNEED)  # read ahead: the writer reads all of it
+            mapped = _map_read_only(handle.fileno(), self.offset + self.nbytes - start, start)
         flat = None
         try:
             with warnings.catch_warnings():
@@ -91,6 +89,20 @@ class StoredTensor:
             flat = None  # the buffer's last user here, before the unmapping
             with contextlib.suppress(BufferError):  # a view still held: unmapped when freed
                 mapped.close()
+
+
+def _map_read_only(fileno: int, length: int, offset: int) -> mmap.mmap:
+    """``length`` bytes of a file from ``offset``, mapped read-only with their pages
+    mapped at once where the system can (``MAP_POPULATE``: one call, where touching each
+    page of a mapping faults it in on its own, which costs more than the conversion)."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if populate:
+        return mmap.mmap(fileno, length, flags=mmap.MAP_SHARED | populate,
+                         prot=mmap.PROT_READ, offset=offset)
+    mapped = mmap.mmap(fileno, length, offset=offset, access=mmap.ACCESS_READ)
+    with contextlib.suppress(AttributeError, OSError):
+        mapped.madvise(mmap.MADV_WILLNEED)  # read ahead: the writer reads all of it
+    return mapped
 
 
 def read_header(path: str) -> dict[str, StoredTensor]:
@@ -279,6 +291,7 @@ class StreamedTensor(LazyTensor):
         closed after the last."""
         if self._open is None:
             self._open = contextlib.ExitStack()
+            self._open.enter_context(_one_thread())
             try:
                 self._view = self._prepare(self._open.enter_context(self.source.opened()))
             except BaseException:
@@ -331,16 +344,73 @@ class StreamedTensor(LazyTensor):
             if bits is not None:
                 view = view.view(stored.dtype)
 
+        def converted(part: torch.Tensor, into: torch.Tensor) -> torch.Tensor:
+            """``part`` in the parameter's dtype (``into``: as load_state_dict converts
+            it), then cast by the recorded Casts."""
+            into.copy_(part)
+            if not casts:
+                return into
+            array = into.numpy()
+            for step in casts:
+                array = step.apply(array)
+            return torch.from_numpy(array)
+
+        matrix = _transposed_matrix(view)
+        if matrix is not None:
+            return _TransposedRows(matrix, self.load_dtype, converted)
+
         def rows(start: int, stop: int, out: torch.Tensor) -> None:
             part = view[start:stop]
             if not casts:  # the conversion to the parameter's dtype, as load_state_dict's
                 _copy_tiled(out, part)
                 return
-            array = part.to(self.load_dtype).numpy()
-            for step in casts:
-                array = step.apply(array)
-            out.copy_(torch.from_numpy(array))
+            out.copy_(converted(part, torch.empty(part.shape, dtype=self.load_dtype)))
         return rows
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one thread while the block runs: converting a band is bound by memory, not
+    by the cores, and on a busy machine torch's threads waiting for each other made the
+    writing four times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _transposed_matrix(view: torch.Tensor) -> torch.Tensor | None:
+    """The matrix ``view`` is the transpose of, when it is one whose rows are contiguous
+    (a Linear weight read through its Transpose); else None."""
+    if view.dim() != 2 or view.stride(0) != 1 or view.shape[0] < 2 or view.shape[1] < 2:
+        return None
+    matrix = view.t()
+    return matrix if matrix.stride(1) == 1 else None
+
+
+class _TransposedRows:
+    """Rows of ``matrix.t()`` converted to ``dtype`` by ``converted(part, into)``: for rows
+    ``start:stop`` (columns of ``matrix``) the columns are copied contiguous in the stored
+    dtype (whole runs of each row of the mapped file), converted there (a vectorized
+    copy), and transposed within one dtype (torch's blocked transpose): converting while
+    gathering strided elements costs several times more. The two buffers, one band each,
+    are reused from band to band (a new one each band is new pages to fault in)."""
+
+    def __init__(self, matrix: torch.Tensor, dtype: torch.dtype,
+                 converted: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+        self.matrix, self.dtype, self.converted = matrix, dtype, converted
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, start: int, stop: int, out: torch.Tensor) -> None:
+        shape = (self.matrix.shape[0], stop - start)
+        if self.buffers is None or tuple(self.buffers[0].shape) != shape:  # the last band
+            self.buffers = (torch.empty(shape, dtype=self.matrix.dtype),
+                            torch.empty(shape, dtype=self.dtype))
+        gathered, into = self.buffers
+        gathered.copy_(self.matrix[:, start:stop])
+        out.copy_(self.converted(gathered, into).t())
 
 
 def _copy_tiled(out: torch.Tensor, part: torch.Tensor) -> None:
