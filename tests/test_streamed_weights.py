@@ -247,13 +247,48 @@ def test_buffers_built_on_meta_are_refused_as_not_in_the_checkpoint(tmp_path):
 
 
 # -- the task layer -----------------------------------------------------------------------
-def test_a_task_streams_the_checkpoint_it_is_given(tmp_path):
+def _binds(monkeypatch) -> list[str]:
+    """Records each export that streamed weights (the weights= it bound)."""
+    from oxport.serialize import streamed
+
+    calls: list[str] = []
+    bind = streamed.bind
+
+    def spy(params, weights):
+        calls.append(str(weights))
+        return bind(params, weights)
+
+    monkeypatch.setattr(streamed, "bind", spy)
+    return calls
+
+
+def test_a_task_with_dynamo_streams_a_safetensors_folder_by_default(tmp_path, monkeypatch):
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    calls = _binds(monkeypatch)
     streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
-    oxport.export_task(folder, streamed, "text-generation", dynamo=True, stream_weights=True)
-    oxport.export_task(folder, loaded, "text-generation", dynamo=True)
+    oxport.export_task(folder, streamed, "text-generation", dynamo=True)
+    assert calls == [folder]
+    oxport.export_task(folder, loaded, "text-generation", dynamo=True, stream_weights=False)
+    assert calls == [folder]  # loaded in memory
     assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
     assert (streamed / "config.json").is_file()
+    oxport.export_task(folder, tmp_path / "traced", "text-generation")
+    assert calls == [folder]  # tracing runs the model: loaded
+
+
+def test_the_cli_streams_with_dynamo_and_loads_with_no_stream_weights(tmp_path, monkeypatch):
+    from oxport.cli.main import main
+
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float16)
+    calls = _binds(monkeypatch)
+    streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
+    assert main(["export", folder, "--task", "text-generation-with-past", "--dynamo",
+                 "-o", str(streamed)]) == 0
+    assert calls == [folder]
+    assert main(["export", folder, "--task", "text-generation-with-past", "--dynamo",
+                 "--no-stream-weights", "-o", str(loaded)]) == 0
+    assert calls == [folder]
+    assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
 
 
 def test_text_generation_with_past_streams_the_same_file_and_verifies(tmp_path):
@@ -261,7 +296,8 @@ def test_text_generation_with_past_streams_the_same_file_and_verifies(tmp_path):
     streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
     result = oxport.export_task(folder, streamed, "text-generation-with-past", dynamo=True,
                                 stream_weights=True, verify=True)
-    oxport.export_task(folder, loaded, "text-generation-with-past", dynamo=True)
+    oxport.export_task(folder, loaded, "text-generation-with-past", dynamo=True,
+                       stream_weights=False)
     assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
     assert result.ok, result.verification
 
