@@ -132,6 +132,34 @@ def test_external_data_is_the_in_memory_exports(tmp_path):
     assert (tmp_path / "a" / "model.onnx.data").stat().st_size > 100_000
 
 
+def test_large_external_data_is_written_past_the_page_cache_byte_for_byte(tmp_path,
+                                                                           monkeypatch):
+    from oxport.serialize import direct
+
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct, "STAGING_BYTES", 3 * 4096)  # many whole buffers, a tail
+    sent: list[int] = []
+    send = direct.DirectWriter._send
+    monkeypatch.setattr(direct.DirectWriter, "_send",
+                        lambda self, length: (sent.append(length), send(self, length))[1])
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    streamed, loaded = str(tmp_path / "a" / "model.onnx"), str(tmp_path / "b" / "model.onnx")
+    _export(_meta_llama(folder), streamed, weights=folder, external_data=True)
+    assert len(sent) > 10 and set(sent[:-1]) == {3 * 4096}
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 1 << 62)  # through the page cache
+    _export(_loaded_llama(folder), loaded, external_data=True)
+    for name in ("model.onnx", "model.onnx.data"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    ids = torch.tensor([[3, 14, 15, 92, 65, 35]])
+    (logits,) = session.run(None, {"input_ids": ids.numpy()})
+    with torch.no_grad():
+        expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
+    np.testing.assert_allclose(logits, expected, atol=1e-4, rtol=1e-4)
+
+
 class _Folds(torch.nn.Module):
     """A weight read through a Cast and a Transpose, and one scaled by a constant: the
     folds a streamed weight records."""
