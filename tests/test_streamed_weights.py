@@ -437,3 +437,50 @@ def test_buffers_built_with_the_model_take_the_checkpoints_values(tmp_path):
     session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+class _ConvNormed(torch.nn.Module):
+    """A Conv and a ConvTranspose, each followed by a batch norm that folds into it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(32)
+        self.up = torch.nn.ConvTranspose2d(32, 24, 3, bias=False)
+        self.up_norm = torch.nn.BatchNorm2d(24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up_norm(self.up(torch.relu(self.norm(self.conv(x)))))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16],
+                         ids=["fp32", "fp16", "bf16"])
+def test_a_batch_norm_folds_into_a_streamed_convolution(tmp_path, dtype):
+    torch.manual_seed(0)
+    eager = _ConvNormed().eval()
+    for norm in (eager.norm, eager.up_norm):
+        norm.running_mean.normal_()
+        norm.running_var.uniform_(0.5, 2.0)
+        norm.weight.data.normal_()
+    eager.to(dtype)
+    checkpoint = str(tmp_path / "convs.safetensors")
+    save_file(eager.state_dict(), checkpoint)
+    with oxport.empty_weights():
+        meta = _ConvNormed().eval().to(dtype)
+    x = torch.randn(2, 16, 8, 8, dtype=dtype)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    result = oxport.export(meta, (x,), streamed, dynamo=True, weights=checkpoint)
+    oxport.export(eager, (x,), loaded, dynamo=True)
+    ops = [n.op_type for n in onnx.load(streamed).graph.node]
+    assert ops == [n.op_type for n in onnx.load(loaded).graph.node]
+    _assert_same_weights(streamed, loaded)
+    if dtype != torch.bfloat16:  # bf16 convolutions run between Casts: no fold in memory
+        assert ops == ["Conv", "Relu", "ConvTranspose"]
+        steps = sorted(tuple(s.op_type for s in w.tensor.steps)
+                       for w in result.serialized.weights if isinstance(w.tensor, StreamedTensor))
+        assert steps == [("BatchNormalization",)] * 2
+    if dtype == torch.float32:
+        session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+        (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+        np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+

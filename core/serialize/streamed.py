@@ -285,6 +285,20 @@ class StreamedTensor(LazyTensor):
         return StreamedTensor(self.name, self.source, self.load_dtype, self.load_shape,
                               (*self.steps, step), shape, dtype)
 
+    def scaled(self, factor: np.ndarray, axis: int) -> StreamedTensor | None:
+        """This weight times ``factor`` (float32, one per channel) along dimension
+        ``axis``: a batch norm folded into the convolution before it, computed when written
+        as the in-memory fold computes it (in float32, rounded to the weight's dtype), band
+        by band. None after other steps on a dtype numpy lacks (the batch norm stays)."""
+        if self.steps and _numpy_dtype(self.dtype) is None:
+            return None
+        shape = [1] * len(self.shape)
+        shape[axis] = -1
+        step = Step("BatchNormalization", _scale, (None, factor.reshape(shape)), 0,
+                    {"axis": axis}, 0)
+        return StreamedTensor(self.name, self.source, self.load_dtype, self.load_shape,
+                              (*self.steps, step), self.shape, self.dtype)
+
     # -- writing ------------------------------------------------------------------
     def _rows(self, start: int, stop: int, out: torch.Tensor) -> None:
         """Rows ``start:stop`` into ``out``; the source is opened at the first rows and
@@ -320,6 +334,8 @@ class StreamedTensor(LazyTensor):
                 "(check its config).")
         if all(s.op_type in VIEW_FOLDS or s.op_type == "Cast" for s in self.steps):
             return self._chunked(stored)
+        if len(self.steps) == 1 and self.steps[0].op_type == "BatchNormalization":
+            return _scaled_rows(stored.to(self.load_dtype), self.steps[0])
         whole = stored.to(self.load_dtype).numpy()
         for step in self.steps:
             whole = step.apply(whole)
@@ -411,6 +427,28 @@ class _TransposedRows:
         gathered, into = self.buffers
         gathered.copy_(self.matrix[:, start:stop])
         out.copy_(self.converted(gathered, into).t())
+
+
+def _scaled_rows(weight: torch.Tensor, step: Step) -> Callable[[int, int, torch.Tensor], None]:
+    """Rows of ``weight`` times the per-channel factor of ``step`` (a batch norm folded into
+    a convolution), computed as the in-memory fold's rows are."""
+    factor = torch.from_numpy(step.arrays[1])
+    axis = step.attrs["axis"]
+
+    def rows(start: int, stop: int, out: torch.Tensor) -> None:
+        along = factor[start:stop] if axis == 0 else factor
+        part = weight[start:stop]
+        if out.dtype == part.dtype == torch.float32:
+            np.multiply(part.numpy(), along.numpy(), out=out.numpy())
+        else:
+            out.copy_(part.float() * along)
+    return rows
+
+
+def _scale(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    """A weight times a per-channel factor, in float32, back in the weight's dtype."""
+    weight, factor = arrays
+    return (weight.astype(np.float32) * factor).astype(weight.dtype)
 
 
 def _copy_tiled(out: torch.Tensor, part: torch.Tensor) -> None:
