@@ -141,7 +141,7 @@ def test_large_external_data_is_written_past_the_page_cache_byte_for_byte(tmp_pa
     sent: list[int] = []
     send = direct.DirectWriter._send
     monkeypatch.setattr(direct.DirectWriter, "_send",
-                        lambda self, length: (sent.append(length), send(self, length))[1])
+                        lambda self, data: (sent.append(len(data)), send(self, data))[1])
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

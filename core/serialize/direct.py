@@ -4,10 +4,10 @@ Written through the page cache, every byte of a multi-gigabyte data file is copi
 newly allocated cache pages, which the kernel then writes out and keeps until memory runs
 short: on a busy machine that costs several times the copy of a checkpoint (which the
 kernel does within itself), and the dirty pages throttle the writer anyway once they pass
-the kernel's limit. :func:`unbuffered` gathers the bytes in one page-aligned buffer and
-writes it whole, block-aligned, with ``O_DIRECT`` (straight to the disk); the last partial
-block is written the ordinary way. Where the system or the file system refuses
-``O_DIRECT``, the bytes go through the page cache as before.
+the kernel's limit. :func:`unbuffered` gathers the bytes in page-aligned buffers and
+writes each whole, block-aligned, with ``O_DIRECT`` (straight to the disk) from a thread
+while the next one fills; the last partial block is written the ordinary way. Where the
+system or the file system refuses ``O_DIRECT``, the bytes go through the page cache.
 """
 
 from __future__ import annotations
@@ -17,66 +17,85 @@ import errno
 import mmap
 import os
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 #: Data files smaller than this are written through the page cache (a small file is
 #: written as fast either way, and stays cached for whoever reads it next).
 DIRECT_MIN_BYTES = 64 << 20
-#: The aligned buffer's size: each direct write is this long.
+#: Each of the two aligned buffers' size: each direct write is this long.
 STAGING_BYTES = 8 << 20
 
 
 class DirectWriter:
     """A binary file's ``write`` that sends whole :data:`STAGING_BYTES` buffers with
-    ``O_DIRECT``. The file's descriptor must be at offset 0 with nothing buffered;
-    :meth:`finish` writes what is left."""
+    ``O_DIRECT``, from a thread: one buffer is written while the caller fills the other
+    (``os.write`` lets go of the GIL), so computing the bytes and writing them overlap.
+    The file's descriptor must be at offset 0 with nothing buffered; :meth:`finish`
+    writes what is left."""
 
     def __init__(self, fd: int, flags: int) -> None:
         self.fd, self.flags = fd, flags
-        self._staging = mmap.mmap(-1, STAGING_BYTES)  # page-aligned, as O_DIRECT needs
-        self._view = memoryview(self._staging)
+        # page-aligned, as O_DIRECT needs
+        self._buffers = [mmap.mmap(-1, STAGING_BYTES) for _ in range(2)]
+        self._views = [memoryview(buffer) for buffer in self._buffers]
+        self._current = 0
         self._used = 0
         self._direct = True
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="oxport-write")
+        self._pending: Future[None] | None = None
 
     def write(self, data: Any) -> int:
         data = memoryview(data).cast("B")
         done, size = 0, len(data)
+        view = self._views[self._current]
         while done < size:
             take = min(size - done, STAGING_BYTES - self._used)
-            self._view[self._used:self._used + take] = data[done:done + take]
+            view[self._used:self._used + take] = data[done:done + take]
             self._used += take
             done += take
             if self._used == STAGING_BYTES:
-                self._send(STAGING_BYTES)
+                self._wait()
+                self._pending = self._thread.submit(self._send, view)
+                self._current = 1 - self._current
+                self._used = 0
+                view = self._views[self._current]
         return size
 
     def finish(self) -> None:
         """Write the bytes still in the buffer (the whole blocks directly, the rest not)."""
+        self._wait()
+        view = self._views[self._current]
         whole = self._used - self._used % mmap.PAGESIZE
         if whole:
-            self._send(whole)
+            self._send(view[:whole])
         self._buffered()
-        self._write_all(self._view[:self._used])
+        self._write_all(view[whole:self._used])
         self._used = 0
 
     def close(self) -> None:
-        """Restore the file's flags and release the buffer."""
+        """Wait for the last write, restore the file's flags and release the buffers."""
+        self._thread.shutdown(wait=True)
         self._buffered()
-        self._view.release()
-        self._staging.close()
+        for view, buffer in zip(self._views, self._buffers, strict=True):
+            view.release()
+            buffer.close()
 
-    def _send(self, length: int) -> None:
-        """Write the buffer's first ``length`` bytes (whole blocks) and keep the rest."""
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()  # its error, raised here
+
+    def _send(self, data: memoryview) -> None:
+        """Write ``data`` (whole blocks) directly, or through the page cache where the file
+        system refuses ``O_DIRECT`` writes."""
         try:
-            self._write_all(self._view[:length])
+            self._write_all(data)
         except OSError as exc:
             if not self._direct or exc.errno != errno.EINVAL:
                 raise
-            self._buffered()  # the file system refuses O_DIRECT writes: the page cache
-            self._write_all(self._view[:length])
-        rest = self._used - length
-        self._view[:rest] = self._view[length:self._used]
-        self._used = rest
+            self._buffered()
+            self._write_all(data)
 
     def _write_all(self, data: memoryview) -> None:
         while len(data):

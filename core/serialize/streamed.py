@@ -49,6 +49,9 @@ TILE_COLUMNS = 64
 #: reads this many columns of each row of the source, whole cache lines of it.
 MIN_BAND_ROWS = 128
 MAX_BAND_BYTES = 64 << 20
+#: When a weight is mapped, this many bytes of the file after it are read ahead (the
+#: kernel reads them while this weight is converted and written).
+READ_AHEAD_BYTES = 256 << 20
 #: Folds that only rearrange their input (the result is a view): recorded, applied to the
 #: mapped tensor as views, and the rows gathered from it when written.
 VIEW_FOLDS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice"})
@@ -78,6 +81,9 @@ class StoredTensor:
         start = self.offset - self.offset % mmap.ALLOCATIONGRANULARITY
         with open(self.path, "rb") as handle:
             mapped = _map_read_only(handle.fileno(), self.offset + self.nbytes - start, start)
+            with contextlib.suppress(AttributeError, OSError):  # the next weights, read
+                os.posix_fadvise(handle.fileno(), self.offset + self.nbytes,  # while this
+                                 READ_AHEAD_BYTES, os.POSIX_FADV_WILLNEED)  # one is written
         flat = None
         try:
             with warnings.catch_warnings():
