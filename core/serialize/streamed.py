@@ -311,7 +311,6 @@ class StreamedTensor(LazyTensor):
         closed after the last."""
         if self._open is None:
             self._open = contextlib.ExitStack()
-            self._open.enter_context(_one_thread())
             try:
                 self._view = self._prepare(self._open.enter_context(self.source.opened()))
             except BaseException:
@@ -388,19 +387,6 @@ class StreamedTensor(LazyTensor):
                 return
             out.copy_(converted(part, torch.empty(part.shape, dtype=self.load_dtype)))
         return rows
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """torch on one thread while the block runs: converting a band is bound by memory, not
-    by the cores, and on a busy machine torch's threads waiting for each other made the
-    writing four times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _transposed_matrix(view: torch.Tensor) -> torch.Tensor | None:
