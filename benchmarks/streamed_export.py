@@ -250,6 +250,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="copy and export this many times, one after the other (the "
                              "machine is shared: the ratios vary from run to run)")
+    parser.add_argument("--save", metavar="JSON", help="also write the runs to this file")
     parser.add_argument("--tiled", action=argparse.BooleanOptionalAction, default=None,
                         help="write the checkpoint's weights tiled from one random block "
                              "(fast; default for the 7b preset)")
@@ -309,6 +310,14 @@ def main() -> None:
         verdict = "identical" if same else f"differ from step {first}"
         rows.append(("greedy ids, ONNX Runtime vs transformers",
                      f"{verdict} ({len(ort_out)} tokens: {ort_out})"))
+    if options.save:
+        with open(options.save, "w") as handle:
+            json.dump({"preset": options.preset, "dtype": options.dtype,
+                       "checkpoint_bytes": ckpt_bytes, "data_bytes": data, "limit": how,
+                       "runs": [{"copy_seconds": round(c, 2), "write_and_sync_seconds":
+                                 round(w, 2), "ratio": round(w / c, 2), **st}
+                                for c, st, w in runs],
+                       "table": dict(rows)}, handle, indent=1)
     if not options.keep:
         shutil.rmtree(out_dir)
     print("| | |\n| --- | --- |")
