@@ -160,6 +160,37 @@ def test_large_external_data_is_written_past_the_page_cache_byte_for_byte(tmp_pa
     np.testing.assert_allclose(logits, expected, atol=1e-4, rtol=1e-4)
 
 
+def test_a_file_system_refusing_direct_writes_gets_the_same_bytes(tmp_path, monkeypatch):
+    import errno
+
+    from oxport.serialize import direct
+
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct, "STAGING_BYTES", 4096)
+    write_all = direct.DirectWriter._write_all
+    refused: list[bool] = []
+
+    def refusing(self, data):
+        if self._direct:
+            refused.append(True)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return write_all(self, data)
+
+    monkeypatch.setattr(direct.DirectWriter, "_write_all", refusing)
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float16)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    threads = torch.get_num_threads()
+    _export(_meta_llama(folder), str(tmp_path / "a" / "model.onnx"), weights=folder,
+            external_data=True)
+    assert refused == [True]  # once: then through the page cache
+    assert torch.get_num_threads() == threads  # the writer's one thread, restored
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 1 << 62)
+    _export(_loaded_llama(folder), str(tmp_path / "b" / "model.onnx"), external_data=True)
+    for name in ("model.onnx", "model.onnx.data"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 class _Folds(torch.nn.Module):
     """A weight read through a Cast and a Transpose, and one scaled by a constant: the
     folds a streamed weight records."""
