@@ -392,10 +392,10 @@ class StreamedTensor(LazyTensor):
 def _transposed_matrix(view: torch.Tensor) -> torch.Tensor | None:
     """The matrix ``view`` is the transpose of, when it is one whose rows are contiguous
     (a Linear weight read through its Transpose); else None."""
-    if view.dim() != 2 or view.stride(0) != 1 or view.shape[0] < 2 or view.shape[1] < 2:
+    if view.dim() != 2 or view.stride(0) != 1 or view.shape[0] < 2 or view.shape[1] < 2 \
+            or view.stride(1) < view.shape[0]:
         return None
-    matrix = view.t()
-    return matrix if matrix.stride(1) == 1 else None
+    return view.t()
 
 
 class _TransposedRows:
