@@ -32,6 +32,7 @@ from typing import Any
 PRESETS = {
     # name: (layers, hidden, intermediate, heads, kv heads, vocab)
     "tiny": (2, 256, 512, 8, 2, 1000),
+    "350m": (4, 2048, 5632, 32, 4, 49152),
     "1.3b": (24, 2048, 5632, 32, 4, 49152),
     "7b": (32, 4096, 11008, 32, 32, 32000),
 }
@@ -51,8 +52,10 @@ def _config(preset: str):
 
 
 # -- the checkpoint ---------------------------------------------------------------------
-def make_checkpoint(folder: str, preset: str) -> None:
-    """Random bf16 weights as safetensors shards of about SHARD_BYTES, one tensor at a time."""
+def make_checkpoint(folder: str, preset: str, tiled: bool = False) -> None:
+    """Random bf16 weights as safetensors shards of about SHARD_BYTES, one tensor at a time
+    (``tiled``: each tensor tiled from one random block, at a random offset, which writes a
+    7 B checkpoint in minutes where ``randn`` of every weight takes most of an hour)."""
     import torch
     import transformers
 
@@ -75,7 +78,7 @@ def make_checkpoint(folder: str, preset: str) -> None:
     generator = torch.Generator().manual_seed(0)
     for index, shard in enumerate(shards):
         file = f"model-{index + 1:05d}-of-{len(shards):05d}.safetensors"
-        _write_shard(os.path.join(folder, file), shard, generator)
+        _write_shard(os.path.join(folder, file), shard, generator, tiled)
         weight_map.update((name, file) for name, _ in shard)
     total = sum(2 * _numel(shape) for _, shape in shapes)
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as handle:
@@ -89,7 +92,25 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _write_shard(path: str, tensors: list[tuple[str, tuple[int, ...]]], generator) -> None:
+#: The random block tiled weights repeat (a prime length: rows of a weight do not line up).
+TILE_ELEMENTS = 1_000_003
+
+
+def _random(shape: tuple[int, ...], generator, tiled: bool):
+    """A bf16 tensor of ``shape``: normal(0, 0.02), or tiled from one random block."""
+    import torch
+
+    if not tiled:
+        return (0.02 * torch.randn(shape, generator=generator)).to(torch.bfloat16)
+    block = (0.02 * torch.randn(TILE_ELEMENTS, generator=generator)).to(torch.bfloat16)
+    count = _numel(shape)
+    start = int(torch.randint(TILE_ELEMENTS, (1,), generator=generator))
+    flat = block.roll(-start).repeat(count // TILE_ELEMENTS + 1)[:count]
+    return flat.view(shape)
+
+
+def _write_shard(path: str, tensors: list[tuple[str, tuple[int, ...]]], generator,
+                 tiled: bool = False) -> None:
     import torch
 
     header, offset = {"__metadata__": {"format": "pt"}}, 0
@@ -104,10 +125,10 @@ def _write_shard(path: str, tensors: list[tuple[str, tuple[int, ...]]], generato
         handle.write(struct.pack("<Q", len(raw)) + raw)
         for name, shape in tensors:
             if name.endswith("norm.weight"):
-                tensor = 1 + 0.1 * torch.randn(shape, generator=generator)
+                tensor = (1 + 0.1 * torch.randn(shape, generator=generator)).to(torch.bfloat16)
             else:
-                tensor = 0.02 * torch.randn(shape, generator=generator)
-            handle.write(tensor.to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+                tensor = _random(shape, generator, tiled)
+            handle.write(memoryview(tensor.view(torch.int16).numpy()).cast("B"))
             del tensor
 
 
@@ -143,11 +164,14 @@ def export(folder: str, out: str, dtype: str) -> None:
         dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                       "logits": {0: "batch", 1: "sequence"}})
     seconds = time.perf_counter() - start
+    synced = time.perf_counter()
+    os.sync()  # as the copy is timed: until the bytes are on the disk
+    sync_seconds = time.perf_counter() - synced
     with open("/proc/self/status") as handle:
         status = handle.read()
     hwm = int(status.split("VmHWM:")[1].split()[0]) * 1024
     peak_virtual = int(status.split("VmPeak:")[1].split()[0]) * 1024
-    print(json.dumps({"export_seconds": seconds, "peak_rss": hwm, "peak_virtual": peak_virtual,
+    print(json.dumps({"export_seconds": seconds, "sync_seconds": sync_seconds, "peak_rss": hwm, "peak_virtual": peak_virtual,
                       "phases": {k: round(v, 2) for k, v in result.timings.items()},
                       "weight_bytes": sum(w.nbytes for w in result.serialized.weights)}))
 
@@ -223,6 +247,13 @@ def main() -> None:
                         help="compare ONNX Runtime's greedy ids with transformers' generate")
     parser.add_argument("--tokens", type=int, default=12)
     parser.add_argument("--keep", action="store_true", help="keep the ONNX files")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="copy and export this many times, one after the other (the "
+                             "machine is shared: the ratios vary from run to run)")
+    parser.add_argument("--save", metavar="JSON", help="also write the runs to this file")
+    parser.add_argument("--tiled", action=argparse.BooleanOptionalAction, default=None,
+                        help="write the checkpoint's weights tiled from one random block "
+                             "(fast; default for the 7b preset)")
     options, rest = parser.parse_known_args()
     if rest:  # a child
         {"_export": lambda: export(rest[1], rest[2], rest[3]),
@@ -234,25 +265,42 @@ def main() -> None:
     out_dir = os.path.join(options.work, f"onnx-{options.preset}-{options.dtype}")
     if not os.path.exists(os.path.join(folder, "model.safetensors.index.json")):
         start = time.perf_counter()
-        make_checkpoint(folder, options.preset)
+        tiled = options.preset == "7b" if options.tiled is None else options.tiled
+        make_checkpoint(folder, options.preset, tiled)
         print(f"checkpoint written in {time.perf_counter() - start:.1f} s")
     ckpt_bytes = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)
                      if f.endswith(".safetensors"))
-    copy = copy_seconds(folder, os.path.join(options.work, "copy"))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.makedirs(out_dir)
     out = os.path.join(out_dir, "model.onnx")
-    stats, how = _child(["_export", folder, out, options.dtype], options.limit or None,
-                        options.rlimit)
+    runs = []
+    for _ in range(options.repeat):
+        copy = copy_seconds(folder, os.path.join(options.work, "copy"))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.makedirs(out_dir)
+        stats, how = _child(["_export", folder, out, options.dtype], options.limit or None,
+                            options.rlimit)
+        writing = stats["phases"].get("write", 0.0) + stats["sync_seconds"]
+        runs.append((copy, stats, writing))
+        print(f"copy {copy:.1f} s; export {stats['export_seconds']:.1f} s, writing the "
+              f"weights {writing:.1f} s with the sync: {writing / copy:.2f}x the copy; peak "
+              f"RSS {stats['peak_rss'] / 2**30:.2f} GiB", flush=True)
     data = os.path.getsize(out + ".data")
+    copy, stats, writing = sorted(runs, key=lambda run: run[2] / run[0])[len(runs) // 2]
+    ratios = ", ".join(f"{w / c:.2f}x" for c, _, w in runs)
     rows = [
         ("checkpoint", f"{options.preset} Llama, bf16, {ckpt_bytes / 1e9:.2f} GB"),
         ("exported to", f"{options.dtype}, {data / 1e9:.2f} GB of external data in one file"),
         ("memory limit", how),
-        ("peak RSS of the export (VmHWM)", f"{stats['peak_rss'] / 2**30:.2f} GiB"),
-        ("peak address space (VmPeak)", f"{stats['peak_virtual'] / 2**30:.2f} GiB"),
-        ("export time", f"{stats['export_seconds']:.1f} s (phases: {stats['phases']})"),
-        ("copying the checkpoint's bytes", f"{copy:.1f} s"),
+        ("peak RSS of the export (VmHWM)",
+         f"{max(r[1]['peak_rss'] for r in runs) / 2**30:.2f} GiB"),
+        ("peak address space (VmPeak)",
+         f"{max(r[1]['peak_virtual'] for r in runs) / 2**30:.2f} GiB"),
+        ("export time", (f"{stats['export_seconds']:.1f} s (phases: {stats['phases']}; "
+                         f"then sync {stats['sync_seconds']:.1f} s)")),
+        ("copying the checkpoint's shards (synced)", f"{copy:.1f} s"),
+        ("writing the weights (write phase + sync) / copying",
+         f"**{writing / copy:.2f}x** (median of {len(runs)}: {ratios})"),
+        ("whole export (+ sync) / copying",
+         f"{(stats['export_seconds'] + stats['sync_seconds']) / copy:.2f}x"),
     ]
     if options.generate:
         ort_out, _ = _child(["_ort", out, str(options.tokens)])
@@ -262,6 +310,14 @@ def main() -> None:
         verdict = "identical" if same else f"differ from step {first}"
         rows.append(("greedy ids, ONNX Runtime vs transformers",
                      f"{verdict} ({len(ort_out)} tokens: {ort_out})"))
+    if options.save:
+        with open(options.save, "w") as handle:
+            json.dump({"preset": options.preset, "dtype": options.dtype,
+                       "checkpoint_bytes": ckpt_bytes, "data_bytes": data, "limit": how,
+                       "runs": [{"copy_seconds": round(c, 2), "write_and_sync_seconds":
+                                 round(w, 2), "ratio": round(w / c, 2), **st}
+                                for c, st, w in runs],
+                       "table": dict(rows)}, handle, indent=1)
     if not options.keep:
         shutil.rmtree(out_dir)
     print("| | |\n| --- | --- |")

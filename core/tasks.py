@@ -43,7 +43,8 @@ class TaskOptions:
     #: Options only some tasks understand (a task refuses one it does not know).
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Build the model of a checkpoint folder on the meta device and stream its weights
-    #: from the checkpoint into the file (``oxport.export(..., weights=)``; with dynamo).
+    #: from the checkpoint into the file (``oxport.export(..., weights=)``; with dynamo:
+    #: :func:`export_task` sets it for a folder of safetensors unless told not to).
     stream_weights: bool = False
     #: The runtime profile, precision and weight quantization (as ``oxport.export``'s
     #: ``target``, ``dtype``, ``quantize`` and ``quantize_block_size``; docs/targets.md).
@@ -157,10 +158,10 @@ def resolve(task: str, source: Any, tasks: dict[str, RegisteredTask]) -> Registe
 def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUTO, *,
                 dynamo: bool = False, opset: int | None = None, verify: bool = False,
                 plugins: Sequence[str] | None = None,
-                disable_plugins: Sequence[str] | None = None, stream_weights: bool = False,
-                target: str | None = None, dtype: str | None = None,
-                quantize: str | None = None, quantize_block_size: int = 32,
-                **task_options: Any) -> TaskResult:
+                disable_plugins: Sequence[str] | None = None,
+                stream_weights: bool | None = None, target: str | None = None,
+                dtype: str | None = None, quantize: str | None = None,
+                quantize_block_size: int = 32, **task_options: Any) -> TaskResult:
     """Export ``source`` for ``task`` into the folder ``output_dir`` (created if needed).
 
     ``source`` is what the task takes: for the transformers tasks, a folder written by
@@ -172,10 +173,12 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
     ``disable_plugins`` select plugins as in :func:`oxport.export`. ``stream_weights``
     (with ``dynamo``, for a checkpoint folder) builds the model on the meta device and
     streams each weight from the checkpoint into the file, so a model larger than memory
-    exports (docs/large_models.md). ``target``, ``dtype``, ``quantize`` and
-    ``quantize_block_size`` pick the runtime profile, precision and weight quantization of
-    every file written, as in :func:`oxport.export` (docs/targets.md). Other keywords go to
-    the task. Returns a :class:`TaskResult`; a failed verification is in ``result.verification``
+    exports (docs/large_models.md); None (the default) streams a folder of safetensors
+    with ``dynamo`` and loads the model otherwise; False always loads it. ``target``,
+    ``dtype``, ``quantize`` and ``quantize_block_size`` pick the runtime profile, precision
+    and weight quantization of every file written, as in :func:`oxport.export`
+    (docs/targets.md). Other keywords go to the task. Returns a :class:`TaskResult`; a
+    failed verification is in ``result.verification``
     (the files stay written, for inspection).
     """
     tasks = registered_tasks(plugins, disable_plugins)
@@ -190,6 +193,8 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
         raise InvalidExportArgumentError(
             "stream_weights (--stream-weights) captures the model without its weights, which "
             "needs dynamo=True (--dynamo).")
+    if stream_weights is None:
+        stream_weights = dynamo and _holds_safetensors(source)
     options = TaskOptions(dynamo=dynamo, opset=opset, verify=verify, plugins=plugins,
                           disable_plugins=disable_plugins, extra=dict(task_options),
                           stream_weights=stream_weights, target=target, dtype=dtype,
@@ -200,6 +205,13 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
             f"The task {chosen.name!r} from {chosen.provenance} returned "
             f"{type(result).__name__}, not an oxport.tasks.TaskResult: fix the plugin.")
     return result
+
+
+def _holds_safetensors(source: Any) -> bool:
+    """Whether ``source`` is a folder holding safetensors weights (streamed by default)."""
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
+        return False
+    return any(name.endswith(".safetensors") for name in os.listdir(source))
 
 
 def _describe(source: Any) -> str:

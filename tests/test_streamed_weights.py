@@ -132,6 +132,65 @@ def test_external_data_is_the_in_memory_exports(tmp_path):
     assert (tmp_path / "a" / "model.onnx.data").stat().st_size > 100_000
 
 
+def test_large_external_data_is_written_past_the_page_cache_byte_for_byte(tmp_path,
+                                                                           monkeypatch):
+    from oxport.serialize import direct
+
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct, "STAGING_BYTES", 3 * 4096)  # many whole buffers, a tail
+    sent: list[int] = []
+    send = direct.DirectWriter._send
+    monkeypatch.setattr(direct.DirectWriter, "_send",
+                        lambda self, data: (sent.append(len(data)), send(self, data))[1])
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    streamed, loaded = str(tmp_path / "a" / "model.onnx"), str(tmp_path / "b" / "model.onnx")
+    _export(_meta_llama(folder), streamed, weights=folder, external_data=True)
+    assert len(sent) > 10 and set(sent[:-1]) == {3 * 4096}
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 1 << 62)  # through the page cache
+    _export(_loaded_llama(folder), loaded, external_data=True)
+    for name in ("model.onnx", "model.onnx.data"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    ids = torch.tensor([[3, 14, 15, 92, 65, 35]])
+    (logits,) = session.run(None, {"input_ids": ids.numpy()})
+    with torch.no_grad():
+        expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
+    np.testing.assert_allclose(logits, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_file_system_refusing_direct_writes_gets_the_same_bytes(tmp_path, monkeypatch):
+    import errno
+
+    from oxport.serialize import direct
+
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct, "STAGING_BYTES", 4096)
+    write_all = direct.DirectWriter._write_all
+    refused: list[bool] = []
+
+    def refusing(self, data):
+        if self._direct:
+            refused.append(True)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return write_all(self, data)
+
+    monkeypatch.setattr(direct.DirectWriter, "_write_all", refusing)
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float16)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    threads = torch.get_num_threads()
+    _export(_meta_llama(folder), str(tmp_path / "a" / "model.onnx"), weights=folder,
+            external_data=True)
+    assert refused == [True]  # once: then through the page cache
+    assert torch.get_num_threads() == threads  # the writer's one thread, restored
+    monkeypatch.setattr(direct, "DIRECT_MIN_BYTES", 1 << 62)
+    _export(_loaded_llama(folder), str(tmp_path / "b" / "model.onnx"), external_data=True)
+    for name in ("model.onnx", "model.onnx.data"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 class _Folds(torch.nn.Module):
     """A weight read through a Cast and a Transpose, and one scaled by a constant: the
     folds a streamed weight records."""
@@ -247,13 +306,48 @@ def test_buffers_built_on_meta_are_refused_as_not_in_the_checkpoint(tmp_path):
 
 
 # -- the task layer -----------------------------------------------------------------------
-def test_a_task_streams_the_checkpoint_it_is_given(tmp_path):
+def _binds(monkeypatch) -> list[str]:
+    """Records each export that streamed weights (the weights= it bound)."""
+    from oxport.serialize import streamed
+
+    calls: list[str] = []
+    bind = streamed.bind
+
+    def spy(params, weights):
+        calls.append(str(weights))
+        return bind(params, weights)
+
+    monkeypatch.setattr(streamed, "bind", spy)
+    return calls
+
+
+def test_a_task_with_dynamo_streams_a_safetensors_folder_by_default(tmp_path, monkeypatch):
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    calls = _binds(monkeypatch)
     streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
-    oxport.export_task(folder, streamed, "text-generation", dynamo=True, stream_weights=True)
-    oxport.export_task(folder, loaded, "text-generation", dynamo=True)
+    oxport.export_task(folder, streamed, "text-generation", dynamo=True)
+    assert calls == [folder]
+    oxport.export_task(folder, loaded, "text-generation", dynamo=True, stream_weights=False)
+    assert calls == [folder]  # loaded in memory
     assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
     assert (streamed / "config.json").is_file()
+    oxport.export_task(folder, tmp_path / "traced", "text-generation")
+    assert calls == [folder]  # tracing runs the model: loaded
+
+
+def test_the_cli_streams_with_dynamo_and_loads_with_no_stream_weights(tmp_path, monkeypatch):
+    from oxport.cli.main import main
+
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float16)
+    calls = _binds(monkeypatch)
+    streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
+    assert main(["export", folder, "--task", "text-generation-with-past", "--dynamo",
+                 "-o", str(streamed)]) == 0
+    assert calls == [folder]
+    assert main(["export", folder, "--task", "text-generation-with-past", "--dynamo",
+                 "--no-stream-weights", "-o", str(loaded)]) == 0
+    assert calls == [folder]
+    assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
 
 
 def test_text_generation_with_past_streams_the_same_file_and_verifies(tmp_path):
@@ -261,7 +355,8 @@ def test_text_generation_with_past_streams_the_same_file_and_verifies(tmp_path):
     streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
     result = oxport.export_task(folder, streamed, "text-generation-with-past", dynamo=True,
                                 stream_weights=True, verify=True)
-    oxport.export_task(folder, loaded, "text-generation-with-past", dynamo=True)
+    oxport.export_task(folder, loaded, "text-generation-with-past", dynamo=True,
+                       stream_weights=False)
     assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
     assert result.ok, result.verification
 
@@ -373,3 +468,50 @@ def test_buffers_built_with_the_model_take_the_checkpoints_values(tmp_path):
     session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+class _ConvNormed(torch.nn.Module):
+    """A Conv and a ConvTranspose, each followed by a batch norm that folds into it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(32)
+        self.up = torch.nn.ConvTranspose2d(32, 24, 3, bias=False)
+        self.up_norm = torch.nn.BatchNorm2d(24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up_norm(self.up(torch.relu(self.norm(self.conv(x)))))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16],
+                         ids=["fp32", "fp16", "bf16"])
+def test_a_batch_norm_folds_into_a_streamed_convolution(tmp_path, dtype):
+    torch.manual_seed(0)
+    eager = _ConvNormed().eval()
+    for norm in (eager.norm, eager.up_norm):
+        norm.running_mean.normal_()
+        norm.running_var.uniform_(0.5, 2.0)
+        norm.weight.data.normal_()
+    eager.to(dtype)
+    checkpoint = str(tmp_path / "convs.safetensors")
+    save_file(eager.state_dict(), checkpoint)
+    with oxport.empty_weights():
+        meta = _ConvNormed().eval().to(dtype)
+    x = torch.randn(2, 16, 8, 8, dtype=dtype)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    result = oxport.export(meta, (x,), streamed, dynamo=True, weights=checkpoint)
+    oxport.export(eager, (x,), loaded, dynamo=True)
+    ops = [n.op_type for n in onnx.load(streamed).graph.node]
+    assert ops == [n.op_type for n in onnx.load(loaded).graph.node]
+    _assert_same_weights(streamed, loaded)
+    if dtype != torch.bfloat16:  # bf16 convolutions run between Casts: no fold in memory
+        assert ops == ["Conv", "Relu", "ConvTranspose"]
+        steps = sorted(tuple(s.op_type for s in w.tensor.steps)
+                       for w in result.serialized.weights if isinstance(w.tensor, StreamedTensor))
+        assert steps == [("BatchNormalization",)] * 2
+    if dtype == torch.float32:
+        session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+        (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+        np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+

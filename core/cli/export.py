@@ -111,10 +111,11 @@ def add_export_command(sub: Any, help: str) -> None:
                    help="torch.jit.script the model instead of tracing it (keeps control flow)")
     p.add_argument("--dynamo", action="store_true",
                    help="capture the model with torch.export instead of tracing it")
-    p.add_argument("--stream-weights", action="store_true",
+    p.add_argument("--stream-weights", action=argparse.BooleanOptionalAction, default=None,
                    help="with --task and --dynamo: build the model on the meta device and "
                         "stream its weights from the checkpoint into the file (models larger "
-                        "than memory)")
+                        "than memory; the default for a folder of safetensors); "
+                        "--no-stream-weights loads the model in memory")
     p.add_argument("--external-data", action="store_true",
                    help="write the weights to PATH.data beside the model (automatic past 2 GB)")
     p.add_argument("--verify", action="store_true",

@@ -165,9 +165,9 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
     convolution's output feeds only the batch norm and its weight and bias only it.
 
     The new weight is a :class:`~oxport.serialize.weights.LazyTensor` computed when
-    written (no copy of the weights is held during the export); it keeps the Conv
-    weight's name, and the bias the Conv bias's name (the batch norm's bias's when the
-    Conv had none).
+    written (no copy of the weights is held during the export; a streamed weight records
+    the scale: its ``scaled``); it keeps the Conv weight's name, and the bias the Conv
+    bias's name (the batch norm's bias's when the Conv had none).
     Returns how many batch norms went.
     """
     frozen = frozen or set()
@@ -191,14 +191,20 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
         bias = conv.input_values[2] if len(conv.input_values) > 2 else None
         own = [v for v in (weight, bias) if v is not None]
         stats = norm.input_values[1:]
-        if any(not _float_weight(v, graph, frozen) for v in [*own, *stats]) \
+        if any(not _float_weight(v, graph, frozen) for v in [*own[1:], *stats]) \
+                or not (_float_weight(weight, graph, frozen) or _scalable(weight, graph, frozen)) \
                 or any(consumers.get(id(v)) != [conv] for v in own):
             continue
         scale, beta, mean, var = (_float32_array(v) for v in stats)
-        w = weight.const.detach()
+        w = weight.const.detach() if isinstance(weight.const, torch.Tensor) else weight.const
         if not scale.shape == beta.shape == mean.shape == var.shape == (w.shape[axis],):
             continue
         factor = scale / np.sqrt(var + np.float32(norm.attrs.get("epsilon", ("f", 1e-5))[1]))
+        lazy = LazyTensor(w.shape, w.dtype, _scaled(w, torch.from_numpy(factor).to(w.device),
+                                                    axis)) \
+            if isinstance(w, torch.Tensor) else w.scaled(factor, axis)
+        if lazy is None:
+            continue
         b = _float32_array(bias) if bias is not None else np.zeros_like(mean)
         new_bias = torch.from_numpy((b - mean) * factor + beta).to(w.dtype)
         bias_name = bias.name if bias is not None else (
@@ -207,8 +213,6 @@ def fuse_conv_batchnorm(graph: Graph, frozen: set[int] | None = None) -> int:
             del graph.initializers[value.name]
         if bias is None and bias_name == stats[1].name:
             del graph.initializers[bias_name]  # the norm's bias becomes the Conv's
-        lazy = LazyTensor(w.shape, w.dtype,
-                          _scaled(w, torch.from_numpy(factor).to(w.device), axis))
         conv.input_values[1:] = [
             graph.add_initializer(weight.name, lazy, Type.tensor(w.dtype, tuple(w.shape)),
                                   parameter=True),
@@ -233,6 +237,13 @@ def _float_weight(value: Value | None, graph: Graph, frozen: set[int]) -> bool:
     """A floating-point tensor initializer that may be folded."""
     tensor = _const(value)
     return (tensor is not None and tensor.is_floating_point() and id(value) not in frozen
+            and graph.initializers.get(value.name) is value)
+
+
+def _scalable(value: Value, graph: Graph, frozen: set[int]) -> bool:
+    """A weight without values that records a per-channel scale (a streamed weight)."""
+    return (value.is_const and hasattr(value.const, "scaled") and id(value) not in frozen
+            and value.const.dtype.is_floating_point
             and graph.initializers.get(value.name) is value)
 
 

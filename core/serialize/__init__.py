@@ -6,6 +6,8 @@
   inline or as external data beside the model.
 * :mod:`~oxport.serialize.streamed`: weights that stay in a checkpoint until written (a
   meta-device model's, ``weights=``), the export's folds recorded on each.
+* :mod:`~oxport.serialize.direct`: large external data written past the page cache
+  (``O_DIRECT``, whole aligned blocks).
 * :mod:`~oxport.serialize.atomic`: the write to a path (temporary files renamed into
   place, the model last, journaled) or to a file object (:func:`write`).
 * :mod:`~oxport.serialize.check`: the ONNX checker on a weightless copy, and errors

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
-from oxport.serialize import weights
+from oxport.serialize import direct, weights
 
 if TYPE_CHECKING:
     from oxport.serialize.proto import Serialized
@@ -99,8 +99,9 @@ def _write_path(serialized: Serialized, path: str, use_external: bool | str,
                                            progress)
         elif use_external:
             location = location or os.path.basename(path) + ".data"
-            with weight_file(location) as data_file:
-                model = weights.external(serialized, data_file, location, progress)
+            with weight_file(location) as data_file, \
+                    direct.unbuffered(data_file, serialized.weight_bytes) as sink:
+                model = weights.external(serialized, sink, location, progress)
         with _temp(directory, os.path.basename(path), temps) as handle:
             if use_external:
                 handle.write(model.SerializeToString())

@@ -49,6 +49,9 @@ TILE_COLUMNS = 64
 #: reads this many columns of each row of the source, whole cache lines of it.
 MIN_BAND_ROWS = 128
 MAX_BAND_BYTES = 64 << 20
+#: When a weight is mapped, this many bytes of the file after it are read ahead (the
+#: kernel reads them while this weight is converted and written).
+READ_AHEAD_BYTES = 256 << 20
 #: Folds that only rearrange their input (the result is a view): recorded, applied to the
 #: mapped tensor as views, and the rows gathered from it when written.
 VIEW_FOLDS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice"})
@@ -77,9 +80,10 @@ class StoredTensor:
             return
         start = self.offset - self.offset % mmap.ALLOCATIONGRANULARITY
         with open(self.path, "rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), self.offset + self.nbytes - start,
-                               offset=start, access=mmap.ACCESS_READ)
-        mapped.madvise(mmap.MADV_WILLNEED)  # read ahead: the writer reads all of it
+            mapped = _map_read_only(handle.fileno(), self.offset + self.nbytes - start, start)
+            with contextlib.suppress(AttributeError, OSError):  # the next weights, read
+                os.posix_fadvise(handle.fileno(), self.offset + self.nbytes,  # while this
+                                 READ_AHEAD_BYTES, os.POSIX_FADV_WILLNEED)  # one is written
         flat = None
         try:
             with warnings.catch_warnings():
@@ -91,6 +95,20 @@ class StoredTensor:
             flat = None  # the buffer's last user here, before the unmapping
             with contextlib.suppress(BufferError):  # a view still held: unmapped when freed
                 mapped.close()
+
+
+def _map_read_only(fileno: int, length: int, offset: int) -> mmap.mmap:
+    """``length`` bytes of a file from ``offset``, mapped read-only with their pages
+    mapped at once where the system can (``MAP_POPULATE``: one call, where touching each
+    page of a mapping faults it in on its own, which costs more than the conversion)."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if populate:
+        return mmap.mmap(fileno, length, flags=mmap.MAP_SHARED | populate,
+                         prot=mmap.PROT_READ, offset=offset)
+    mapped = mmap.mmap(fileno, length, offset=offset, access=mmap.ACCESS_READ)
+    with contextlib.suppress(AttributeError, OSError):
+        mapped.madvise(mmap.MADV_WILLNEED)  # read ahead: the writer reads all of it
+    return mapped
 
 
 def read_header(path: str) -> dict[str, StoredTensor]:
@@ -273,6 +291,20 @@ class StreamedTensor(LazyTensor):
         return StreamedTensor(self.name, self.source, self.load_dtype, self.load_shape,
                               (*self.steps, step), shape, dtype)
 
+    def scaled(self, factor: np.ndarray, axis: int) -> StreamedTensor | None:
+        """This weight times ``factor`` (float32, one per channel) along dimension
+        ``axis``: a batch norm folded into the convolution before it, computed when written
+        as the in-memory fold computes it (in float32, rounded to the weight's dtype), band
+        by band. None after other steps on a dtype numpy lacks (the batch norm stays)."""
+        if self.steps and _numpy_dtype(self.dtype) is None:
+            return None
+        shape = [1] * len(self.shape)
+        shape[axis] = -1
+        step = Step("BatchNormalization", _scale, (None, factor.reshape(shape)), 0,
+                    {"axis": axis}, 0)
+        return StreamedTensor(self.name, self.source, self.load_dtype, self.load_shape,
+                              (*self.steps, step), self.shape, self.dtype)
+
     # -- writing ------------------------------------------------------------------
     def _rows(self, start: int, stop: int, out: torch.Tensor) -> None:
         """Rows ``start:stop`` into ``out``; the source is opened at the first rows and
@@ -307,6 +339,8 @@ class StreamedTensor(LazyTensor):
                 "(check its config).")
         if all(s.op_type in VIEW_FOLDS or s.op_type == "Cast" for s in self.steps):
             return self._chunked(stored)
+        if len(self.steps) == 1 and self.steps[0].op_type == "BatchNormalization":
+            return _scaled_rows(stored.to(self.load_dtype), self.steps[0])
         whole = stored.to(self.load_dtype).numpy()
         for step in self.steps:
             whole = step.apply(whole)
@@ -331,16 +365,82 @@ class StreamedTensor(LazyTensor):
             if bits is not None:
                 view = view.view(stored.dtype)
 
+        def converted(part: torch.Tensor, into: torch.Tensor) -> torch.Tensor:
+            """``part`` in the parameter's dtype (``into``: as load_state_dict converts
+            it), then cast by the recorded Casts."""
+            into.copy_(part)
+            if not casts:
+                return into
+            array = into.numpy()
+            for step in casts:
+                array = step.apply(array)
+            return torch.from_numpy(array)
+
+        matrix = _transposed_matrix(view)
+        if matrix is not None:
+            return _TransposedRows(matrix, self.load_dtype, converted)
+
         def rows(start: int, stop: int, out: torch.Tensor) -> None:
             part = view[start:stop]
             if not casts:  # the conversion to the parameter's dtype, as load_state_dict's
                 _copy_tiled(out, part)
                 return
-            array = part.to(self.load_dtype).numpy()
-            for step in casts:
-                array = step.apply(array)
-            out.copy_(torch.from_numpy(array))
+            out.copy_(converted(part, torch.empty(part.shape, dtype=self.load_dtype)))
         return rows
+
+
+def _transposed_matrix(view: torch.Tensor) -> torch.Tensor | None:
+    """The matrix ``view`` is the transpose of, when it is one whose rows are contiguous
+    (a Linear weight read through its Transpose); else None."""
+    if view.dim() != 2 or view.stride(0) != 1 or view.shape[0] < 2 or view.shape[1] < 2 \
+            or view.stride(1) < view.shape[0]:
+        return None
+    return view.t()
+
+
+class _TransposedRows:
+    """Rows of ``matrix.t()`` converted to ``dtype`` by ``converted(part, into)``: for rows
+    ``start:stop`` (columns of ``matrix``) the columns are copied contiguous in the stored
+    dtype (whole runs of each row of the mapped file), converted there (a vectorized
+    copy), and transposed within one dtype (torch's blocked transpose): converting while
+    gathering strided elements costs several times more. The two buffers, one band each,
+    are reused from band to band (a new one each band is new pages to fault in)."""
+
+    def __init__(self, matrix: torch.Tensor, dtype: torch.dtype,
+                 converted: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+        self.matrix, self.dtype, self.converted = matrix, dtype, converted
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, start: int, stop: int, out: torch.Tensor) -> None:
+        shape = (self.matrix.shape[0], stop - start)
+        if self.buffers is None or tuple(self.buffers[0].shape) != shape:  # the last band
+            self.buffers = (torch.empty(shape, dtype=self.matrix.dtype),
+                            torch.empty(shape, dtype=self.dtype))
+        gathered, into = self.buffers
+        gathered.copy_(self.matrix[:, start:stop])
+        out.copy_(self.converted(gathered, into).t())
+
+
+def _scaled_rows(weight: torch.Tensor, step: Step) -> Callable[[int, int, torch.Tensor], None]:
+    """Rows of ``weight`` times the per-channel factor of ``step`` (a batch norm folded into
+    a convolution), computed as the in-memory fold's rows are."""
+    factor = torch.from_numpy(step.arrays[1])
+    axis = step.attrs["axis"]
+
+    def rows(start: int, stop: int, out: torch.Tensor) -> None:
+        along = factor[start:stop] if axis == 0 else factor
+        part = weight[start:stop]
+        if out.dtype == part.dtype == torch.float32:
+            np.multiply(part.numpy(), along.numpy(), out=out.numpy())
+        else:
+            out.copy_(part.float() * along)
+    return rows
+
+
+def _scale(arrays: list[Any], attrs: dict[str, Any], opset: int) -> np.ndarray:
+    """A weight times a per-channel factor, in float32, back in the weight's dtype."""
+    weight, factor = arrays
+    return (weight.astype(np.float32) * factor).astype(weight.dtype)
 
 
 def _copy_tiled(out: torch.Tensor, part: torch.Tensor) -> None:
