@@ -663,8 +663,10 @@ def read(program: torch.export.ExportedProgram,
 
     reader = _Reader(program, axis_names or {}, prefix, input_names or ())
     graph, examples, names, params, more = reader.read()
-    assumed = [*_assumed_conditions(program, list(input_names or names)),
-               *size_guards.branch_conditions(program, list(input_names or names))]
+    assumed = list(dict.fromkeys([
+        *_assumed_conditions(program, list(input_names or names)),
+        *size_guards.branch_conditions(program, list(input_names or names)),
+        *size_guards.user_bounds(program, list(input_names or names))]))
     if assumed:
         warnings.warn(
             "oxport: torch.export captured the model's code on a branch that holds only "
