@@ -222,3 +222,18 @@ def test_float4_ops_onnx_lacks_fail_clearly(fn):
         _oxport(model, args)
     with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
         onnx.checker.check_model(_torch_onnx(model, args), full_check=True)
+
+
+@pytest.mark.parametrize("case", ["buffer", "input"])
+def test_float4_through_the_trace_path(case):
+    """The TorchScript front end writes the same signature and numbers (torch.onnx's
+    dynamo=False path fails: "ScalarType Float4_e2m1fn_x2 is an unexpected tensor scalar
+    type")."""
+    model, args = _MATCHING[case]
+    with _quiet():
+        traced = oxport.convert(model, args, dynamo=False, opset_version=23).model_proto
+    onnx.checker.check_model(traced, full_check=True)
+    exported = _oxport(model, args)
+    assert _dims(traced.graph.input) == _dims(exported.graph.input)
+    assert _dims(traced.graph.output) == _dims(exported.graph.output)
+    _assert_equal(model(*args), _run(traced, args))
