@@ -237,3 +237,17 @@ def test_float4_through_the_trace_path(case):
     assert _dims(traced.graph.input) == _dims(exported.graph.input)
     assert _dims(traced.graph.output) == _dims(exported.graph.output)
     _assert_equal(model(*args), _run(traced, args))
+
+
+def test_float4_weights_as_inputs_have_onnx_dims(tmp_path):
+    """Listed as graph inputs (``save(keep_initializers_as_inputs=True)``,
+    ``export_params=False``), a float4 weight has its ONNX dims too."""
+    model = _Parameter()
+    with _quiet():
+        result = oxport.convert(model, (), dynamo=True, opset_version=23)
+        result.save(tmp_path / "kept.onnx", keep_initializers_as_inputs=True)
+        no_params = oxport.convert(model, (), dynamo=True, opset_version=23,
+                                   export_params=False).model_proto
+    kept = onnx.load(tmp_path / "kept.onnx")
+    assert _dims(kept.graph.input) == _dims(no_params.graph.input) == [(23, [2, 10])]
+    onnx.checker.check_model(kept, full_check=True)

@@ -209,12 +209,9 @@ def _with_initializers(serialized: serialize.Serialized, include: bool, as_input
 
 
 def _weight_input(weight: serialize.Weight) -> onnx.ValueInfoProto:
-    """A graph input typed like ``weight``."""
-    tensor = weight.tensor
-    elem_type = (weights.onnx_elem_type(tensor.dtype)
-                 if isinstance(tensor, (torch.Tensor, serialize.LazyTensor))
-                 else onnx.helper.np_dtype_to_tensor_dtype(tensor.dtype))
-    return onnx.helper.make_tensor_value_info(weight.name, elem_type, list(tensor.shape))
+    """A graph input typed like ``weight`` (its dims as ONNX counts them)."""
+    header = weights.tensor_header(weight.name, weight.tensor)
+    return onnx.helper.make_tensor_value_info(weight.name, header.data_type, list(header.dims))
 
 
 def _inference_session(result: ExportResult) -> Any:
