@@ -356,6 +356,52 @@ def test_the_result_has_onnx_programs_surface(tmp_path, dynamo) -> None:
                                rtol=1e-5)
 
 
+def test_the_result_has_the_rest_of_onnx_programs_methods() -> None:
+    """initialize_inference_session, call_reference, compute_values, rename_axes and
+    apply_weights, used as on torch.onnx's ONNXProgram: the same values."""
+    model, x = _Mlp().eval(), torch.randn(2, 4)
+    scale, x5 = torch.randn(3), torch.randn(5, 4)
+    result = oxport.export(model, (x,), kwargs={"scale": scale}, dynamo=True,
+                           dynamic_shapes=({0: "batch"}, None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, (x,), kwargs={"scale": scale}, dynamo=True,
+                                    dynamic_shapes=({0: "batch"}, None), verbose=False)
+    made = []
+
+    def initializer(source: str | bytes) -> ort.InferenceSession:
+        made.append(type(source))
+        return ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+
+    for onnx_program in (result, program):
+        onnx_program.initialize_inference_session(initializer)
+    assert made == [bytes, bytes]
+    want = model(x5, scale=scale)[0].detach()
+    for onnx_program in (result, program):
+        torch.testing.assert_close(onnx_program(x5, scale=scale)[0], want, rtol=1e-5,
+                                   atol=1e-5)
+        torch.testing.assert_close(onnx_program.call_reference(x5, scale=scale)[0], want,
+                                   rtol=1e-5, atol=1e-5)
+    # an intermediate value: the Linear's output, before the scale
+    linear = next(n.output[0] for n in result.model_proto.graph.node if n.op_type == "Gemm")
+    (hidden,) = result.compute_values([linear], (x5,), {"scale": scale})
+    torch.testing.assert_close(hidden, model.fc(x5).detach(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="no value named 'nope'"):
+        result.compute_values(["nope"], (x5,), {"scale": scale})
+    result.rename_axes({"batch": "rows"})
+    assert _dims(result.model_proto.graph.input[0]) == ["rows", 4]
+    assert _dims(result.model_proto.graph.output[0]) == ["rows", 3]
+    torch.testing.assert_close(result(x5, scale=scale)[0], want, rtol=1e-5, atol=1e-5)
+    zeros = {"fc.weight": torch.zeros(3, 4), "fc.bias": torch.ones(3)}
+    with pytest.warns(UserWarning, match="no weight 'missing'"):
+        result.apply_weights({**zeros, "missing": torch.ones(1)})
+    program.apply_weights(zeros)
+    program.release()  # (torch.onnx keeps a session made before; oxport drops it)
+    for onnx_program in (result, program):
+        torch.testing.assert_close(onnx_program(x5, scale=scale)[0],
+                                   scale.expand(5, 3), rtol=1e-6, atol=1e-6)
+
+
 # -- 7. dict keys and namedtuple fields name the outputs ----------------------------------
 _Output = collections.namedtuple("_Output", ["logits", "hidden"])
 
