@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -152,10 +153,18 @@ def _inequality() -> type:
 
 
 def _from_user_code(guard: Any) -> bool:
-    """Whether the guard was made by code outside torch (the model's, testing a size)."""
+    """Whether the guard was made by code outside torch and oxport (the model's, testing
+    a size)."""
     frame = getattr(getattr(guard, "sloc", None), "framework_loc", None)
     filename = getattr(frame, "filename", None)
-    return isinstance(filename, str) and not filename.startswith(_TORCH_DIR)
+    return isinstance(filename, str) and not filename.startswith(_library_dirs())
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """The folders of torch and of oxport's packages (its wrappers around a model)."""
+    modules = [sys.modules.get(name) for name in ("oxport", "oxport.opsets", "oxport.plugins")]
+    return (_TORCH_DIR, *(os.path.dirname(m.__file__) + os.sep for m in modules
+                          if m is not None and getattr(m, "__file__", None)))
 
 
 def _shape_env(program: torch.export.ExportedProgram) -> Any:
