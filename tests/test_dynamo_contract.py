@@ -281,6 +281,16 @@ def test_while_loop_outputs_name_their_dims_as_torch_onnx(model) -> None:
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
 
 
+def test_output_dims_of_size_expressions_use_the_dim_names() -> None:
+    """``torch.cat([x, x])`` on a dim named ``n``: the output dim is ``2*n``, as in torch.onnx's
+    file (not torch.export's own symbol, ``2*s95``)."""
+    model, x, shapes = _Fn(lambda x: torch.cat([x, x])), torch.randn(3, 4), ({0: "n"},)
+    ours, theirs = _ours(model, (x,), dynamic_shapes=shapes), \
+        _theirs(model, (x,), dynamic_shapes=shapes)
+    assert _named_dims(ours.graph.output) == _named_dims(theirs.graph.output) == [["2*n", 4]]
+    _assert_same_runs(ours, theirs, torch.randn(5, 4))
+
+
 # -- 3. kwargs with a tuple dynamic_shapes ------------------------------------------------
 class _Keywords(torch.nn.Module):
     def forward(self, x: torch.Tensor, kw1: torch.Tensor | None = None,
