@@ -15,6 +15,7 @@ import torch
 
 from oxport.errors import OnnxExporterError, SymbolicDeclined, SymbolicValueError
 from oxport.ir import Graph, Node, Type, Value
+from oxport.types import tensor_items
 
 if TYPE_CHECKING:
     from oxport.frontends.view import SourceBlock, SourceGraph, SourceNode, SourceValue
@@ -375,7 +376,7 @@ def _emit_constant(tensor: torch.Tensor):
                 f"A {tensor.dtype} constant inside a subgraph needs opset 9 or higher.")
         if graph.parent is None and (tensor.numel() >= INITIALIZER_MIN_ELEMENTS or float_only):
             return graph.add_initializer(graph.fresh_name("const"), tensor)
-        key = (tensor.dtype, tuple(tensor.shape), tuple(tensor.reshape(-1).tolist()))
+        key = (tensor.dtype, tuple(tensor.shape), tuple(tensor_items(tensor)))
         cached = graph.constant_cache.get(key)
         if cached is not None:
             return cached

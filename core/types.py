@@ -74,24 +74,22 @@ class JitScalarType(enum.IntEnum):
     FLOAT8E5M2FNUZ = 18
     FLOAT8E4M3FNUZ = 19
     UNDEFINED = 20
+    FLOAT4E2M1FN_X2 = 45  # c10's code: TorchScript has none
 
     @classmethod
     def _missing_(cls, value: object) -> JitScalarType | None:
         """A ScalarType argument holds c10's code, which is this enum's number up to
-        BFLOAT16 (15) only: c10's codes of the float8 types (23-26) map to their members;
-        a packed dtype's code fails naming it."""
+        BFLOAT16 (15) only: c10's codes of the float8 types (23-26) map to their members
+        (float4_e2m1fn_x2's, 45, is its member's number)."""
         if value in _C10_CODES:
             return cls[_C10_CODES[value]]  # type: ignore[index]
-        if value in _C10_PACKED:
-            raise OnnxExporterError(_PACKED_DTYPES[_C10_PACKED[value]])  # type: ignore[index]
         return None
 
     @classmethod
     def from_dtype(cls, dtype: torch.dtype | None) -> JitScalarType:
         """The scalar type of a ``torch.dtype``."""
         if dtype not in _FROM_DTYPE:
-            raise OnnxExporterError(_PACKED_DTYPES.get(
-                dtype, f"Unknown dtype {dtype!r}: it has no JitScalarType."))
+            raise OnnxExporterError(f"Unknown dtype {dtype!r}: it has no JitScalarType.")
         return _FROM_DTYPE[dtype]
 
     @classmethod
@@ -180,21 +178,61 @@ _TABLE: dict[JitScalarType, tuple[Any, str, str, int]] = {
     JitScalarType.FLOAT8E4M3FNUZ: (
         torch.float8_e4m3fnuz, "Float8_e4m3fnuz", "float8_e4m3fnuz", TensorProto.FLOAT8E4M3FNUZ),
     JitScalarType.UNDEFINED: (None, "Undefined", "undefined", TensorProto.UNDEFINED),
+    JitScalarType.FLOAT4E2M1FN_X2: (
+        torch.float4_e2m1fn_x2, "Float4_e2m1fn_x2", "float4_e2m1fn_x2", TensorProto.FLOAT4E2M1),
 }
 _FROM_DTYPE = {row[0]: member for member, row in _TABLE.items() if row[0] is not None}
-#: Why dtypes packing several numbers in one element are not exported, and what to do.
-_PACKED_DTYPES = {
-    getattr(torch, "float4_e2m1fn_x2", None): (
-        "torch.float4_e2m1fn_x2 packs two FP4 (E2M1) numbers in each element, which oxport "
-        "does not export: ONNX's FLOAT4E2M1 (opset 23 on) counts each number, so every shape "
-        "would change. Keep the packed bytes as torch.uint8 in the model (x.view(torch.uint8) "
-        "where they enter or leave it) and compute in a float dtype."),
-}
-_PACKED_DTYPES.pop(None, None)
 #: c10's ScalarType codes past the prefix it shares with JitScalarType, by member name.
 _C10_CODES = {23: "FLOAT8E5M2", 24: "FLOAT8E4M3FN", 25: "FLOAT8E5M2FNUZ", 26: "FLOAT8E4M3FNUZ"}
-#: c10's codes of the packed dtypes oxport refuses (see _PACKED_DTYPES).
-_C10_PACKED = {45: getattr(torch, "float4_e2m1fn_x2", None)}
+#: dtypes packing several numbers in each element: how many, and the first opset with their
+#: ONNX type. ONNX counts each number, so its last dim is that many times torch's.
+_PACKED = {torch.float4_e2m1fn_x2: (2, 23)}
+
+
+def packed_count(dtype: torch.dtype | None) -> int:
+    """How many numbers each element of ``dtype`` holds (2 for float4_e2m1fn_x2, else 1)."""
+    return _PACKED[dtype][0] if dtype in _PACKED else 1
+
+
+def tensor_items(tensor: torch.Tensor) -> list[Any]:
+    """A tensor's items as Python numbers, flat; a packed dtype's as its bytes (torch reads
+    no numbers out of those)."""
+    flat = tensor.reshape(-1)
+    return (flat.view(torch.uint8) if tensor.dtype in _PACKED else flat).tolist()
+
+
+def onnx_shape(dtype: torch.dtype | None, shape: list[Any]) -> list[Any]:
+    """``shape`` (torch's) as ONNX counts a tensor of ``dtype``: a packed dtype's last dim
+    times the numbers each element holds; such a dim must be known."""
+    if dtype not in _PACKED or not shape:
+        return list(shape)
+    last = shape[-1]
+    if last is not None and not isinstance(last, int):
+        raise OnnxExporterError(
+            f"The last dim of a {dtype} tensor is dynamic ({last!r}): ONNX counts each of "
+            f"the {_PACKED[dtype][0]} numbers an element packs, so its size is not torch's "
+            "and no dim name can say it. Keep that dim static (leave it out of "
+            "dynamic_shapes / dynamic_axes).")
+    return [*shape[:-1], None if last is None else last * _PACKED[dtype][0]]
+
+
+def torch_shape(dtype: torch.dtype | None, shape: list[Any]) -> list[Any]:
+    """``shape`` (ONNX's) as torch counts a tensor of ``dtype``: the inverse of
+    :func:`onnx_shape`, the last dim unknown where it does not divide."""
+    if dtype not in _PACKED or not shape:
+        return list(shape)
+    last, count = shape[-1], _PACKED[dtype][0]
+    known = isinstance(last, int) and last % count == 0
+    return [*shape[:-1], last // count if known else None]
+
+
+def check_dtype_opset(dtype: torch.dtype | None, opset: int) -> None:
+    """Fail naming the opset to export with when ``dtype`` has no ONNX type at ``opset``."""
+    if dtype in _PACKED and opset < _PACKED[dtype][1]:
+        raise OnnxExporterError(
+            f"{dtype} tensors need opset {_PACKED[dtype][1]} or later (ONNX's "
+            f"{TensorProto.DataType.Name(onnx_dtype(dtype))} came then); this export "
+            f"targets opset {opset}. Export with opset_version={_PACKED[dtype][1]}.")
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:

@@ -784,12 +784,13 @@ def _type_complex_pairs(ts_value: SourceValue, value: Value) -> None:
 
 def _fill_proven_sizes(value: Value, theirs: Type) -> None:
     """The sizes of ``value`` that its symbolic left unknown, where the source graph
-    proved them static (torch.export's: a reshape to ``(n, -1)`` whose last size is 1)."""
+    proved them (torch.export's: a reshape to ``(n, -1)`` whose last size is 1; a loop's
+    carried tensor sized by a dynamic axis, by that axis's name)."""
     ours = value.type()
     if ours.kind() != "TensorType" or ours.shape is None or theirs.kind() != "TensorType" \
             or theirs.shape is None or len(theirs.shape) != len(ours.shape):
         return
-    sizes = [t if o is None and isinstance(t, int) else o
+    sizes = [t if o is None and isinstance(t, (int, str)) else o
              for o, t in zip(ours.shape, theirs.shape)]
     if sizes != list(ours.shape):
         value.setType(ours.with_sizes(sizes))

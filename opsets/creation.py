@@ -11,7 +11,7 @@ from oxport import OpPack
 from oxport import symbolic_helper as sh
 from oxport.ir import Type, Value
 from oxport.opsets.shape import ints
-from oxport.types import JitScalarType
+from oxport.types import JitScalarType, packed_count
 
 pack = OpPack("oxport.creation", cases="oxport.opsets.cases.creation")
 
@@ -128,6 +128,8 @@ def _shape_of(g, x: Value) -> Shape:
 
 def _fill(g, shape: Shape, value: Any, dtype: torch.dtype, op: str) -> Value:
     """A ``dtype`` tensor of ``shape`` holding ``value`` (a number, or a Value)."""
+    if packed_count(dtype) > 1:
+        return _packed_zeros(g, shape, value, dtype, op)
     if isinstance(value, Value):
         if g.opset < 8:
             sh._onnx_opset_unsupported_detailed(op, g.opset, 8, "a fill value computed at run time")
@@ -138,6 +140,16 @@ def _fill(g, shape: Shape, value: Any, dtype: torch.dtype, op: str) -> Value:
         return g.constant(torch.full(shape, value, dtype=dtype))
     return g.op("ConstantOfShape", _shape_value(g, shape),
                 value_t=torch.tensor([value], dtype=dtype))
+
+
+def _packed_zeros(g, shape: Shape, value: Any, dtype: torch.dtype, op: str) -> Value:
+    """Zeros of a dtype packing several numbers in each element (float4_e2m1fn_x2), as a
+    constant: eager fills no other value, and ONNX counts each number (the weights' bytes
+    are torch's)."""
+    if isinstance(shape, Value) or isinstance(value, Value) or value != 0:
+        sh._unimplemented(op, f"a {dtype} tensor of a run-time shape or holding a value other "
+                          "than 0 (eager fills only zeros of it)")
+    return g.constant(torch.zeros(shape, dtype=torch.uint8).view(dtype))
 
 
 # -- zeros / ones / full / empty ------------------------------------------------------------

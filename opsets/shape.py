@@ -18,7 +18,7 @@ from oxport.ir import Type, Value
 from oxport.opsets import lists
 from oxport.opsets.common import scalar_as_vector
 from oxport.opsets.signal import complex_cast, is_complex
-from oxport.types import JitScalarType
+from oxport.types import JitScalarType, packed_count
 
 pack = OpPack("oxport.shape", cases="oxport.opsets.cases.shape")
 
@@ -154,9 +154,16 @@ def view(g, self: Value, size: Value) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)
     view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)
     reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
-    """
+
+    A dtype packing several numbers in each element (float4_e2m1fn_x2) has each counted
+    in ONNX: its last size is scaled to match."""
+    if size.type().kind() == "IntType":
+        return _view_dtype(g, self, JitScalarType(int(sh._get_const(size, "i", "dtype"))))
     items = int_list(size)
-    shape = _shape_input(g, size)
+    count = packed_count(self.type().dtype())
+    if count > 1:
+        items = _packed_sizes(self, items, count)
+    shape = ints(g, items) if count > 1 else _shape_input(g, size)
     if items is not None and 0 in items:
         sizes = [i if isinstance(i, int) else None for i in items]
         return _reshape_to_empty(g, self, shape, sizes, items.index(0))
@@ -167,6 +174,36 @@ def view(g, self: Value, size: Value) -> Value:
         # shape's sizes are left to inference, which knows them all.
         out.setType(Type.tensor(self.type().dtype(), [None] * length))
     return out
+
+
+def _packed_sizes(x: Value, items: list[int | Value] | None, count: int) -> list[int]:
+    """The sizes ``x`` (of a packed dtype) is reshaped to, as ONNX counts them: the last
+    one ``count`` times torch's (-1 stays -1); they must be known."""
+    if items is None or not all(isinstance(i, int) for i in items):
+        sh._unimplemented("aten::view", f"a {x.type().dtype()} tensor reshaped to sizes "
+                          "computed at run time: ONNX counts each number an element packs, "
+                          "so the sizes must be known to scale; keep them static")
+    if not items or items[-1] == -1:
+        return list(items)
+    return [*items[:-1], items[-1] * count]
+
+
+def _view_dtype(g, x: Value, to: JitScalarType) -> Value:
+    """``x.view(dtype)``: ``x`` itself for its own dtype, else a BitCast (opset 26) between
+    types of one bit width."""
+    source = x.type().dtype()
+    if source == to.dtype():
+        return x
+    bits = [dtype.itemsize * 8 // packed_count(dtype) for dtype in (source, to.dtype())]
+    if source is None or bits[0] != bits[1]:
+        sh._unimplemented("aten::view", f"x.view({to.dtype()}) on a {source} tensor: ONNX "
+                          "reinterprets bits only between types of one bit width (BitCast); "
+                          "keep the data in one dtype where it enters the model (packed FP4 "
+                          "numbers as torch.uint8)")
+    if g.opset < 26:
+        sh._onnx_opset_unsupported_detailed(
+            "aten::view", g.opset, 26, f"x.view({to.dtype()}) reinterprets bits (BitCast)")
+    return g.op("BitCast", x, to_i=to.onnx_type())
 
 
 pack.alias(view, "aten::reshape", since=7)

@@ -165,6 +165,132 @@ def test_symbolic_numbers_are_0d_outputs_as_in_torch_onnx(model, shapes, dynamic
             np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
 
 
+class _PythonNot(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Any:
+        return x + 1, not (x.shape[0] > 2)
+
+
+class _SizeBranch(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 2:
+            return x * 2
+        return x - 1
+
+
+_BRANCH_WARNING = r"captured the model's code on a branch.*x\.shape\[0\] > 2"
+
+
+def test_python_not_on_a_size_warns_where_torch_onnx_fails() -> None:
+    """Python's ``not`` makes the SymBool a Python bool: torch.export guards the size and
+    returns a constant. torch.onnx fails; oxport exports it right at the example's side of
+    the guard and warns naming it (torch.sym_not stays symbolic: the test above)."""
+    x = torch.randn(3, 4)
+    with pytest.warns(UserWarning, match=_BRANCH_WARNING):
+        ours = oxport.export(_PythonNot(), (x,), dynamo=True, opset_version=OPSET,
+                             dynamic_shapes=({0: "n"},)).model_proto
+    assert _types(ours.graph.output) == [(onnx.TensorProto.FLOAT, 2), (onnx.TensorProto.BOOL, 0)]
+    with pytest.raises(Exception):  # noqa: B017 - whichever error torch.onnx raises
+        _theirs(_PythonNot(), (x,), dynamic_shapes=({0: "n"},))
+    for size in (3, 6):
+        x = torch.randn(size, 4)
+        got, want = _run(ours, x), _PythonNot()(x)
+        np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-6)
+        assert got[1].item() is want[1]
+
+
+def test_a_branch_on_a_size_warns_where_torch_onnx_is_silently_wrong() -> None:
+    """``if x.shape[0] > 2`` narrows the dim to 3.. in the capture: both files take that
+    branch at every size (wrong at 2); oxport warns naming the condition, torch.onnx does
+    not (docs/differences.md)."""
+    x = torch.randn(3, 4)
+    with pytest.warns(UserWarning, match=_BRANCH_WARNING):
+        ours = oxport.export(_SizeBranch(), (x,), dynamo=True, opset_version=OPSET,
+                             dynamic_shapes=({0: "n"},)).model_proto
+    theirs = _theirs(_SizeBranch(), (x,), dynamic_shapes=({0: "n"},))
+    assert _signature(ours) == _signature(theirs)
+    for size in (3, 6):
+        x = torch.randn(size, 4)
+        _assert_same_runs(ours, theirs, x)
+        np.testing.assert_allclose(_run(ours, x)[0], _SizeBranch()(x).numpy(), rtol=1e-6)
+    small = torch.randn(2, 4)
+    assert not np.allclose(_run(theirs, small)[0], _SizeBranch()(small).numpy())
+
+
+@pytest.mark.parametrize("fn", [lambda x: x[:5] * 2, lambda x: x[1:-1].sum(0),
+                                lambda x: torch.nn.functional.conv1d(x.T[None],
+                                                                     torch.ones(2, 4, 3))],
+                         ids=["slice", "trim", "conv"])
+def test_size_checks_of_ops_do_not_warn(fn) -> None:
+    """The bounds an op's own size check sets (a slice, a kernel) are not the model's
+    branches: no warning, and the file is right at other sizes."""
+    model, x = _Fn(fn), torch.randn(6, 4)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*captured the model's code")
+        ours = oxport.export(model, (x,), dynamo=True, opset_version=OPSET,
+                             dynamic_shapes=({0: "n"},)).model_proto
+    for size in (3, 9):
+        x = torch.randn(size, 4)
+        np.testing.assert_allclose(_run(ours, x)[0], model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.fn(x)
+
+
+class _WhileRows(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Any:
+        def cond(i: Any, acc: torch.Tensor) -> Any:
+            return i < x.shape[0]
+
+        def body(i: Any, acc: torch.Tensor) -> Any:
+            return i + 1, acc * 0.5 + x
+
+        return while_loop(cond, body, (0, torch.zeros_like(x)))
+
+
+class _WhileSizes(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Any:
+        def cond(i: Any, j: Any, acc: torch.Tensor) -> Any:
+            return i < 3
+
+        def body(i: Any, j: Any, acc: torch.Tensor) -> Any:
+            return i + 1, j + x.shape[0], acc + 1
+
+        return while_loop(cond, body, (0, 0, x.clone()))
+
+
+@pytest.mark.parametrize("model", [_WhileCount(), _WhileRows(), _WhileSizes()],
+                         ids=["count", "rows", "sizes"])
+def test_while_loop_outputs_name_their_dims_as_torch_onnx(model) -> None:
+    """A while_loop carrying ints: the carried tensors' dims are the dynamic axes' names
+    (torch.export proves them), as torch.onnx writes them, not unknown."""
+    x, shapes = torch.randn(3, 4), ({0: "n", 1: "k"},)
+    ours, theirs = _ours(model, (x,), dynamic_shapes=shapes), \
+        _theirs(model, (x,), dynamic_shapes=shapes)
+    assert _signature(ours) == _signature(theirs)
+    assert _named_dims(ours.graph.output) == _named_dims(theirs.graph.output)
+    assert any(isinstance(d, str) for dims in _named_dims(ours.graph.output) for d in dims)
+    x = torch.randn(5, 2)
+    _assert_same_runs(ours, theirs, x)
+    for got, want in zip(_run(ours, x), torch.utils._pytree.tree_leaves(model(x)), strict=True):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_output_dims_of_size_expressions_use_the_dim_names() -> None:
+    """``torch.cat([x, x])`` on a dim named ``n``: the output dim is ``2*n``, as in torch.onnx's
+    file (not torch.export's own symbol, ``2*s95``)."""
+    model, x, shapes = _Fn(lambda x: torch.cat([x, x])), torch.randn(3, 4), ({0: "n"},)
+    ours, theirs = _ours(model, (x,), dynamic_shapes=shapes), \
+        _theirs(model, (x,), dynamic_shapes=shapes)
+    assert _named_dims(ours.graph.output) == _named_dims(theirs.graph.output) == [["2*n", 4]]
+    _assert_same_runs(ours, theirs, torch.randn(5, 4))
+
+
 # -- 3. kwargs with a tuple dynamic_shapes ------------------------------------------------
 class _Keywords(torch.nn.Module):
     def forward(self, x: torch.Tensor, kw1: torch.Tensor | None = None,
@@ -238,6 +364,52 @@ def test_the_result_has_onnx_programs_surface(tmp_path, dynamo) -> None:
                              "fc.weight": weight.numpy(), "fc.bias": model.fc.bias.detach().numpy()})
     np.testing.assert_allclose(out[0], (model.fc.bias.detach() * scale).expand(len(x5), 3).numpy(),
                                rtol=1e-5)
+
+
+def test_the_result_has_the_rest_of_onnx_programs_methods() -> None:
+    """initialize_inference_session, call_reference, compute_values, rename_axes and
+    apply_weights, used as on torch.onnx's ONNXProgram: the same values."""
+    model, x = _Mlp().eval(), torch.randn(2, 4)
+    scale, x5 = torch.randn(3), torch.randn(5, 4)
+    result = oxport.export(model, (x,), kwargs={"scale": scale}, dynamo=True,
+                           dynamic_shapes=({0: "batch"}, None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, (x,), kwargs={"scale": scale}, dynamo=True,
+                                    dynamic_shapes=({0: "batch"}, None), verbose=False)
+    made = []
+
+    def initializer(source: str | bytes) -> ort.InferenceSession:
+        made.append(type(source))
+        return ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+
+    for onnx_program in (result, program):
+        onnx_program.initialize_inference_session(initializer)
+    assert made == [bytes, bytes]
+    want = model(x5, scale=scale)[0].detach()
+    for onnx_program in (result, program):
+        torch.testing.assert_close(onnx_program(x5, scale=scale)[0], want, rtol=1e-5,
+                                   atol=1e-5)
+        torch.testing.assert_close(onnx_program.call_reference(x5, scale=scale)[0], want,
+                                   rtol=1e-5, atol=1e-5)
+    # an intermediate value: the Linear's output, before the scale
+    linear = next(n.output[0] for n in result.model_proto.graph.node if n.op_type == "Gemm")
+    (hidden,) = result.compute_values([linear], (x5,), {"scale": scale})
+    torch.testing.assert_close(hidden, model.fc(x5).detach(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="no value named 'nope'"):
+        result.compute_values(["nope"], (x5,), {"scale": scale})
+    result.rename_axes({"batch": "rows"})
+    assert _dims(result.model_proto.graph.input[0]) == ["rows", 4]
+    assert _dims(result.model_proto.graph.output[0]) == ["rows", 3]
+    torch.testing.assert_close(result(x5, scale=scale)[0], want, rtol=1e-5, atol=1e-5)
+    zeros = {"fc.weight": torch.zeros(3, 4), "fc.bias": torch.ones(3)}
+    with pytest.warns(UserWarning, match="no weight 'missing'"):
+        result.apply_weights({**zeros, "missing": torch.ones(1)})
+    program.apply_weights(zeros)
+    program.release()  # (torch.onnx keeps a session made before; oxport drops it)
+    for onnx_program in (result, program):
+        torch.testing.assert_close(onnx_program(x5, scale=scale)[0],
+                                   scale.expand(5, 3), rtol=1e-6, atol=1e-6)
 
 
 # -- 7. dict keys and namedtuple fields name the outputs ----------------------------------

@@ -303,26 +303,13 @@ def test_sdpa_causal_mask_matches_torch_onnx():
     _check(model, (torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)))
 
 
-# -- float4 ------------------------------------------------------------------------------------
-class _Float4(torch.nn.Module):
-    def forward(self):
-        return torch.empty([1], dtype=torch.float4_e2m1fn_x2)
-
-
-@pytest.mark.parametrize("dynamo", [True, False])
-@pytest.mark.parametrize("opset", [20, 23])
-def test_float4_tensors_fail_clearly(opset, dynamo):
-    """torch.onnx writes FLOAT4E2M1 with the unpacked shape (docs/differences.md); oxport
-    names the dtype and the workaround, through either front end."""
-    with pytest.raises(oxport.OnnxExporterError, match=r"float4_e2m1fn_x2.*torch\.uint8"):
-        oxport.convert(_Float4(), (), dynamo=dynamo, opset_version=opset)
-
-
+# -- scalar types ------------------------------------------------------------------------------
 def test_scalar_type_arguments_hold_c10_codes():
     """A ScalarType argument's number is c10's: the same as JitScalarType's up to bfloat16,
-    c10's own for the float8 types."""
+    c10's own for the float8 types and float4_e2m1fn_x2."""
     from oxport.types import JitScalarType
 
     assert JitScalarType(6).dtype() == torch.float32
     assert [JitScalarType(code).dtype() for code in (23, 24, 25, 26)] == [
         torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz]
+    assert JitScalarType(45).dtype() == torch.float4_e2m1fn_x2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from oxport.exporter import progress
 from oxport.frontends import arguments
 from oxport.ir import Graph
 from oxport.registry import SymbolicEntry
+from oxport.serialize import proto as serialize_proto
 from oxport.serialize import weights
 from oxport.walk import FallbackUse
 
@@ -87,9 +89,65 @@ class ExportResult:
         ``ONNXProgram.__call__``): its outputs as torch tensors (a Sequence output as a
         list of them). The session is made on the first call; :meth:`release` drops it."""
         if self._session is None:
-            self._session = _inference_session(self)
+            self.initialize_inference_session()
         feeds = self.feeds((*args, dict(kwargs)))
         return tuple(_as_torch(out) for out in self._session.run(None, feeds))
+
+    def initialize_inference_session(
+            self, initializer: Callable[[str | bytes], Any] | None = None) -> None:
+        """Make the session :meth:`__call__` runs (as torch.onnx's ``ONNXProgram``):
+        ``initializer`` takes the model's bytes, or its path when the weights need external
+        data, and returns an ONNX Runtime session; by default a CPU one."""
+        self._session = _inference_session(self.serialized, initializer)
+
+    def call_reference(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Run the model with ONNX's reference evaluator (``onnx.reference``) on the
+        arguments ``forward`` takes: its outputs as torch tensors."""
+        from onnx.reference import ReferenceEvaluator
+
+        outputs = ReferenceEvaluator(self.model_proto).run(
+            None, self.feeds((*args, dict(kwargs))))
+        return tuple(_as_torch(out) for out in outputs)
+
+    def compute_values(self, value_names: Sequence[str], args: Any = (),
+                       kwargs: dict[str, Any] | None = None) -> tuple[Any, ...]:
+        """The values the model computes under ``value_names`` (ONNX names, intermediate
+        ones too) for these arguments, by ONNX Runtime: torch tensors in that order."""
+        types = self.serialized.types
+        unknown = [name for name in value_names if name not in types]
+        if unknown:
+            raise ValueError(f"The model has no value named {', '.join(map(repr, unknown))}; "
+                             "name values the ONNX graph holds (ExportResult.model_proto).")
+        model = onnx.ModelProto()
+        model.CopyFrom(self.serialized.model)
+        del model.graph.output[:]
+        model.graph.output.extend(serialize_proto.value_info(name, types[name], {})
+                                  for name in value_names)
+        session = _inference_session(dataclasses.replace(self.serialized, model=model), None)
+        outputs = session.run(None, self.feeds((*args, dict(kwargs or {}))))
+        return tuple(_as_torch(out) for out in outputs)
+
+    def rename_axes(self, rename_mapping: Mapping[str, str]) -> None:
+        """Rename the dims named as ``rename_mapping``'s keys (``{"s77": "batch"}``) on
+        the graph's inputs, outputs and value infos."""
+        graph = self.serialized.model.graph
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param in rename_mapping:
+                    dim.dim_param = rename_mapping[dim.dim_param]
+        self.release()
+
+    def apply_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Replace the weights named as ``state_dict``'s keys by its tensors (a weight the
+        model does not hold is skipped with a warning), as torch.onnx's ``ONNXProgram``."""
+        held = {weight.name: weight for weight in self.serialized.weights}
+        for name, tensor in state_dict.items():
+            if name in held:
+                held[name].tensor = tensor
+            else:
+                warnings.warn(f"oxport: the model holds no weight {name!r}; it is skipped.",
+                              UserWarning, stacklevel=2)
+        self.release()
 
     def release(self) -> None:
         """Drop the ONNX Runtime session :meth:`__call__` made."""
@@ -209,28 +267,29 @@ def _with_initializers(serialized: serialize.Serialized, include: bool, as_input
 
 
 def _weight_input(weight: serialize.Weight) -> onnx.ValueInfoProto:
-    """A graph input typed like ``weight``."""
-    tensor = weight.tensor
-    elem_type = (weights.onnx_elem_type(tensor.dtype)
-                 if isinstance(tensor, (torch.Tensor, serialize.LazyTensor))
-                 else onnx.helper.np_dtype_to_tensor_dtype(tensor.dtype))
-    return onnx.helper.make_tensor_value_info(weight.name, elem_type, list(tensor.shape))
+    """A graph input typed like ``weight`` (its dims as ONNX counts them)."""
+    header = weights.tensor_header(weight.name, weight.tensor)
+    return onnx.helper.make_tensor_value_info(weight.name, header.data_type, list(header.dims))
 
 
-def _inference_session(result: ExportResult) -> Any:
-    """An ONNX Runtime CPU session of ``result``'s model (written to a temporary folder
-    first when its weights need external data)."""
+def _inference_session(serialized: serialize.Serialized,
+                       initializer: Callable[[str | bytes], Any] | None) -> Any:
+    """A session of the model made by ``initializer`` (default: an ONNX Runtime CPU one)
+    from its bytes, or from a temporary folder when its weights need external data."""
     import tempfile
 
-    import onnxruntime
+    if initializer is None:
+        import onnxruntime
 
-    if result.serialized.weight_bytes <= weights.EXTERNAL_DATA_THRESHOLD:
-        return onnxruntime.InferenceSession(result.to_bytes(),
-                                            providers=["CPUExecutionProvider"])
+        def initializer(model: str | bytes) -> Any:
+            return onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+
+    if serialized.weight_bytes <= weights.EXTERNAL_DATA_THRESHOLD:
+        return initializer(serialize.to_bytes(serialized))
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.onnx")
-        result.save(path, external_data=True)
-        return onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        serialize.write(serialized, path, external_data=True)
+        return initializer(path)
 
 
 def _as_torch(output: Any) -> Any:

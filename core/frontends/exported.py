@@ -77,6 +77,8 @@ _RENAMED = {
     "aten::lift_fresh_copy": "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) "
                              "-> Tensor",
 }
+#: A size's symbol in torch.export's expressions: ``s95`` (backed), ``u0`` (unbacked).
+_SIZE_SYMBOL = re.compile(r"\b[su]\d+\b")
 #: Checks torch.export records; ONNX Runtime checks shapes itself.
 _DROPPED = re.compile(r"aten::(_assert_.*|_functional_assert_.*|sym_constrain_range.*|"
                       r"_print)$")
@@ -167,7 +169,10 @@ class _Reader:
             if expr.is_number:
                 return int(expr)
             text = str(expr)
-            return self.symbols.get(text, text)
+            if text in self.symbols:
+                return self.symbols[text]
+            # an expression of sizes (2*s95): each symbol by its name (2*n), as torch.onnx
+            return _SIZE_SYMBOL.sub(lambda m: self.symbols.get(m.group(), m.group()), text)
         return None
 
     def typed(self, value: SourceValue, example: Any) -> SourceValue:
@@ -663,8 +668,10 @@ def read(program: torch.export.ExportedProgram,
 
     reader = _Reader(program, axis_names or {}, prefix, input_names or ())
     graph, examples, names, params, more = reader.read()
-    assumed = [*_assumed_conditions(program, list(input_names or names)),
-               *size_guards.branch_conditions(program, list(input_names or names))]
+    assumed = list(dict.fromkeys([
+        *_assumed_conditions(program, list(input_names or names)),
+        *size_guards.branch_conditions(program, list(input_names or names)),
+        *size_guards.user_bounds(program, list(input_names or names))]))
     if assumed:
         warnings.warn(
             "oxport: torch.export captured the model's code on a branch that holds only "

@@ -13,7 +13,7 @@ from onnx import helper
 
 from oxport.errors import OnnxExporterError
 from oxport.ir import Type, Value
-from oxport.types import JitScalarType
+from oxport.types import JitScalarType, onnx_shape, torch_shape
 
 #: Constant inputs up to this many elements are passed to ONNX's data propagation.
 _DATA_MAX_ELEMENTS = 1024
@@ -109,6 +109,11 @@ def type_proto(t: Type) -> onnx.TypeProto | None:
         return None
     shape = None if t.shape is None else [d if isinstance(d, (int, str)) else None
                                          for d in t.shape]
+    if shape is not None:
+        try:
+            shape = onnx_shape(t.dtype(), shape)
+        except OnnxExporterError:
+            return None  # a packed dtype's dynamic last dim: ONNX cannot say it
     return helper.make_tensor_type_proto(_onnx(t.dtype()), shape)
 
 
@@ -127,8 +132,8 @@ def from_type_proto(proto: onnx.TypeProto) -> Type | None:
         return None
     shape = None
     if tensor.HasField("shape"):
-        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                 for d in tensor.shape.dim]
+        shape = torch_shape(dtype, [d.dim_value if d.HasField("dim_value")
+                                    else (d.dim_param or None) for d in tensor.shape.dim])
     return Type.tensor(dtype, shape)
 
 

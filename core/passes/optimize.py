@@ -37,6 +37,7 @@ from oxport.ir import Graph, Node, Type, Value
 from oxport.passes import folding as passes
 from oxport.serialize.proto import Namer, graph_proto, ir_version, value_info
 from oxport.serialize.weights import LazyTensor, onnx_elem_type, tensor_header, tensor_proto
+from oxport.types import tensor_items
 
 log = logging.getLogger("oxport.passes.optimize")
 
@@ -948,7 +949,7 @@ def _cse_key(node: Node) -> tuple[Any, ...] | None:
         if kind == "t":
             if not isinstance(value, torch.Tensor) or value.numel() > SHAPE_MAX_ELEMENTS:
                 return None
-            value = (value.dtype, tuple(value.shape), tuple(value.reshape(-1).tolist()))
+            value = (value.dtype, tuple(value.shape), tuple(tensor_items(value)))
         elif kind == "ts":
             return None
         else:

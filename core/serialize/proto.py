@@ -22,6 +22,7 @@ from oxport.errors import (
 )
 from oxport.frontends.arguments import dynamic_axis_pairs
 from oxport.ir import Graph, Node, Type, Value
+from oxport.opset_versions import MAX_OPSET
 from oxport.passes import folding, infer  # folding as a module: it imports serialize
 from oxport.serialize.weights import (
     LazyTensor,
@@ -30,6 +31,7 @@ from oxport.serialize.weights import (
     tensor_proto,
     weightless,
 )
+from oxport.types import check_dtype_opset, onnx_shape, packed_count
 
 
 @dataclasses.dataclass
@@ -196,6 +198,8 @@ def serialize(graph: Graph, *, input_names: Sequence[str] | None = None,
         types[namer.name(value)] = value.type()
     for value in graph.initializers.values():
         types[namer.name(value)] = value.type()
+    for type_ in types.values():
+        check_dtype_opset(type_.dtype(), graph.opset_imports.get("", MAX_OPSET))
 
     opsets = [helper.make_opsetid(domain, version) for domain, version in
               sorted(graph.opset_imports.items())]
@@ -310,11 +314,17 @@ def _infer_output_shapes(model: onnx.ModelProto, weights: Sequence[Weight]) -> N
 
 
 def _separate_outputs(graph: Graph) -> None:
-    """Give each graph output its own value (Identity where one is an input, weight or repeat)."""
-    seen: set[int] = {id(v) for v in graph.inputs} | {id(v) for v in graph.initializers.values()}
+    """Give each graph output its own value (Identity where one is an input, weight or
+    repeat). A weight of a packed dtype (float4_e2m1fn_x2) is output as itself, as
+    torch.onnx does: ONNX Runtime has no Identity for it, and would then load no part of
+    the model."""
+    weights = {id(v) for v in graph.initializers.values()}
+    seen: set[int] = {id(v) for v in graph.inputs} | weights
     outputs = []
     for value in graph.outputs:
-        if id(value) in seen or value.producer is None or value.producer.op_type == "Constant":
+        if id(value) in weights and packed_count(value.type().dtype()) > 1:
+            weights.discard(id(value))
+        elif id(value) in seen or value.producer is None or value.producer.op_type == "Constant":
             node = graph.add_node("", "Identity", [value])
             node.output_values[0].setType(value.type())
             node.output_values[0].name = value.name
@@ -384,7 +394,7 @@ def value_info(name: str, type_: Type, axes: dict[str, dict[int, str]],
                 dims.append(None)  # outputs follow dynamic inputs: open, then inferred
             else:
                 dims.append(dim if isinstance(dim, int) else None)
-        shape = dims
+        shape = onnx_shape(dtype, dims)
     return helper.make_tensor_value_info(name, elem_type, shape)
 
 

@@ -22,7 +22,7 @@ import torch
 from onnx import TensorProto, helper
 
 from oxport.errors import OnnxExporterError
-from oxport.types import JitScalarType
+from oxport.types import JitScalarType, onnx_shape
 
 if TYPE_CHECKING:
     from oxport.serialize.proto import Serialized
@@ -111,7 +111,7 @@ def tensor_header(name: str, tensor: Any) -> TensorProto:
     proto = TensorProto()
     proto.name = name
     if isinstance(tensor, (torch.Tensor, LazyTensor)):
-        proto.dims.extend(tensor.shape)
+        proto.dims.extend(onnx_shape(tensor.dtype, list(tensor.shape)))
         proto.data_type = onnx_elem_type(tensor.dtype)
     else:
         array = np.asarray(tensor)

@@ -34,6 +34,11 @@ pack.case("aten::numel", torch.nn.EmbeddingBag(10, 3), lambda: torch.randint(0, 
           name="embedding_bag_2d", min_opset=11)
 pack.case("aten::view", lambda x: x.view(4, -1), (2, 3, 4))
 pack.case("aten::reshape", lambda x: x.reshape(-1, 2), (2, 3, 4))
+_NO_VIEW_DTYPE = "the trace fails on x.view(dtype) (TorchScript's alias analysis asserts)"
+pack.case("aten::view", lambda x: x.view(torch.float32) * 2, (2, 3), name="own_dtype",
+          not_traceable=_NO_VIEW_DTYPE)
+pack.case("aten::view", lambda x: x.view(torch.int32) + 1, (2, 3), name="dtype", min_opset=26,
+          not_traceable=_NO_VIEW_DTYPE)
 pack.case("aten::view_as", lambda x, y: x.view_as(y), (2, 6), (3, 4))
 pack.case("aten::reshape_as", lambda x, y: x.reshape_as(y), (2, 6), (4, 3),
           input_names=["x", "y"], dynamic_axes={"y": [0, 1]})
