@@ -4,6 +4,7 @@ copying the files that go beside them (config, generation config, tokenizer)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -161,18 +162,31 @@ def write_companions(source: Source, output_dir: Path) -> list[str]:
     return written
 
 
+@dataclasses.dataclass
+class Exported:
+    """What :func:`export_onnx` wrote: the files, and the graph's inputs and op types (read
+    from the export, not from the file: a file under 2 GB holds its weights)."""
+
+    files: list[str]
+    inputs: list[str]
+    op_types: frozenset[tuple[str, str]]  # (domain, op type)
+
+
 def export_onnx(model: Any, args: tuple[Any, ...], path: Path, input_names: list[str],
                 output_names: list[str], dynamic_axes: dict[str, dict[int, str]],
-                options: TaskOptions, weights: str | None = None) -> list[str]:
+                options: TaskOptions, weights: str | None = None) -> Exported:
     """Export ``model(*args)`` to ``path`` with these names and dynamic axes (``weights``:
     where a meta-device model's weights are); returns the files written (the model, and its
-    external data when it has any)."""
+    external data when it has any) with the graph's inputs and op types."""
     import oxport
 
-    oxport.export(model, args, str(path), input_names=input_names, output_names=output_names,
-                  dynamic_axes=dynamic_axes, weights=weights, **options.export_kwargs())
+    result = oxport.export(model, args, str(path), input_names=input_names,
+                           output_names=output_names, dynamic_axes=dynamic_axes,
+                           weights=weights, **options.export_kwargs())
     files = [path.name]
     data = path.with_name(path.name + ".data")
     if data.is_file():
         files.append(data.name)
-    return files
+    graph = result.serialized.model.graph  # weightless
+    return Exported(files, [value.name for value in graph.input],
+                    frozenset((node.domain, node.op_type) for node in graph.node))

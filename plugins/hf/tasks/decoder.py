@@ -165,15 +165,15 @@ class TextGeneration(common.HfTask):
             # transformers compares the mask's length with the keys' before it checks for
             # tracing; the file's contract makes them equal at every size.
             warnings.filterwarnings("ignore", _MASK_LENGTH_CONDITION, UserWarning)
-            files = common.export_onnx(
+            exported = common.export_onnx(
                 decoder_module(loaded.model, io), io.examples,
                 output_dir / "model.onnx", io.input_names(), io.output_names(),
                 io.dynamic_axes(), options, weights=loaded.weights)
-        files += common.write_companions(loaded, output_dir)
+        files = exported.files + common.write_companions(loaded, output_dir)
         if self.with_past:
             config = genai.decoder_config(loaded.model, loaded.architecture, io)
             files.append(genai.write(hf_quirks.apply(loaded.quirks, "genai_config", config),
-                                     output_dir))
+                                     output_dir, exported.op_types))
         if options.verify and loaded.weights is not None:  # the reference needs weights
             loaded = common.load(source, "AutoModelForCausalLM", tuple(self.suffixes),
                                  also=causal_lm_classes())

@@ -60,11 +60,11 @@ class EncoderTask(common.HfTask):
         names = self.input_names(loaded.model)
         module = flat_module(loaded.model, names, list(self.outputs))
         example = self.example(loaded.model, *SIZES[0])
-        files = common.export_onnx(module, tuple(example[n] for n in names),
-                                   output_dir / "model.onnx", names, list(self.outputs),
-                                   self.dynamic_axes(names), options)
-        files += common.write_companions(loaded, output_dir)
-        kept = file_inputs(output_dir / "model.onnx")  # an input the model ignores is dropped
+        exported = common.export_onnx(module, tuple(example[n] for n in names),
+                                      output_dir / "model.onnx", names, list(self.outputs),
+                                      self.dynamic_axes(names), options)
+        files = exported.files + common.write_companions(loaded, output_dir)
+        kept = exported.inputs  # an input the model ignores is dropped
         result = TaskResult(self.name, output_dir, files, details={
             "architecture": loaded.architecture, "inputs": kept,
             "outputs": list(self.outputs)})
@@ -148,13 +148,6 @@ def flat_module(model: Any, inputs: Sequence[str], outputs: Sequence[str]) -> An
             return tuple(out[name] for name in outputs)
 
     return FlatEncoder().eval()
-
-
-def file_inputs(path: Path) -> list[str]:
-    """The input names of an ONNX file (its weights left unread)."""
-    import onnx
-
-    return [value.name for value in onnx.load(path, load_external_data=False).graph.input]
 
 
 def verify(task: EncoderTask, model: Any, path: Path, names: Sequence[str]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ exported decoder with past, in the form its model builder writes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -69,27 +70,23 @@ def decoder_config(model: Any, architecture: str, io: Any, filename: str = "mode
     }
 
 
-def share_kv_buffer(config: dict[str, Any], output_dir: Path) -> dict[str, Any]:
-    """``config`` with ``past_present_share_buffer`` on when the decoder file's attention is
-    ``com.microsoft::GroupQueryAttention`` (``target="ort"``): ONNX Runtime GenAI then keeps
-    one ``max_length``-long KV buffer per layer that the kernel appends to in place, as
-    the builder's files run, instead of copying the presents into new pasts each step."""
-    import onnx
-
-    path = output_dir / config["model"]["decoder"]["filename"]
-    if not path.is_file():
-        return config
-    graph = onnx.load(str(path), load_external_data=False).graph
-    if any(n.op_type == "GroupQueryAttention" and n.domain == "com.microsoft"
-           for n in graph.node):
+def share_kv_buffer(config: dict[str, Any], op_types: Collection[tuple[str, str]]
+                    ) -> dict[str, Any]:
+    """``config`` with ``past_present_share_buffer`` on when the decoder's attention is
+    ``com.microsoft::GroupQueryAttention`` (``target="ort"``; ``op_types``: the decoder's
+    (domain, op type) pairs): ONNX Runtime GenAI then keeps one ``max_length``-long KV
+    buffer per layer that the kernel appends to in place, as the builder's files run,
+    instead of copying the presents into new pasts each step."""
+    if ("com.microsoft", "GroupQueryAttention") in op_types:
         config["search"]["past_present_share_buffer"] = True
     return config
 
 
-def write(config: dict[str, Any], output_dir: Path) -> str:
+def write(config: dict[str, Any], output_dir: Path,
+          op_types: Collection[tuple[str, str]] = ()) -> str:
     """Write ``config`` as ``genai_config.json`` (sharing the KV buffer when the decoder's
     attention allows it, :func:`share_kv_buffer`); returns the file name."""
-    config = share_kv_buffer(config, output_dir)
+    config = share_kv_buffer(config, op_types)
     with open(output_dir / FILENAME, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=4)
     return FILENAME

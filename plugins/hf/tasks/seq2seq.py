@@ -236,14 +236,15 @@ class Seq2SeqTask(common.HfTask):
         files += common.export_onnx(
             plan.encoder_module(), tuple(encoder_example.values()),
             output_dir / "encoder_model.onnx", encoder_names, ["last_hidden_state"],
-            {n: plan.axes()[n] for n in [*encoder_names, "last_hidden_state"]}, options)
+            {n: plan.axes()[n] for n in [*encoder_names, "last_hidden_state"]}, options).files
         for past, filename in ((False, "decoder_model.onnx"),
                                (True, "decoder_with_past_model.onnx"))[:1 + self.with_past]:
             names, outputs = plan.decoder_inputs(past), plan.decoder_outputs(past)
             example = plan.decoder_example(past)
             files += common.export_onnx(plan.decoder_module(past), tuple(example.values()),
                                         output_dir / filename, names, outputs,
-                                        plan.axes_of([*names, *outputs], past), options)
+                                        plan.axes_of([*names, *outputs], past),
+                                        options).files
         files += common.write_companions(loaded, output_dir)
         result = TaskResult(self.name, output_dir, files,
                             details={"architecture": loaded.architecture})
