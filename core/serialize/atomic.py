@@ -106,7 +106,8 @@ def _write_path(serialized: Serialized, path: str, use_external: bool | str,
             if use_external:
                 handle.write(model.SerializeToString())
             else:
-                weights.stream(serialized, handle, progress)
+                with direct.unbuffered(handle, serialized.weight_bytes) as sink:
+                    weights.stream(serialized, sink, progress)
         _commit(temps[-1], path, moves)
         temps.clear()
     except OSError as exc:
