@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -174,7 +175,8 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
     (with ``dynamo``, for a checkpoint folder) builds the model on the meta device and
     streams each weight from the checkpoint into the file, so a model larger than memory
     exports (docs/large_models.md); None (the default) streams a folder of safetensors
-    with ``dynamo`` and loads the model otherwise; False always loads it. ``target``,
+    with ``dynamo`` (loading the model instead, with a warning, when it cannot run without
+    its weights) and loads the model otherwise; False always loads it. ``target``,
     ``dtype``, ``quantize`` and ``quantize_block_size`` pick the runtime profile, precision
     and weight quantization of every file written, as in :func:`oxport.export`
     (docs/targets.md). Other keywords go to the task. Returns a :class:`TaskResult`; a
@@ -193,18 +195,38 @@ def export_task(source: Any, output_dir: str | os.PathLike[str], task: str = AUT
         raise InvalidExportArgumentError(
             "stream_weights (--stream-weights) captures the model without its weights, which "
             "needs dynamo=True (--dynamo).")
-    if stream_weights is None:
-        stream_weights = dynamo and _holds_safetensors(source)
     options = TaskOptions(dynamo=dynamo, opset=opset, verify=verify, plugins=plugins,
                           disable_plugins=disable_plugins, extra=dict(task_options),
-                          stream_weights=stream_weights, target=target, dtype=dtype,
+                          stream_weights=bool(stream_weights), target=target, dtype=dtype,
                           quantize=quantize, quantize_block_size=quantize_block_size)
-    result = chosen.task.export(source, folder, options)
+    if stream_weights is None and dynamo and _holds_safetensors(source):
+        result = _streamed_else_loaded(chosen.task, source, folder, options)
+    else:
+        result = chosen.task.export(source, folder, options)
     if not isinstance(result, TaskResult):
         raise OnnxExporterError(
             f"The task {chosen.name!r} from {chosen.provenance} returned "
             f"{type(result).__name__}, not an oxport.tasks.TaskResult: fix the plugin.")
     return result
+
+
+def _streamed_else_loaded(task: Task, source: Any, folder: Path,
+                          options: TaskOptions) -> TaskResult:
+    """``task``'s export of the checkpoint ``source`` with its weights streamed; where the
+    model cannot run without its weights (code that reads weight values while capturing,
+    such as a mixture of experts routing by ``nonzero``), a warning and the export of the
+    model loaded in memory."""
+    try:
+        return task.export(source, folder, dataclasses.replace(options, stream_weights=True))
+    except Exception as exc:  # noqa: BLE001 - the model's own code raised: retry loaded
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        warnings.warn(
+            f"oxport: capturing {source} without its weights failed ({type(exc).__name__}: "
+            f"{first_line}); exported with the model loaded in memory instead. Pass "
+            "stream_weights=False (--no-stream-weights) to skip the attempt, or "
+            "stream_weights=True (--stream-weights) to see the error.", UserWarning,
+            stacklevel=3)
+    return task.export(source, folder, dataclasses.replace(options, stream_weights=False))
 
 
 def _holds_safetensors(source: Any) -> bool:

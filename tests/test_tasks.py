@@ -274,6 +274,26 @@ def test_a_malformed_task_is_refused(install):
         plugin_manager.load(strict=True)
 
 
+def test_dynamo_loads_a_model_that_cannot_be_captured_without_its_weights(llama_dir, tmp_path,
+                                                                         monkeypatch):
+    from oxport.plugins.hf.tasks import decoder
+
+    real, streamed = decoder.TextGenerationWithPast.export, []
+
+    def export(self, source, folder, options):  # as a model reading its weights' values
+        streamed.append(options.stream_weights)
+        if options.stream_weights:
+            raise RuntimeError("a data-dependent size\nand more lines")
+        return real(self, source, folder, options)
+
+    monkeypatch.setattr(decoder.TextGenerationWithPast, "export", export)
+    with pytest.warns(UserWarning, match=r"without its weights failed \(RuntimeError: a "
+                                         r"data-dependent size\); exported with the model loaded"):
+        result = oxport.export_task(llama_dir, tmp_path, "text-generation-with-past",
+                                    dynamo=True, verify=True)
+    assert streamed == [True, False] and result.verification["ok"]
+
+
 # -- the command line ---------------------------------------------------------------------
 def test_the_command_line_exports_a_checkpoint_folder(llama_dir, tmp_path, capsys):
     out = tmp_path / "onnx"
