@@ -515,3 +515,34 @@ def test_a_batch_norm_folds_into_a_streamed_convolution(tmp_path, dtype):
         (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
         np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)
 
+
+
+#: ONNX Runtime's logits against eager's for weights quantized in blocks of 32.
+QUANTIZED_ATOL = {"int4": 0.25, "int8": 0.02}
+
+
+@pytest.mark.parametrize("target", ["ort", "onnx"])
+@pytest.mark.parametrize("quantize", ["int4", "int8"])
+def test_quantized_weights_are_the_in_memory_exports_byte_for_byte(tmp_path, quantize, target):
+    """``quantize=`` on streamed weights: each MatMul weight (the head too) quantized as the
+    in-memory export quantizes it (MatMulNBits for ort: codes, scales and zero points
+    computed band by band as they are written; a blocked DequantizeLinear at opset 21 for
+    onnx), the same names and bytes, and ONNX Runtime near eager's logits."""
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    options = {"target": target, "quantize": quantize, "opset_version": 21}
+    _export(_meta_llama(folder), streamed, weights=folder, **options)
+    _export(_loaded_llama(folder), loaded, **options)
+    with open(streamed, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    graph = onnx.load(streamed).graph
+    kind = "MatMulNBits" if target == "ort" else "DequantizeLinear"
+    assert sum(n.op_type == kind for n in graph.node) == 2 * 7 + 1  # and no float MatMul
+    assert not any(n.op_type == "MatMul" and n.input[1] in {i.name for i in graph.initializer}
+                   for n in graph.node)
+    ids = torch.tensor([[3, 14, 15, 92, 65, 35]])
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"input_ids": ids.numpy()})
+    with torch.no_grad():
+        expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
+    assert np.abs(logits - expected).max() < QUANTIZED_ATOL[quantize]
