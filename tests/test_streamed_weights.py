@@ -546,3 +546,34 @@ def test_quantized_weights_are_the_in_memory_exports_byte_for_byte(tmp_path, qua
     with torch.no_grad():
         expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
     assert np.abs(logits - expected).max() < QUANTIZED_ATOL[quantize]
+
+
+def test_quantized_weights_are_read_in_bands_never_whole(tmp_path, monkeypatch):
+    """MatMulNBits' codes, scales and zero points of a streamed weight come from bands of
+    rows of its transpose (the Linear weight as stored), the codes' bands keeping the
+    scales and zero points written next: each weight is read once, a band at a time."""
+    from oxport.serialize import streamed
+
+    monkeypatch.setattr(streamed, "GATHER_BYTES", 4096)
+    monkeypatch.setattr(streamed, "MIN_BAND_ROWS", 4)
+    bands: dict[str, list[tuple[int, int]]] = {}
+    rows = streamed.StreamedTensor._rows
+
+    def spy(self, start, stop, out):
+        bands.setdefault(repr(self), []).append((start, stop))
+        return rows(self, start, stop, out)
+
+    monkeypatch.setattr(streamed.StreamedTensor, "_rows", spy)
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    streamed_path, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    options = {"target": "ort", "quantize": "int4"}
+    _export(_meta_llama(folder), streamed_path, weights=folder, **options)
+    _export(_loaded_llama(folder), loaded, **options)
+    with open(streamed_path, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    quantized = {name: b for name, b in bands.items() if ".Transpose.Transpose" in name}
+    assert len(quantized) == 2 * 7 + 1
+    for name, read in quantized.items():
+        height = int(name.split("[")[1].split(",")[0])
+        assert len(read) > 1 and all(stop - start < height for start, stop in read), name
+        assert sorted(read) == read and sum(stop - start for start, stop in read) == height

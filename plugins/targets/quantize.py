@@ -192,6 +192,10 @@ class BlockQuantized:
         blob = block // 2 if bits == 4 else block
         zero_width = -(-self.blocks // 2) if bits == 4 else self.blocks
         self.codes = LazyTensor((n, self.blocks, blob), torch.uint8, self._codes)
+        source = self.rows_of_transpose
+        if source is not None and source.chunk_bytes:  # the source's bands, quantized
+            rows = source.chunk_bytes // max(source.numel() // max(n, 1) * source.element_size(), 1)
+            self.codes.chunk_bytes = max(rows, 1) * self.blocks * blob
         self.scales = LazyTensor((n * self.blocks,), scale_dtype, self._scales)
         self.zero_points = LazyTensor((n * zero_width,), torch.uint8, self._zero_points)
         self._kept: tuple[np.ndarray, np.ndarray] | None = None
