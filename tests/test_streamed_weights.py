@@ -577,3 +577,26 @@ def test_quantized_weights_are_read_in_bands_never_whole(tmp_path, monkeypatch):
         height = int(name.split("[")[1].split(",")[0])
         assert len(read) > 1 and all(stop - start < height for start, stop in read), name
         assert sorted(read) == read and sum(stop - start for start, stop in read) == height
+
+
+@pytest.mark.parametrize("quantize", [None, "int4"])
+def test_packed_attention_weights_of_a_task_for_ort_are_streamed(tmp_path, quantize):
+    """GroupQueryAttention's packed query, key and value weight of streamed weights (too
+    large to be read when bound) is their concatenation computed band by band as written
+    (and quantized so): the in-memory export's file, byte for byte."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    folder = str(tmp_path / "ckpt")
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
+    for path, stream in ((streamed, True), (loaded, False)):
+        oxport.export_task(folder, path, "text-generation-with-past", dynamo=True,
+                           target="ort", quantize=quantize, stream_weights=stream)
+    assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
+    graph = onnx.load(str(streamed / "model.onnx")).graph
+    assert sum(n.op_type == "GroupQueryAttention" for n in graph.node) == 2
+    packed = [n for n in graph.node if n.op_type == "GroupQueryAttention" and not n.input[1]]
+    assert len(packed) == 2

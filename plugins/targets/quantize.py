@@ -154,24 +154,15 @@ def _to_matmul_nbits(graph: Graph, node: Node, weight: np.ndarray | LazyTensor, 
         packed = pack_nibbles(codes) if bits == 4 else codes
         zeros = pack_nibbles(zero).reshape(-1) if bits == 4 else zero.reshape(-1)
         scales = _float_like(a, scale.reshape(-1))
-    inputs = [a, _initializer(graph, "nbits_weight", packed),
-              _initializer(graph, "nbits_scales", scales),
-              _initializer(graph, "nbits_zero_points", zeros)]
+    inputs = [a, initializer(graph, "nbits_weight", packed),
+              initializer(graph, "nbits_scales", scales),
+              initializer(graph, "nbits_zero_points", zeros)]
     fused = graph.add_node(MSFT, "MatMulNBits", inputs, attrs={
         "K": ("i", k), "N": ("i", n), "bits": ("i", bits), "block_size": ("i", block),
         "accuracy_level": ("i", 4 if bits == 4 else 0)})
     graph.use_domain(MSFT, 1)
     insert_before(graph, node, [fused])
     replace_value(graph, node.output_values[0], fused.output_values[0])
-
-
-def _initializer(graph: Graph, hint: str, data: Any) -> Any:
-    """A new initializer holding ``data`` (an array, a tensor or a weight computed when
-    written)."""
-    if isinstance(data, LazyTensor):
-        return graph.add_initializer(graph.fresh_name(hint), data,
-                                     Type.tensor(data.dtype, tuple(data.shape)))
-    return initializer(graph, hint, data)
 
 
 class BlockQuantized:
