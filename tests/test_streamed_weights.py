@@ -600,3 +600,29 @@ def test_packed_attention_weights_of_a_task_for_ort_are_streamed(tmp_path, quant
     assert sum(n.op_type == "GroupQueryAttention" for n in graph.node) == 2
     packed = [n for n in graph.node if n.op_type == "GroupQueryAttention" and not n.input[1]]
     assert len(packed) == 2
+
+
+@pytest.mark.parametrize("target", ["ort", "onnx"])
+def test_quantized_embeddings_and_a_float_head_are_the_in_memory_exports(tmp_path, target):
+    """``quantize=`` as a dict on streamed weights: blocks of 16, the embedding table
+    quantized (a blocked DequantizeLinear feeding its Gather), the head left float."""
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float16)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    options = {"target": target, "opset_version": 21, "quantize": {
+        "format": "int4", "block_size": 16, "lm_head": False, "embeddings": True}}
+    _export(_meta_llama(folder), streamed, weights=folder, **options)
+    _export(_loaded_llama(folder), loaded, **options)
+    with open(streamed, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    graph = onnx.load(streamed).graph
+    head = [n for n in graph.node if n.output[0] == graph.output[0].name]
+    assert [n.op_type for n in head] == ["MatMul"]
+    gathers = [n for n in graph.node if n.op_type == "Gather"]
+    producers = {o: n.op_type for n in graph.node for o in n.output}
+    assert any(producers.get(n.input[0]) == "DequantizeLinear" for n in gathers)
+    ids = torch.tensor([[3, 14, 15, 92, 65, 35]])
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"input_ids": ids.numpy()})
+    with torch.no_grad():
+        expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
+    assert np.abs(logits - expected).max() < QUANTIZED_ATOL["int4"]
