@@ -41,6 +41,9 @@ INDEX_FILE = "model.safetensors.index.json"
 #: such as a Mul by a one-element weight equal to 1, then see them as the in-memory export
 #: does; ``onnx.reference`` folds only inputs this small).
 EAGER_MAX_ELEMENTS = 1 << 12
+#: ... and vectors of at most this many (a norm's weight, a bias: one value per channel,
+#: a few MB in all for a 70B model), which the targets' fusions read as in memory.
+EAGER_MAX_VECTOR = 1 << 20
 #: A transposed weight is gathered a tile of this many columns at a time: each column of
 #: the tile reads another row of the source, and more rows than the TLB maps (each a page
 #: or more of the mapped file) make the gather ten times slower.
@@ -556,7 +559,8 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
          ) -> list[tuple[str, Any]]:
     """``params`` (name, tensor) with each tensor without values replaced by its weight
     in ``weights``: a :class:`StreamedTensor`, or the tensor itself when it is small
-    (:data:`EAGER_MAX_ELEMENTS`). Tensors shared under several names (tied weights) stay
+    (:data:`EAGER_MAX_ELEMENTS`, or a vector of at most :data:`EAGER_MAX_VECTOR`).
+    Tensors shared under several names (tied weights) stay
     one object, found under any of their names. A name the weights lack is looked up
     without its leading module names too (``model.lm_head.weight`` as ``lm_head.weight``:
     the model wrapped in another module for the export). A tensor with values (a buffer
@@ -603,7 +607,7 @@ def _weight(name: str, source: Source, like: torch.Tensor) -> Any:
         raise InvalidExportArgumentError(
             f"Weight {name!r} is {list(stored)} in weights= but {list(like.shape)} in the "
             "model: the checkpoint does not fit the model (check its config).")
-    if like.numel() > EAGER_MAX_ELEMENTS:
+    if like.numel() > (EAGER_MAX_VECTOR if like.dim() == 1 else EAGER_MAX_ELEMENTS):
         return StreamedTensor(name, source, like.dtype, tuple(like.shape))
     with source.opened() as tensor:
         if tuple(tensor.shape) != tuple(like.shape):

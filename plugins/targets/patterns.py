@@ -42,8 +42,9 @@ def skip_casts(value: Value | None) -> Value | None:
 
 
 def const(value: Value | None) -> np.ndarray | None:
-    """The constant ``value`` holds, as a numpy array (None if it is not constant)."""
-    if value is None or not value.is_const:
+    """The constant ``value`` holds, as a numpy array (None if it is not constant, or is a
+    weight computed only when written)."""
+    if value is None or not value.is_const or isinstance(value.const, LazyTensor):
         return None
     data = value.const
     if isinstance(data, torch.Tensor):
