@@ -185,20 +185,23 @@ class BlockQuantized:
         self.codes = LazyTensor((n, self.blocks, blob), torch.uint8, self._codes)
         source = self.rows_of_transpose
         if source is not None and source.chunk_bytes:  # the source's bands, quantized
-            rows = source.chunk_bytes // max(source.numel() // max(n, 1) * source.element_size(), 1)
-            self.codes.chunk_bytes = max(rows, 1) * self.blocks * blob
+            row_bytes = source.numel() // max(n, 1) * source.element_size()
+            self.codes.chunk_bytes = max(source.chunk_bytes // max(row_bytes, 1), 1) \
+                * self.blocks * blob
         self.scales = LazyTensor((n * self.blocks,), scale_dtype, self._scales)
         self.zero_points = LazyTensor((n * zero_width,), torch.uint8, self._zero_points)
         self._kept: tuple[np.ndarray, np.ndarray] | None = None
         self._kept_rows = 0
         self._pending = {"scales", "zero_points"}
+        self._computed: np.ndarray | None = None  # without a recorded transpose
 
     def _band(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of the weight's transpose, in float32."""
         source = self.rows_of_transpose
-        if source is None:  # no recorded transpose: the weight computed whole
-            whole = _whole(self.weight)
-            return np.ascontiguousarray(whole[:, start:stop].T)
+        if source is None:  # no recorded transpose: the weight computed whole, kept
+            if self._computed is None:  # until its three inputs are written
+                self._computed = np.ascontiguousarray(_whole(self.weight).T)
+            return self._computed[start:stop]
         out = torch.empty((stop - start, source.shape[1]), dtype=source.dtype)
         source.rows(start, stop, out)
         return (out.float() if out.dtype == torch.bfloat16 else out).numpy() \
@@ -231,7 +234,7 @@ class BlockQuantized:
         if stop >= total:
             self._pending.discard(which)
             if not self._pending:
-                self._kept, self._kept_rows = None, 0
+                self._kept, self._kept_rows, self._computed = None, 0, None
 
     def _scales(self, start: int, stop: int, out: torch.Tensor) -> None:
         rows = self._per_row(start, stop, self.blocks, 0)
@@ -284,8 +287,8 @@ def _dequantize(graph: Graph, anchor: Node, data: np.ndarray, axis: int, bits: i
     return dequantize
 
 
-def _to_dequantized_matmul(graph: Graph, node: Node, weight: np.ndarray, bits: int,
-                           block: int) -> None:
+def _to_dequantized_matmul(graph: Graph, node: Node, weight: np.ndarray | LazyTensor,
+                           bits: int, block: int) -> None:
     """``MatMul(a, W)`` -> ``MatMul(a, DequantizeLinear(Wq, scales, zero_points))``."""
     dequantize = _dequantize(graph, node, _whole(weight), 0, bits, block,
                              node.input_values[0])
