@@ -515,3 +515,121 @@ def test_a_batch_norm_folds_into_a_streamed_convolution(tmp_path, dtype):
         (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
         np.testing.assert_allclose(y, eager(x).detach().numpy(), rtol=1e-4, atol=1e-4)
 
+
+
+#: ONNX Runtime's logits against eager's for weights quantized in blocks of 32.
+QUANTIZED_ATOL = {"int4": 0.25, "int8": 0.02}
+
+
+@pytest.mark.parametrize("target", ["ort", "onnx"])
+@pytest.mark.parametrize("quantize", ["int4", "int8"])
+def test_quantized_weights_are_the_in_memory_exports_byte_for_byte(tmp_path, quantize, target):
+    """``quantize=`` on streamed weights: each MatMul weight (the head too) quantized as the
+    in-memory export quantizes it (MatMulNBits for ort: codes, scales and zero points
+    computed band by band as they are written; a blocked DequantizeLinear at opset 21 for
+    onnx), the same names and bytes, and ONNX Runtime near eager's logits."""
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    options = {"target": target, "quantize": quantize, "opset_version": 21}
+    _export(_meta_llama(folder), streamed, weights=folder, **options)
+    _export(_loaded_llama(folder), loaded, **options)
+    with open(streamed, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    graph = onnx.load(streamed).graph
+    kind = "MatMulNBits" if target == "ort" else "DequantizeLinear"
+    assert sum(n.op_type == kind for n in graph.node) == 2 * 7 + 1  # and no float MatMul
+    assert not any(n.op_type == "MatMul" and n.input[1] in {i.name for i in graph.initializer}
+                   for n in graph.node)
+    ids = torch.tensor([[3, 14, 15, 92, 65, 35]])
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"input_ids": ids.numpy()})
+    with torch.no_grad():
+        expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
+    assert np.abs(logits - expected).max() < QUANTIZED_ATOL[quantize]
+
+
+def test_quantized_weights_are_read_in_bands_never_whole(tmp_path, monkeypatch):
+    """MatMulNBits' codes, scales and zero points of a streamed weight come from bands of
+    rows of its transpose (the Linear weight as stored), the codes' bands keeping the
+    scales and zero points written next: each weight is read once, a band at a time."""
+    from oxport.serialize import streamed
+
+    monkeypatch.setattr(streamed, "GATHER_BYTES", 4096)
+    monkeypatch.setattr(streamed, "MIN_BAND_ROWS", 4)
+    bands: dict[str, list[tuple[int, int]]] = {}
+    rows = streamed.StreamedTensor._rows
+
+    def spy(self, start, stop, out):
+        bands.setdefault(repr(self), []).append((start, stop))
+        return rows(self, start, stop, out)
+
+    monkeypatch.setattr(streamed.StreamedTensor, "_rows", spy)
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
+    streamed_path, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    options = {"target": "ort", "quantize": "int4"}
+    _export(_meta_llama(folder), streamed_path, weights=folder, **options)
+    _export(_loaded_llama(folder), loaded, **options)
+    with open(streamed_path, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    quantized = {name: b for name, b in bands.items() if ".Transpose.Transpose" in name}
+    assert len(quantized) == 2 * 7 + 1
+    for name, read in quantized.items():
+        height = int(name.split("[")[1].split(",")[0])
+        assert len(read) > 1 and all(stop - start < height for start, stop in read), name
+        assert sorted(read) == read and sum(stop - start for start, stop in read) == height
+
+
+@pytest.mark.parametrize("quantize", [None, "int4"])
+def test_packed_attention_weights_of_a_task_for_ort_are_streamed(tmp_path, monkeypatch,
+                                                                  quantize):
+    """GroupQueryAttention's packed query, key and value weight of streamed weights (too
+    large to be read when bound) is their concatenation computed band by band as written
+    (and quantized so): the in-memory export's file, byte for byte. Norm weights larger
+    than the small weights read when bound (a 70B model's 8192) are read too, as vectors:
+    the norm fusions see them as in memory."""
+    from oxport.serialize import streamed
+
+    monkeypatch.setattr(streamed, "EAGER_MAX_ELEMENTS", 64)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    folder = str(tmp_path / "ckpt")
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    streamed, loaded = tmp_path / "streamed", tmp_path / "loaded"
+    for path, stream in ((streamed, True), (loaded, False)):
+        oxport.export_task(folder, path, "text-generation-with-past", dynamo=True,
+                           target="ort", quantize=quantize, stream_weights=stream)
+    assert (streamed / "model.onnx").read_bytes() == (loaded / "model.onnx").read_bytes()
+    graph = onnx.load(str(streamed / "model.onnx")).graph
+    assert sum(n.op_type == "GroupQueryAttention" for n in graph.node) == 2
+    packed = [n for n in graph.node if n.op_type == "GroupQueryAttention" and not n.input[1]]
+    assert len(packed) == 2
+    assert sum(n.op_type == "SkipSimplifiedLayerNormalization" for n in graph.node) == 4
+
+
+@pytest.mark.parametrize("target", ["ort", "onnx"])
+def test_quantized_embeddings_and_a_float_head_are_the_in_memory_exports(tmp_path, target):
+    """``quantize=`` as a dict on streamed weights: blocks of 16, the embedding table
+    quantized (a blocked DequantizeLinear feeding its Gather), the head left float."""
+    folder = _checkpoint(str(tmp_path / "ckpt"), torch.float16)
+    streamed, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
+    options = {"target": target, "opset_version": 21, "quantize": {
+        "format": "int4", "block_size": 16, "lm_head": False, "embeddings": True}}
+    _export(_meta_llama(folder), streamed, weights=folder, **options)
+    _export(_loaded_llama(folder), loaded, **options)
+    with open(streamed, "rb") as a, open(loaded, "rb") as b:
+        assert a.read() == b.read()
+    graph = onnx.load(streamed).graph
+    head = [n for n in graph.node if n.output[0] == graph.output[0].name]
+    assert [n.op_type for n in head] == ["MatMul"]
+    gathers = [n for n in graph.node if n.op_type == "Gather"]
+    producers = {o: n.op_type for n in graph.node for o in n.output}
+    assert any(producers.get(n.input[0]) == "DequantizeLinear" for n in gathers)
+    ids = torch.tensor([[3, 14, 15, 92, 65, 35]])
+    session = ort.InferenceSession(streamed, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"input_ids": ids.numpy()})
+    with torch.no_grad():
+        expected = _loaded_llama(folder)(ids, use_cache=False).logits.numpy()
+    assert np.abs(logits - expected).max() < QUANTIZED_ATOL["int4"]

@@ -41,6 +41,9 @@ INDEX_FILE = "model.safetensors.index.json"
 #: such as a Mul by a one-element weight equal to 1, then see them as the in-memory export
 #: does; ``onnx.reference`` folds only inputs this small).
 EAGER_MAX_ELEMENTS = 1 << 12
+#: ... and vectors of at most this many (a norm's weight, a bias: one value per channel,
+#: a few MB in all for a 70B model), which the targets' fusions read as in memory.
+EAGER_MAX_VECTOR = 1 << 20
 #: A transposed weight is gathered a tile of this many columns at a time: each column of
 #: the tile reads another row of the source, and more rows than the TLB maps (each a page
 #: or more of the mapped file) make the gather ten times slower.
@@ -389,6 +392,82 @@ class StreamedTensor(LazyTensor):
         return rows
 
 
+class Concatenated(LazyTensor):
+    """2-D weights (computed when written, or tensors) concatenated along ``axis`` (0 or
+    1) without computing them: each band of rows is computed from the parts' rows (the
+    packed query, key and value weights of an attention). Its Transpose is recorded on
+    the parts (a concatenation of their transposes along the other axis), where they
+    record it."""
+
+    def __init__(self, parts: Sequence[Any], axis: int) -> None:
+        first = parts[0]
+        widths = [int(p.shape[axis]) for p in parts]
+        shape = [int(first.shape[0]), int(first.shape[1])]
+        shape[axis] = sum(widths)
+        super().__init__(shape, first.dtype, self._rows)
+        self.parts, self.axis, self.widths = list(parts), axis, widths
+        row_bytes = shape[1] * self.element_size()
+        self.chunk_bytes = max(GATHER_BYTES, min(MIN_BAND_ROWS * row_bytes, MAX_BAND_BYTES))
+
+    def __repr__(self) -> str:
+        return f"Concatenated({self.parts!r}, axis={self.axis})"
+
+    def fold(self, op_type: str, fold: Callable[..., Any], consts: Sequence[Any],
+             attrs: dict[str, Any], opset: int) -> Any:
+        """A Transpose of the matrix as the concatenation of its parts' transposes; any
+        other fold is not recorded (None)."""
+        if op_type != "Transpose" or len(consts) != 1 or list(attrs.get("perm") or [1, 0]) \
+                != [1, 0]:
+            return None
+        parts = [_transposed(p, fold, attrs, opset) for p in self.parts]
+        return None if any(p is None for p in parts) else Concatenated(parts, 1 - self.axis)
+
+    def _rows(self, start: int, stop: int, out: torch.Tensor) -> None:
+        offset = 0
+        for part, width in zip(self.parts, self.widths):
+            if self.axis == 1:
+                _part_rows(part, start, stop, out[:, offset:offset + width])
+            elif start < offset + width and stop > offset:
+                low, high = max(start, offset), min(stop, offset + width)
+                _part_rows(part, low - offset, high - offset, out[low - start:high - start])
+            offset += width
+
+
+def _transposed(part: Any, fold: Callable[..., Any], attrs: dict[str, Any], opset: int
+                ) -> Any:
+    """``part``'s transpose: recorded on a weight computed when written (None where it is
+    not recorded), a view of a tensor."""
+    if isinstance(part, LazyTensor):
+        return part.fold("Transpose", fold, [part], attrs, opset)
+    return part.t()
+
+
+def _part_rows(part: Any, start: int, stop: int, out: torch.Tensor) -> None:
+    """Rows ``start:stop`` of ``part`` (computed when written, or a tensor) into ``out``
+    (a view of the result: computed into a buffer when it is not contiguous)."""
+    if not isinstance(part, LazyTensor):
+        out.copy_(part[start:stop])
+        return
+    if out.is_contiguous():
+        part.rows(start, stop, out)
+        return
+    band = torch.empty(out.shape, dtype=part.dtype)
+    part.rows(start, stop, band)
+    out.copy_(band)
+
+
+def concatenated(parts: Sequence[Any], axis: int) -> Any:
+    """2-D ``parts`` (tensors, or weights computed when written) concatenated along
+    ``axis``: a tensor when none is computed when written, else a :class:`Concatenated`
+    (None when their dtypes differ)."""
+    parts = [p if isinstance(p, LazyTensor) else torch.as_tensor(p) for p in parts]
+    if not any(isinstance(p, LazyTensor) for p in parts):
+        return torch.cat(parts, dim=axis)
+    if len({p.dtype for p in parts}) != 1:
+        return None
+    return Concatenated(parts, axis)
+
+
 def _transposed_matrix(view: torch.Tensor) -> torch.Tensor | None:
     """The matrix ``view`` is the transpose of, when it is one whose rows are contiguous
     (a Linear weight read through its Transpose); else None."""
@@ -480,7 +559,8 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
          ) -> list[tuple[str, Any]]:
     """``params`` (name, tensor) with each tensor without values replaced by its weight
     in ``weights``: a :class:`StreamedTensor`, or the tensor itself when it is small
-    (:data:`EAGER_MAX_ELEMENTS`). Tensors shared under several names (tied weights) stay
+    (:data:`EAGER_MAX_ELEMENTS`, or a vector of at most :data:`EAGER_MAX_VECTOR`).
+    Tensors shared under several names (tied weights) stay
     one object, found under any of their names. A name the weights lack is looked up
     without its leading module names too (``model.lm_head.weight`` as ``lm_head.weight``:
     the model wrapped in another module for the export). A tensor with values (a buffer
@@ -527,7 +607,7 @@ def _weight(name: str, source: Source, like: torch.Tensor) -> Any:
         raise InvalidExportArgumentError(
             f"Weight {name!r} is {list(stored)} in weights= but {list(like.shape)} in the "
             "model: the checkpoint does not fit the model (check its config).")
-    if like.numel() > EAGER_MAX_ELEMENTS:
+    if like.numel() > (EAGER_MAX_VECTOR if like.dim() == 1 else EAGER_MAX_ELEMENTS):
         return StreamedTensor(name, source, like.dtype, tuple(like.shape))
     with source.opened() as tensor:
         if tuple(tensor.shape) != tuple(like.shape):

@@ -38,6 +38,8 @@ from oxport.plugins.targets.patterns import (
     replace_value,
     scalar,
 )
+from oxport.serialize import streamed
+from oxport.serialize.weights import LazyTensor
 
 MSFT = "com.microsoft"
 #: Rotary types whose tables do not depend on the sequence length.
@@ -270,8 +272,15 @@ def fuse_group_query_attention(graph: Graph, context: Any) -> int:
 
 def _projection_width(value: Value) -> int | None:
     matmul = producer(value, "MatMul")
-    weight = const(matmul.input_values[1]) if matmul is not None else None
-    return int(weight.shape[-1]) if weight is not None else None
+    weight = _weight(matmul.input_values[1]) if matmul is not None else None
+    return int(weight.shape[-1]) if weight is not None and len(weight.shape) else None
+
+
+def _weight(value: Value | None) -> Any:
+    """A constant's tensor or array, or the weight computed when written (streamed)."""
+    if value is not None and value.is_const and isinstance(value.const, LazyTensor):
+        return value.const
+    return const(value)
 
 
 def _packed_projection(graph: Graph, attention: Attention) -> Value | None:
@@ -283,11 +292,13 @@ def _packed_projection(graph: Graph, attention: Attention) -> Value | None:
     if None in matmuls or len({id(m.input_values[0]) for m in matmuls}) != 1:
         return None
     weights = [m.input_values[1] for m in matmuls]
-    arrays = [const(w) for w in weights]
-    if any(a is None or a.ndim != 2 for a in arrays):
+    arrays = [_weight(w) for w in weights]
+    if any(a is None or len(a.shape) != 2 for a in arrays):
         return None
-    tensor = torch.cat([w.const if isinstance(w.const, torch.Tensor)
-                        else torch.from_numpy(np.asarray(w.const)) for w in weights], dim=1)
+    tensor = streamed.concatenated([a if isinstance(a, LazyTensor) else w.const
+                                    for a, w in zip(arrays, weights)], axis=1)
+    if tensor is None:
+        return None
     packed = graph.add_node("", "MatMul", [matmuls[0].input_values[0],
                                            initializer(graph, "qkv_weight", tensor)])
     insert_before(graph, matmuls[0], [packed])

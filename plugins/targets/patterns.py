@@ -10,6 +10,7 @@ import torch
 
 from oxport.ir import Graph, Node, Type, Value
 from oxport.passes import folding
+from oxport.serialize.weights import LazyTensor
 
 
 class Index:
@@ -41,8 +42,9 @@ def skip_casts(value: Value | None) -> Value | None:
 
 
 def const(value: Value | None) -> np.ndarray | None:
-    """The constant ``value`` holds, as a numpy array (None if it is not constant)."""
-    if value is None or not value.is_const:
+    """The constant ``value`` holds, as a numpy array (None if it is not constant, or is a
+    weight computed only when written)."""
+    if value is None or not value.is_const or isinstance(value.const, LazyTensor):
         return None
     data = value.const
     if isinstance(data, torch.Tensor):
@@ -94,8 +96,12 @@ def replace_value(graph: Graph, old: Value, new: Value) -> None:
     folding.replace_uses(graph, {id(old): new})
 
 
-def initializer(graph: Graph, hint: str, data: np.ndarray | torch.Tensor) -> Value:
-    """A new initializer holding ``data``."""
+def initializer(graph: Graph, hint: str, data: np.ndarray | torch.Tensor | LazyTensor
+                ) -> Value:
+    """A new initializer holding ``data`` (a weight computed when written too)."""
+    if isinstance(data, LazyTensor):
+        return graph.add_initializer(graph.fresh_name(hint), data,
+                                     Type.tensor(data.dtype, tuple(data.shape)))
     tensor = torch.from_numpy(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) \
         else data
     return graph.add_initializer(graph.fresh_name(hint), tensor, Type.of(tensor))
