@@ -276,6 +276,16 @@ class Value:
         return bool(self.meta and self.meta.get("parameter"))
 
     @property
+    def is_omitted(self) -> bool:
+        """Whether this is an optional node output nothing reads, written with an empty
+        name (the runtime then neither computes nor allocates it): :meth:`omit`."""
+        return bool(self.meta and self.meta.get("omitted"))
+
+    def omit(self) -> None:
+        """Mark this optional node output as unread: the file names it ``""``."""
+        self.meta = {**(self.meta or {}), "omitted": True}
+
+    @property
     def dtype(self) -> torch.dtype | None:
         return self._type.dtype()
 

@@ -409,7 +409,8 @@ def graph_proto(graph: Graph, namer: Namer, verbose: bool, add_node_names: bool,
         proto.node.append(node_proto(node, namer, verbose, add_node_names, counters, types,
                                      module_types))
         for value in node.output_values:
-            types[namer.name(value)] = value.type()
+            if not value.is_omitted:
+                types[namer.name(value)] = value.type()
     if graph.parent is not None:
         for value in graph.inputs:
             proto.input.append(value_info(namer.name(value), value.type(), {}))
@@ -438,7 +439,7 @@ def node_proto(node: Node, namer: Namer, verbose: bool, add_node_names: bool,
     proto.op_type = node.op_type
     proto.domain = node.domain
     proto.input.extend("" if v is None else namer.name(v) for v in node.input_values)
-    proto.output.extend(namer.name(v) for v in node.output_values)
+    proto.output.extend("" if v.is_omitted else namer.name(v) for v in node.output_values)
     if add_node_names:
         index = counters.get(node.op_type, 0)
         counters[node.op_type] = index + 1

@@ -149,7 +149,16 @@ def _fuse_skip(graph: Graph, norm: RMSNorm) -> bool:
                      [a, b, norm.weight], outputs=4)
     graph.use_domain(MSFT, 1)
     replace_value(graph, norm.x, fused.output_values[3])  # the sum, read by the residual
+    _omit_statistics(fused)
     return True
+
+
+def _omit_statistics(fused: Node) -> None:
+    """Leave a skip norm's mean and inverse deviation outputs unnamed: nothing reads them,
+    and named, ONNX Runtime computes and allocates both at every run (a decode step of the
+    tiny Llama ran ~8 % slower)."""
+    for statistic in fused.output_values[1:3]:
+        statistic.omit()
 
 
 def fuse_skip_layer_norm(graph: Graph, context: Any) -> int:
@@ -189,6 +198,7 @@ def _fuse_skip_layer_norm(graph: Graph, norm: Node) -> bool:
     insert_before(graph, norm, [fused])
     replace_value(graph, norm.output_values[0], fused.output_values[0])
     replace_value(graph, x, fused.output_values[3])  # the sum, read by the residual
+    _omit_statistics(fused)
     return True
 
 
