@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import torch
 
 import oxport
 
@@ -28,3 +29,14 @@ def export_proto(model: Any, args: Any, **kwargs: Any) -> onnx.ModelProto:
 def load(f: str | Path | io.BytesIO) -> onnx.ModelProto:
     """The model an export wrote to ``f`` (a path or an in-memory buffer)."""
     return onnx.load_from_string(f.getvalue()) if isinstance(f, io.BytesIO) else onnx.load(f)
+
+
+class FunctionModule(torch.nn.Module):
+    """A module whose forward is ``fn(*args)``: a lambda or function as a model to export."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)

@@ -21,17 +21,9 @@ import torch.nn.functional as F
 
 import oxport
 from oxport.testing import compare, flatten_expected
+from tests.helpers import FunctionModule as _Fn
 
 _Q = torch.ops.quantized_decomposed
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
 
 
 def _module(model: Any) -> torch.nn.Module:

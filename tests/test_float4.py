@@ -20,6 +20,7 @@ import torch
 from onnx.reference import ReferenceEvaluator
 
 import oxport
+from tests.helpers import FunctionModule as _Fn
 
 F4 = torch.float4_e2m1fn_x2
 
@@ -99,15 +100,6 @@ class _Parameter(torch.nn.Module):
 
     def forward(self) -> torch.Tensor:
         return self.w
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
 
 
 class _Clone(torch.nn.Module):

@@ -18,6 +18,7 @@ import torch
 
 import oxport
 from oxport import plugins
+from tests.helpers import FunctionModule as _Fn
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "parity.md"
 OPSETS = range(9, 21)
@@ -70,7 +71,7 @@ def torch_serves(group: Any, opset: int) -> bool:
 def intended_gaps() -> dict[str, tuple[list[int], str]]:
     """The table of docs/parity.md: name -> (opsets, the test proving the entry)."""
     rows = re.findall(r"^\| `([\w:]+)` \| (\d+)-(\d+) \| [^|]+ \| `(\w+)` \|$",
-                      DOC.read_text(encoding="utf-8"), flags=re.M)
+                      DOC.read_text(encoding="utf-8"), flags=re.MULTILINE)
     return {name: (list(range(int(low), int(high) + 1)), test) for name, low, high, test in rows}
 
 
@@ -104,7 +105,7 @@ def test_supported_ops_counts_at_least_torchs():
     of ops torch.onnx's registry serves there."""
     table = (DOC.parent / "supported_ops.md").read_text(encoding="utf-8")
     counts = {int(opset): int(total)
-              for opset, total in re.findall(r"^\| (\d+) \| \d+ \| (\d+) \|$", table, re.M)}
+              for opset, total in re.findall(r"^\| (\d+) \| \d+ \| (\d+) \|$", table, re.MULTILINE)}
     torch_reg = torch_registry()
     for opset in OPSETS:
         served = sum(1 for name in torch_reg.all_functions()
@@ -113,15 +114,6 @@ def test_supported_ops_counts_at_least_torchs():
 
 
 # -- exporting with both -----------------------------------------------------------------
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
-
-
 def torch_onnx(fn: Callable[..., Any], args: tuple[Any, ...], opset: int) -> bytes:
     f = io.BytesIO()
     with warnings.catch_warnings():

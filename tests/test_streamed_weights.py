@@ -384,7 +384,9 @@ def test_a_weightless_model_runs_on_fake_tensors_for_its_example_inputs(tmp_path
     assert model.lm_head.weight.is_meta  # the model is as it was
 
 
-def test_each_weight_is_written_in_bands_never_whole(tmp_path, monkeypatch):
+def _bands_read(monkeypatch) -> dict[str, list[tuple[int, int]]]:
+    """Small bands, and a record of the (start, stop) rows each streamed weight is read in
+    (by its repr)."""
     from oxport.serialize import streamed
 
     monkeypatch.setattr(streamed, "GATHER_BYTES", 4096)
@@ -397,6 +399,11 @@ def test_each_weight_is_written_in_bands_never_whole(tmp_path, monkeypatch):
         return rows(self, start, stop, out)
 
     monkeypatch.setattr(streamed.StreamedTensor, "_rows", spy)
+    return bands
+
+
+def test_each_weight_is_written_in_bands_never_whole(tmp_path, monkeypatch):
+    bands = _bands_read(monkeypatch)
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
     streamed_path, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
     _export(_meta_llama(folder), streamed_path, weights=folder)
@@ -552,18 +559,7 @@ def test_quantized_weights_are_read_in_bands_never_whole(tmp_path, monkeypatch):
     """MatMulNBits' codes, scales and zero points of a streamed weight come from bands of
     rows of its transpose (the Linear weight as stored), the codes' bands keeping the
     scales and zero points written next: each weight is read once, a band at a time."""
-    from oxport.serialize import streamed
-
-    monkeypatch.setattr(streamed, "GATHER_BYTES", 4096)
-    monkeypatch.setattr(streamed, "MIN_BAND_ROWS", 4)
-    bands: dict[str, list[tuple[int, int]]] = {}
-    rows = streamed.StreamedTensor._rows
-
-    def spy(self, start, stop, out):
-        bands.setdefault(repr(self), []).append((start, stop))
-        return rows(self, start, stop, out)
-
-    monkeypatch.setattr(streamed.StreamedTensor, "_rows", spy)
+    bands = _bands_read(monkeypatch)
     folder = _checkpoint(str(tmp_path / "ckpt"), torch.bfloat16)
     streamed_path, loaded = str(tmp_path / "streamed.onnx"), str(tmp_path / "loaded.onnx")
     options = {"target": "ort", "quantize": "int4"}
