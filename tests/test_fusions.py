@@ -43,6 +43,17 @@ def _assert_same(fused: bytes, plain: bytes, *arrays: torch.Tensor, atol: float 
         np.testing.assert_allclose(a, b, rtol=0, atol=atol)
 
 
+
+def _matches_unfused_and_eager(fused: bytes, plain: bytes, model: torch.nn.Module) -> None:
+    """The fused tiny Llama's outputs equal the unfused file's and eager's at three
+    (past, new tokens) sizes."""
+    shapes = ((0, 5), (6, 1), (4, 3))
+    for past, seq in shapes:
+        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+
 @FRONT_ENDS
 @pytest.mark.parametrize(("target", "opset", "fused_op"), [
     ("ort", 20, None), ("ort", 23, "RMSNormalization"), ("onnx", 23, "RMSNormalization")])
@@ -125,12 +136,7 @@ def test_the_ort_llama_is_fused_and_matches_the_unfused_file(dynamo):
     assert len(ops) <= 35 < len(tiny_llama.op_types(plain)) / 4
     assert result.graph.metadata["oxport.target_passes"].startswith("ort.rms-norm=")
     # a first prompt, a decode step, a prompt after a past
-    shapes = ((0, 5), (6, 1), (4, 3))
-    for past, seq in shapes:
-        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
-                             strict=True):
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
-    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+    _matches_unfused_and_eager(fused, plain, model)
 
 
 def test_the_fused_fp16_and_int4_llama_runs():
@@ -163,12 +169,7 @@ def test_the_onnx_llama_at_opset_23_takes_its_cache_into_attention(dynamo):
     assert ("", "Expand") not in ops or ops.count(("", "Expand")) < \
         tiny_llama.op_types(plain).count(("", "Expand"))  # KV heads no longer repeated
     assert all(domain == "" for domain, _ in ops)
-    shapes = ((0, 5), (6, 1), (4, 3))
-    for past, seq in shapes:
-        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
-                             strict=True):
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
-    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+    _matches_unfused_and_eager(fused, plain, model)
     assert "onnx.attention=2" in result.graph.metadata["oxport.target_passes"]
 
 
@@ -376,12 +377,7 @@ def test_a_llama_group_query_attention_refuses_runs_as_multi_head_attention(dyna
     assert ops.count(("com.microsoft", "RotaryEmbedding")) == 2 * tiny_llama.LAYERS
     assert not {"Softmax", "Neg", "Transpose"} & {op for _, op in ops}
     assert len(ops) < len(tiny_llama.op_types(plain)) / 2
-    shapes = ((0, 5), (6, 1), (4, 3))
-    for past, seq in shapes:
-        for got, want in zip(tiny_llama.run(fused, past, seq), tiny_llama.run(plain, past, seq),
-                             strict=True):
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
-    tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+    _matches_unfused_and_eager(fused, plain, model)
     assert "ort.multi-head-attention=2" in result.graph.metadata["oxport.target_passes"]
 
 
