@@ -43,7 +43,6 @@ def _assert_same(fused: bytes, plain: bytes, *arrays: torch.Tensor, atol: float 
         np.testing.assert_allclose(a, b, rtol=0, atol=atol)
 
 
-
 def _matches_unfused_and_eager(fused: bytes, plain: bytes, model: torch.nn.Module) -> None:
     """The fused tiny Llama's outputs equal the unfused file's and eager's at three
     (past, new tokens) sizes."""
@@ -53,6 +52,7 @@ def _matches_unfused_and_eager(fused: bytes, plain: bytes, model: torch.nn.Modul
                              strict=True):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
     tiny_llama.assert_matches_eager(fused, model, shapes=shapes)
+
 
 @FRONT_ENDS
 @pytest.mark.parametrize(("target", "opset", "fused_op"), [
