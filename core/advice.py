@@ -22,6 +22,13 @@ class RegistryError(ValueError):
     __module__ = "oxport.errors"  # its public home, which re-exports it
 
 
+def listed(names: list[str], shown: int = 3, quote: bool = True) -> str:
+    """``'a', 'b', 'c' and 4 more``: the first ``shown`` of ``names`` for a message."""
+    parts = [repr(n) if quote else n for n in names[:shown]]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(parts) + more
+
+
 # -- advice in the caller's words ----------------------------------------------------------
 #: Export parameters as the command line spells them (``oxport export``'s flags).
 _CLI_FLAGS = {

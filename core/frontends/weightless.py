@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from oxport.advice import listed
 from oxport.errors import InvalidExportArgumentError
 
 
@@ -24,11 +25,9 @@ def weightless_capture(model: Any, weights: Any) -> Iterator[None]:
     ``weights`` (where the values come from when written) such a model is refused."""
     meta = _meta_state(model)
     if meta and weights is None:
-        names = [name for name, _ in meta]
-        listed = ", ".join(repr(n) for n in names[:3]) + (
-            f" and {len(names) - 3} more" if len(names) > 3 else "")
         raise InvalidExportArgumentError(
-            f"The model's parameters or buffers {listed} are on the meta device (shapes "
+            f"The model's parameters or buffers {listed([name for name, _ in meta])} are on "
+            "the meta device (shapes "
             "without values): pass weights= (a safetensors checkpoint folder, or a mapping of "
             "names to tensors) to stream them into the file, or load them first.")
     with _fakified(model):

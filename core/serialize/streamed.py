@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from oxport.advice import listed
 from oxport.errors import InvalidExportArgumentError, OnnxExporterError
 from oxport.serialize.weights import GATHER_BYTES, LazyTensor
 
@@ -583,10 +584,9 @@ def bind(params: Sequence[tuple[str, Any]], weights: Weights
             bound[id(tensor)] = tensor if source is None else _weight(name, source, tensor)
         result.append((name, bound[id(tensor)]))
     if missing:
-        listed = ", ".join(repr(n) for n in missing[:5]) + (
-            f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise InvalidExportArgumentError(
-            f"weights= holds no tensor for {listed}, which the model has on the meta device. "
+            f"weights= holds no tensor for {listed(missing, shown=5)}, which the model has on "
+            "the meta device. "
             "Pass the checkpoint this model's config comes from; a buffer the model computes "
             "when built (such as rotary frequencies) is in no checkpoint: build the model "
             "with oxport.empty_weights(), which puts only parameters on the meta device.")

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 import oxport
+from oxport.advice import listed
 
 #: The config fields transformers names the number of routed experts with.
 _EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
@@ -61,7 +62,7 @@ def oxport_model_exported(model: Any, result: Any) -> None:
         return
     tied = tied_routers(model)
     if tied:
-        shown = ", ".join(tied[:3]) + (f" and {len(tied) - 3} more" if len(tied) > 3 else "")
+        shown = listed(tied, quote=False)
         warnings.warn(
             f"oxport: the mixture-of-experts router{'s' if len(tied) > 1 else ''} {shown} "
             "give every expert the same logit (an untrained, zero-initialized gate): each "

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from oxport.advice import listed
 from oxport.errors import (
     InvalidExportArgumentError,
     OnnxExporterError,
@@ -117,10 +118,8 @@ def _check_state(state: list[tuple[str, torch.Tensor]]) -> None:
     """Raise a clear error when parameters or buffers are on the meta device."""
     meta = [name for name, tensor in state if tensor.is_meta]
     if meta:
-        listed = ", ".join(repr(n) for n in meta[:3]) + (
-            f" and {len(meta) - 3} more" if len(meta) > 3 else "")
         raise InvalidExportArgumentError(
-            f"The model's parameters or buffers {listed} are on the meta "
+            f"The model's parameters or buffers {listed(meta)} are on the meta "
             "device (shapes without values): there are no weights to export. Load them first, "
             "e.g. model.to_empty(device='cpu') then model.load_state_dict(state_dict), or "
             "export with dynamo=True and weights= (a safetensors checkpoint), which streams "
