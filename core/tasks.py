@@ -218,6 +218,8 @@ def _streamed_else_loaded(task: Task, source: Any, folder: Path,
     model loaded in memory."""
     try:
         return task.export(source, folder, dataclasses.replace(options, stream_weights=True))
+    except InvalidExportArgumentError:
+        raise  # the request itself is wrong: loading the model would not change that
     except Exception as exc:  # noqa: BLE001 - the model's own code raised: retry loaded
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         warnings.warn(

@@ -294,6 +294,22 @@ def test_dynamo_loads_a_model_that_cannot_be_captured_without_its_weights(llama_
     assert streamed == [True, False] and result.verification["ok"]
 
 
+def test_dynamo_does_not_retry_a_wrong_request_with_the_model_loaded(llama_dir, tmp_path,
+                                                                    monkeypatch):
+    from oxport.plugins.hf.tasks import decoder
+
+    attempts = []
+
+    def export(self, source, folder, options):
+        attempts.append(options.stream_weights)
+        raise InvalidExportArgumentError("no such option")
+
+    monkeypatch.setattr(decoder.TextGenerationWithPast, "export", export)
+    with pytest.raises(InvalidExportArgumentError, match="no such option"):
+        oxport.export_task(llama_dir, tmp_path, "text-generation-with-past", dynamo=True)
+    assert attempts == [True]
+
+
 # -- the command line ---------------------------------------------------------------------
 def test_the_command_line_exports_a_checkpoint_folder(llama_dir, tmp_path, capsys):
     out = tmp_path / "onnx"
