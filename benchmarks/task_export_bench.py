@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import runpy
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,9 +94,25 @@ def child(exporter: str, checkpoint: str, out: str) -> dict[str, Any]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     files = sorted(p.name for p in Path(out).iterdir())
     size = sum(p.stat().st_size for p in Path(out).iterdir() if p.suffix in (".onnx", ".data"))
-    return {"exporter": exporter, "seconds": round(seconds, 1), "peak_rss": peak,
+    return {"exporter": exporter, "seconds": round(seconds, 2), "peak_rss": peak,
             "rss_before": before, "peak_over_imports": peak - before, "files": files,
             "onnx_bytes": size}
+
+
+def byte_compile_oxport() -> None:
+    """Compile oxport's modules as installing a wheel does (pip compiles every package it
+    installs, the builder's included): an editable install run with
+    ``PYTHONDONTWRITEBYTECODE`` would otherwise recompile them in every child, ~0.4 s that
+    no installed exporter pays."""
+    import compileall
+
+    import oxport
+    import oxport.opsets
+    import oxport.plugins
+
+    for package in (oxport, oxport.plugins, oxport.opsets):
+        for folder in package.__path__:
+            compileall.compile_dir(folder, quiet=1)
 
 
 def run(exporter: str, checkpoint: Path, timeout: int) -> dict[str, Any]:
@@ -129,12 +146,28 @@ def table(rows: list[dict[str, Any]], weights: int) -> str:
     return "\n".join(lines)
 
 
+def medians(rows: list[dict[str, Any]]) -> str:
+    """Each exporter's median export seconds and peak over imports, over its rows."""
+    lines = ["| exporter | runs | median export s | median peak over imports MiB |",
+             "|---|---|---|---|"]
+    for exporter in dict.fromkeys(row["exporter"] for row in rows):
+        done = [row for row in rows if row["exporter"] == exporter and "error" not in row]
+        if done:
+            lines.append(f"| {exporter} | {len(done)} | "
+                         f"{statistics.median(r['seconds'] for r in done)} | "
+                         f"{statistics.median(r['peak_over_imports'] for r in done) / 2**20:.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", choices=PRESETS, default="small")
     parser.add_argument("--checkpoint", type=Path,
                         help="an existing checkpoint folder (else one is written)")
     parser.add_argument("--exporters", type=lambda s: s.split(","), default=list(EXPORTERS))
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the exporters this many times, interleaved, the order "
+                             "rotated each round; the table adds each one's median")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", type=Path, help="write the rows here as JSON")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -142,16 +175,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(*args.child)))
         return 0
+    byte_compile_oxport()
     with tempfile.TemporaryDirectory() as scratch:
         checkpoint = args.checkpoint or Path(scratch) / "llama"
         if args.checkpoint is None:
             write_checkpoint(checkpoint, PRESETS[args.preset])
         weights = sum(p.stat().st_size for p in checkpoint.glob("*.safetensors"))
         rows = []
-        for exporter in args.exporters:
-            rows.append(run(exporter, checkpoint, args.timeout))
-            print(json.dumps(rows[-1]), flush=True)
+        for round_ in range(args.rounds):
+            shift = round_ % len(args.exporters)
+            for exporter in args.exporters[shift:] + args.exporters[:shift]:
+                rows.append(run(exporter, checkpoint, args.timeout))
+                print(json.dumps(rows[-1]), flush=True)
     print(table(rows, weights))
+    if args.rounds > 1:
+        print(medians(rows))
     if args.out:
         args.out.write_text(json.dumps({"preset": args.preset, "weights": weights,
                                         "rows": rows}, indent=2))

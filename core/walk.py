@@ -159,6 +159,8 @@ class Conversion:
         self.fallback_uses: list[FallbackUse] = []
         self.unconvertible: dict[str, Unconvertible] = {}
         self._first_met: dict[str, int] = {}
+        #: (kind, schema name) -> the symbolic that serves it: looked up once per export.
+        self._symbolics: dict[tuple[str, str], SymbolicEntry | None] = {}
         self.nodes_done = 0
         #: TorchScript nodes to visit (blocks included); set when the walk starts.
         self.nodes_total = 0
@@ -482,8 +484,13 @@ class Conversion:
         """The symbolic for ``kind.overload`` (e.g. ``aten::max.other``, the name its schema
         gives) if one serves and is not shadowed by a higher layer, else the one for
         ``kind``."""
-        entry = self.registry.lookup(kind, self.opset)
         name = node.schema().partition("(")[0]
+        if (kind, name) not in self._symbolics:
+            self._symbolics[kind, name] = self._lookup_symbolic(kind, name)
+        return self._symbolics[kind, name]
+
+    def _lookup_symbolic(self, kind: str, name: str) -> SymbolicEntry | None:
+        entry = self.registry.lookup(kind, self.opset)
         if name.startswith(kind + "."):
             specific = self.registry.lookup(name, self.opset)
             if specific is not None and (entry is None or specific.layer >= entry.layer):

@@ -307,18 +307,24 @@ def test_small_initializers_stay_inline_beside_external_data(tmp_path, external)
 @pytest.mark.parametrize("chunk", [48, 4])  # a few rows per chunk; rows past the chunk
 @pytest.mark.parametrize("columns", [512, 2])  # one tile per band; tiles, the last partial
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])
-def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk, columns):
+@pytest.mark.parametrize("whole_transposes", [0, 1 << 20])  # banded, or in one copy
+def test_strided_weights_are_written_rows_at_a_time(monkeypatch, dtype, chunk, columns,
+                                                     whole_transposes):
     monkeypatch.setattr(serialize.weights, "GATHER_BYTES", chunk)
     monkeypatch.setattr(serialize.weights, "GATHER_COLUMNS", columns)
+    monkeypatch.setattr(serialize.weights, "TRANSPOSE_BYTES", whole_transposes)
     base = torch.randn(7, 5) > 0 if dtype == torch.bool else torch.randn(7, 5).to(dtype)
     strided = base.t()  # a folded Transpose is such a view
     assert not strided.is_contiguous()
-    graph_weights = [serialize.Weight("w", strided), serialize.Weight("v", base)]
+    every_other = base[::2]  # strided, not a transpose: always banded
+    graph_weights = [serialize.Weight("w", strided), serialize.Weight("v", base),
+                     serialize.Weight("u", every_other)]
     model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
     data = serialize.to_bytes(serialize.Serialized(model, graph_weights, {}))
     loaded = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load_from_string(data).graph.initializer}
     np.testing.assert_array_equal(loaded["w"], strided.numpy())
     np.testing.assert_array_equal(loaded["v"], base.numpy())
+    np.testing.assert_array_equal(loaded["u"], every_other.numpy())
 
 
 def test_a_transposed_weight_past_the_chunk_size_runs_in_onnx_runtime(monkeypatch):

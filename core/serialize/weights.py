@@ -188,6 +188,10 @@ CHUNK_BYTES = 1 << 18
 #: a time, which keeps a transpose's reads and writes in cache.
 GATHER_BYTES = 4 << 20
 GATHER_COLUMNS = 512
+#: A weight stored as the transpose of a contiguous matrix (a Linear's weight read by
+#: MatMul) of at most this many bytes is gathered whole: torch copies a whole transpose
+#: with its blocked kernel, about three times as fast as tile by tile.
+TRANSPOSE_BYTES = 32 << 20
 
 
 def _row_chunks(tensor: Any, limit: int) -> Iterator[tuple[int, int]]:
@@ -206,8 +210,17 @@ def _gathered(tensor: Any) -> bool:
             and not tensor.is_quantized and tensor.numel() > 0)
 
 
+def _whole_transpose(tensor: Any) -> bool:
+    """Whether the writer gathers ``tensor`` (the transpose of a contiguous matrix, of at
+    most :data:`TRANSPOSE_BYTES`) in one copy."""
+    return (_gathered(tensor) and tensor.dim() == 2 and tensor.stride() == (1, tensor.shape[0])
+            and tensor.numel() * tensor.element_size() <= TRANSPOSE_BYTES)
+
+
 def _chunk_bytes(tensor: Any) -> int:
     """The largest chunk of ``tensor`` the writer puts in its scratch buffer (0: none)."""
+    if _whole_transpose(tensor):
+        return tensor.numel() * tensor.element_size()
     if isinstance(tensor, LazyTensor):
         limit = tensor.chunk_bytes or CHUNK_BYTES
     elif _gathered(tensor):
@@ -266,6 +279,12 @@ class Writer:
                 data = raw_bytes(out)
                 handle.write(data)
                 written += len(data)
+        elif _whole_transpose(tensor):
+            whole = self._buffer(tensor, tensor.shape[0])
+            whole.copy_(tensor.detach())
+            data = raw_bytes(whole)
+            handle.write(data)
+            written = len(data)
         elif _gathered(tensor):
             tensor = tensor.detach()
             for start, stop in _row_chunks(tensor, GATHER_BYTES):
