@@ -6,7 +6,7 @@ short: on a busy machine that costs several times the copy of a checkpoint (whic
 kernel does within itself), and the dirty pages throttle the writer anyway once they pass
 the kernel's limit. :func:`unbuffered` gathers the bytes in page-aligned buffers and
 writes each whole, block-aligned, with ``O_DIRECT`` (straight to the disk) from a thread
-while the next one fills; the last partial block is written the ordinary way. Where the
+while the next ones fill; the last partial block is written the ordinary way. Where the
 system or the file system refuses ``O_DIRECT``, the bytes go through the page cache.
 """
 
@@ -23,48 +23,54 @@ from typing import IO, Any
 #: Data files smaller than this are written through the page cache (a small file is
 #: written as fast either way, and stays cached for whoever reads it next).
 DIRECT_MIN_BYTES = 64 << 20
-#: Each of the two aligned buffers' size: each direct write is this long.
+#: Each aligned buffer's size: each direct write is this long.
 STAGING_BYTES = 8 << 20
+#: How many buffers: the disk goes on writing those filled while the caller spends a while
+#: on one weight (a large transpose), and the caller goes on filling while the disk stalls.
+STAGING_BUFFERS = 4
 
 
 class DirectWriter:
     """A binary file's ``write`` that sends whole :data:`STAGING_BYTES` buffers with
-    ``O_DIRECT``, from a thread: one buffer is written while the caller fills the other
-    (``os.write`` lets go of the GIL), so computing the bytes and writing them overlap.
-    The file's descriptor must be at offset 0 with nothing buffered; :meth:`finish`
-    writes what is left."""
+    ``O_DIRECT``, in order, from a thread: filled buffers are written while the caller
+    fills the next (``os.write`` lets go of the GIL), so computing the bytes and writing
+    them overlap. The file's descriptor must be at offset 0 with nothing buffered;
+    :meth:`finish` writes what is left."""
 
     def __init__(self, fd: int, flags: int) -> None:
         self.fd, self.flags = fd, flags
         # page-aligned, as O_DIRECT needs
-        self._buffers = [mmap.mmap(-1, STAGING_BYTES) for _ in range(2)]
+        self._buffers = [mmap.mmap(-1, STAGING_BYTES) for _ in range(STAGING_BUFFERS)]
         self._views = [memoryview(buffer) for buffer in self._buffers]
         self._current = 0
         self._used = 0
         self._direct = True
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="oxport-write")
-        self._pending: Future[None] | None = None
+        #: Each buffer's write in flight, if any: it is refilled once that is done.
+        self._pending: list[Future[None] | None] = [None] * len(self._buffers)
 
     def write(self, data: Any) -> int:
         data = memoryview(data).cast("B")
         done, size = 0, len(data)
         view = self._views[self._current]
         while done < size:
+            if not self._used:
+                self._wait(self._current)
             take = min(size - done, STAGING_BYTES - self._used)
             view[self._used:self._used + take] = data[done:done + take]
             self._used += take
             done += take
             if self._used == STAGING_BYTES:
-                self._wait()
-                self._pending = self._thread.submit(self._send, view)
-                self._current = 1 - self._current
+                self._pending[self._current] = self._thread.submit(self._send, view)
+                self._current = (self._current + 1) % len(self._buffers)
                 self._used = 0
                 view = self._views[self._current]
         return size
 
     def finish(self) -> None:
         """Write the bytes still in the buffer (the whole blocks directly, the rest not)."""
-        self._wait()
+        for index in range(len(self._buffers)):
+            self._wait(index)
         view = self._views[self._current]
         whole = self._used - self._used % mmap.PAGESIZE
         if whole:
@@ -81,10 +87,11 @@ class DirectWriter:
             view.release()
             buffer.close()
 
-    def _wait(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            pending.result()  # its error, raised here
+    def _wait(self, index: int) -> None:
+        """Wait until buffer ``index`` is written (raising that write's error)."""
+        pending, self._pending[index] = self._pending[index], None
+        if pending is not None:
+            pending.result()
 
     def _send(self, data: memoryview) -> None:
         """Write ``data`` (whole blocks) directly, or through the page cache where the file

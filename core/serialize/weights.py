@@ -189,8 +189,9 @@ CHUNK_BYTES = 1 << 18
 GATHER_BYTES = 4 << 20
 GATHER_COLUMNS = 512
 #: A weight stored as the transpose of a contiguous matrix (a Linear's weight read by
-#: MatMul) of at most this many bytes is gathered whole: torch copies a whole transpose
-#: with its blocked kernel, about three times as fast as tile by tile.
+#: MatMul) is gathered in bands of at most this many bytes, each transposed whole by
+#: torch's blocked kernel (about three times the rate of tile by tile): the whole weight at
+#: once when it fits, else each band's columns copied contiguous first.
 TRANSPOSE_BYTES = 32 << 20
 
 
@@ -210,17 +211,22 @@ def _gathered(tensor: Any) -> bool:
             and not tensor.is_quantized and tensor.numel() > 0)
 
 
-def _whole_transpose(tensor: Any) -> bool:
-    """Whether the writer gathers ``tensor`` (the transpose of a contiguous matrix, of at
-    most :data:`TRANSPOSE_BYTES`) in one copy."""
-    return (_gathered(tensor) and tensor.dim() == 2 and tensor.stride() == (1, tensor.shape[0])
-            and tensor.numel() * tensor.element_size() <= TRANSPOSE_BYTES)
+def _transposed(tensor: Any) -> bool:
+    """Whether ``tensor`` is a gathered weight that is the transpose of a contiguous matrix."""
+    return _gathered(tensor) and tensor.dim() == 2 and tensor.stride() == (1, tensor.shape[0])
+
+
+def _transpose_band(tensor: Any) -> int:
+    """The rows of each band a transposed weight is gathered in (all of them if it fits)."""
+    row_bytes = tensor.shape[1] * tensor.element_size()
+    return max(1, min(tensor.shape[0], TRANSPOSE_BYTES // row_bytes))
 
 
 def _chunk_bytes(tensor: Any) -> int:
     """The largest chunk of ``tensor`` the writer puts in its scratch buffer (0: none)."""
-    if _whole_transpose(tensor):
-        return tensor.numel() * tensor.element_size()
+    if _transposed(tensor):
+        band = _transpose_band(tensor) * tensor.shape[1] * tensor.element_size()
+        return band if _transpose_band(tensor) == tensor.shape[0] else 2 * band
     if isinstance(tensor, LazyTensor):
         limit = tensor.chunk_bytes or CHUNK_BYTES
     elif _gathered(tensor):
@@ -264,6 +270,25 @@ class Writer:
         size = torch.Size(shape).numel() * tensor.element_size()
         return self._scratch[:size].view(tensor.dtype).view(shape)
 
+    def _transpose(self, handle: IO[bytes], tensor: torch.Tensor) -> int:
+        """Write ``tensor``, the transpose of a contiguous matrix, band by band; returns
+        its bytes."""
+        matrix = tensor.t()
+        rows, step = tensor.shape[0], _transpose_band(tensor)
+        for start in range(0, rows, step):
+            stop = min(start + step, rows)
+            band = self._buffer(tensor, stop - start)
+            if step == rows:
+                band.copy_(tensor)
+            else:  # the band's columns of the matrix, contiguous: then a whole transpose
+                size = band.numel() * band.element_size()
+                columns = self._scratch[size:2 * size].view(tensor.dtype).view(
+                    matrix.shape[0], stop - start)
+                columns.copy_(matrix[:, start:stop])
+                band.copy_(columns.t())
+            handle.write(raw_bytes(band))
+        return tensor.numel() * tensor.element_size()
+
     def weight(self, handle: IO[bytes], weight: Weight) -> int:
         """Write ``weight``'s bytes; returns how many (``weight.nbytes``)."""
         with one_thread():
@@ -279,12 +304,8 @@ class Writer:
                 data = raw_bytes(out)
                 handle.write(data)
                 written += len(data)
-        elif _whole_transpose(tensor):
-            whole = self._buffer(tensor, tensor.shape[0])
-            whole.copy_(tensor.detach())
-            data = raw_bytes(whole)
-            handle.write(data)
-            written = len(data)
+        elif _transposed(tensor):
+            written = self._transpose(handle, tensor.detach())
         elif _gathered(tensor):
             tensor = tensor.detach()
             for start, stop in _row_chunks(tensor, GATHER_BYTES):
