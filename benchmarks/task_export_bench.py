@@ -116,6 +116,9 @@ def byte_compile_oxport() -> None:
 
 
 def run(exporter: str, checkpoint: Path, timeout: int) -> dict[str, Any]:
+    # The previous child's files may still be in the page cache on their way to the disk:
+    # written back while this child runs, they would slow it down by as much.
+    os.sync()
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, __file__, "--child", exporter, str(checkpoint), out]
         try:

@@ -241,8 +241,13 @@ def carries_complex_pairs(value: Any) -> bool:
 
 def has_complex_input(node: Any) -> bool:
     """Whether a TorchScript node reads a complex tensor."""
-    return any(is_tensor_type(v.type()) and v.type().dtype() is not None
-               and v.type().dtype().is_complex for v in node.inputs())
+    for value in node.inputs():
+        source_type = value.type()
+        if is_tensor_type(source_type):
+            dtype = source_type.dtype()
+            if dtype is not None and dtype.is_complex:
+                return True
+    return False
 
 
 def traced_sizes(source_value: Any) -> list[int | None] | None:

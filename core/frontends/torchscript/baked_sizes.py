@@ -293,16 +293,34 @@ def _taken_by_torch_ops(baked: Sequence[BakedSize],
         if record.kind == "number" and record.converted is not None:
             converted.setdefault(record.converted, set()).add(record.source)
     producers = {value_key[:2] for value_key in converted}
-    for node in graph.nodes():
-        for operand in node.inputs():
-            if operand.node().kind() in _UNWRAPS:  # the tracer's aten::Int(size) argument
-                operand = operand.node().input()
-            producer = operand.node()
-            if (producer.kind(), producer.scopeName()) not in producers:
+    kinds = {kind for kind, _ in producers}
+    # From the few nodes that made a converted value to the top-level nodes reading it:
+    # reading every node's operands would cost more than the rest of the check.
+    for producer in graph.nodes():
+        if producer.kind() not in kinds or (producer.kind(), producer.scopeName()) \
+                not in producers:
+            continue
+        for operand in producer.outputs():
+            sources = converted.get(key(operand), ())
+            if not sources:
                 continue
-            for source in converted.get(key(operand), ()):
-                if source.split(": ", 1)[0] in node.sourceRange():
-                    yield "number", source
+            for node in _top_level_readers(operand):
+                for source in sources:
+                    if source.split(": ", 1)[0] in node.sourceRange():
+                        yield "number", source
+
+
+def _top_level_readers(value: torch._C.Value) -> Iterator[torch._C.Node]:
+    """The top-level nodes that take ``value``, directly or through the tracer's unwrapping
+    of it into an op's number argument (:data:`_UNWRAPS`)."""
+    for use in value.uses():
+        reader = use.user
+        if reader.owningBlock().owningNode() is not None:
+            continue
+        yield reader
+        if reader.kind() in _UNWRAPS:
+            yield from (use.user for use in reader.output().uses()
+                        if use.user.owningBlock().owningNode() is None)
 
 
 #: Nodes the tracer puts between a traced size and the op argument it was given as.
