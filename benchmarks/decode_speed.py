@@ -5,8 +5,11 @@
 Each file runs a prompt of 128 tokens (past 0), then greedy decoding with its KV cache
 (the presents fed back); decode tokens/s is steps / decode time. Also reported: the node
 count, how many greedy tokens agree with eager transformers, and (int4) the largest
-difference of the prompt's logits from eager float32. The files run in turns, several
-rounds; tokens/s is 1 / the median decode step, which a shared machine disturbs least.
+difference of the prompt's logits from eager float32. Speed is measured in fresh
+processes, one file each, the files in turns for several rounds (the order rotated each
+round): where a process's memory lands moved one file's speed by up to 20 % between
+processes on this machine, so each round's process is one sample, and tokens/s is 1 / the
+median over rounds of each process's median decode step.
 
     python benchmarks/decode_speed.py                       # the tiny Llama (19 M)
     python benchmarks/decode_speed.py --sizes tiny,207m --steps 32 --json out.json
@@ -37,6 +40,9 @@ SIZES = {
              "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000},
 }
 PROMPT = 128
+#: Each oxport file and the builder's file it is compared with.
+BUILDER_OF = {"oxport --target ort": "genai builder fp32",
+              "oxport --target ort --quantize int4": "genai builder int4"}
 
 
 def make_checkpoint(folder: Path, size: str) -> None:
@@ -131,7 +137,7 @@ def eager_greedy(checkpoint: Path, prompt: np.ndarray, steps: int) -> tuple[list
     return tokens, first
 
 
-def measure(size: str, steps: int, workdir: Path, rounds: int = 3) -> list[dict[str, Any]]:
+def measure(size: str, steps: int, workdir: Path, rounds: int = 6) -> list[dict[str, Any]]:
     checkpoint = workdir / size
     make_checkpoint(checkpoint, size)
     prompt = np.random.default_rng(0).integers(3, SIZES[size]["vocab_size"], (1, PROMPT))
@@ -151,23 +157,28 @@ def measure(size: str, steps: int, workdir: Path, rounds: int = 3) -> list[dict[
     decoders = {name: Decoder(path, config["num_key_value_heads"],
                               config["hidden_size"] // config["num_attention_heads"])
                 for name, (path, _) in made.items()}
-    times: dict[str, list[float]] = {name: [] for name in files}
-    results = {}
-    names = list(decoders)
-    for round_ in range(rounds):  # interleaved, so that a busy moment hits every file alike;
-        # the order rotates each round: a file's place in it moved its speed by ~7 % here
+    results = {name: decoder.generate(prompt, steps) for name, decoder in decoders.items()}
+    del decoders
+    step_medians: dict[str, list[float]] = {name: [] for name in files}
+    names = list(made)
+    for round_ in range(rounds):
         for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-            decoder = decoders[name]
-            tokens, step_times, logits = decoder.generate(prompt, steps)
-            times[name] += step_times
-            results[name] = (tokens, logits)
+            step_medians[name].append(_process_step_median(made[name][0], config, steps))
     rows = []
     for name, (path, seconds) in made.items():
-        tokens, logits = results[name]
+        builder = BUILDER_OF.get(name)
+        # oxport's speed over the builder's in the same round (adjacent in time): the
+        # machine's drift between rounds cancels out
+        ratios = [b / o for o, b in zip(step_medians[name], step_medians[builder])] \
+            if builder else []
+        tokens, _, logits = results[name]
         agree = next((i for i, (a, b) in enumerate(zip(tokens, want)) if a != b), steps)
         rows.append({"model": size, "file": name,
                      "nodes": len(onnx.load(str(path), load_external_data=False).graph.node),
-                     "decode_tok_s": round(1 / float(np.median(times[name])), 1),
+                     "decode_tok_s": round(1 / float(np.median(step_medians[name])), 1),
+                     "per_process_tok_s": [round(1 / t, 1) for t in step_medians[name]],
+                     "vs_builder_median_ratio": round(float(np.median(ratios)), 3)
+                     if ratios else None,
                      "greedy_vs_eager": f"{agree}/{steps}",
                      "prompt_logits_max_err": float(np.abs(logits - want_logits).max()),
                      "build_s": round(seconds, 1)})
@@ -175,11 +186,32 @@ def measure(size: str, steps: int, workdir: Path, rounds: int = 3) -> list[dict[
     return rows
 
 
+def _process_step_median(path: Path, config: dict[str, int], steps: int) -> float:
+    """The median decode step (seconds) of ``path`` in a fresh process: three greedy runs
+    of the prompt then ``steps`` tokens."""
+    head = config["hidden_size"] // config["num_attention_heads"]
+    done = subprocess.run([sys.executable, __file__, "--child", str(path),
+                           str(config["num_key_value_heads"]), str(head), str(steps),
+                           str(config["vocab_size"])],
+                          check=True, capture_output=True, text=True)
+    return float(done.stdout.split()[-1])
+
+
+def child(path: str, kv_heads: int, head_size: int, steps: int, vocab: int) -> float:
+    decoder = Decoder(Path(path), kv_heads, head_size)
+    prompt = np.random.default_rng(0).integers(3, vocab, (1, PROMPT))
+    times: list[float] = []
+    for _ in range(3):
+        times += decoder.generate(prompt, steps)[1]
+    return float(np.median(times))
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | file | nodes | decode tok/s | greedy vs eager | prompt logits max err |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| model | file | nodes | decode tok/s | vs builder, same round (median) | "
+             "greedy vs eager | prompt logits max err |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['file']} | {r['nodes']} | {r['decode_tok_s']} | "
-              f"{r['greedy_vs_eager']} | {r['prompt_logits_max_err']:.2e} |" for r in rows]
+              f"{r['vs_builder_median_ratio'] or ''} | {r['greedy_vs_eager']} | "
+              f"{r['prompt_logits_max_err']:.2e} |" for r in rows]
     return "\n".join(lines)
 
 
@@ -187,9 +219,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="tiny", help="comma list of: " + ", ".join(SIZES))
     parser.add_argument("--steps", type=int, default=32, help="greedy tokens (default 32)")
-    parser.add_argument("--rounds", type=int, default=3, help="turns of each file (default 3)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="processes of each file, in turns (default 6)")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        path, *numbers = args.child
+        print(child(path, *map(int, numbers)))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         for size in args.sizes.split(","):

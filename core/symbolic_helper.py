@@ -372,9 +372,7 @@ def cast_to(g: Any, value: Value, dtype: torch.dtype) -> Value:
     if isinstance(value, Value) and value.is_const and isinstance(value.const, torch.Tensor):
         return g.constant(value.const.to(dtype))
     out = g.op("Cast", value, to_i=JitScalarType.from_dtype(dtype).onnx_type())
-    shape = value.type().shape if isinstance(value, Value) else None
-    return out.setType(value.type().with_dtype(dtype) if shape is not None else
-                       value.type().with_dtype(dtype))
+    return out.setType(value.type().with_dtype(dtype))
 
 
 def _reshape_helper(g: Any, input: Value, shape: Any, allowzero: int = 0) -> Value:
