@@ -358,9 +358,9 @@ class Conversion:
         for name, fallback in self.fallbacks:
             if fallback.preempt == preempt and fallback.claims(node):
                 kind = node.kind()
-                producer = (f"The {name!r} fallback from "
-                            f"{self.registry.fallback_providers.get(name)} converting {kind} "
-                            f"(at {g.source or 'unknown'})")
+                producer = Described(lambda name=name, kind=kind: (
+                    f"The {name!r} fallback from {self.registry.fallback_providers.get(name)} "
+                    f"converting {kind} (at {g.source or 'unknown'})"))
                 self._map(node, g.graph, fallback.convert(g, node, inputs), producer)
                 self.fallback_uses.append(FallbackUse(kind, name, g.source))
                 return True
@@ -424,8 +424,8 @@ class Conversion:
               outs: Sequence[int]) -> bool:
         """Map the node's outputs to what the symbolic returned and write through what the
         op writes in place; False when it returned None for outputs that are used."""
-        producer = (f"The symbolic for {node.kind()} from {entry.provenance} (at "
-                    f"{g.source or 'unknown'})")
+        producer = Described(lambda: f"The symbolic for {node.kind()} from {entry.provenance} "
+                                     f"(at {g.source or 'unknown'})")
         result, writes = _split_writes(node, result, producer)
         if not self._map(node, g.graph, result, producer):
             return False
@@ -497,7 +497,7 @@ class Conversion:
                 return specific
         return entry
 
-    def _map(self, node: SourceNode, graph: Graph, result: Any, producer: str) -> bool:
+    def _map(self, node: SourceNode, graph: Graph, result: Any, producer: Described) -> bool:
         """Map the node's outputs to what ``producer`` (a symbolic or fallback, named in
         errors) returned; False when it returned None for outputs that are used."""
         ts_outputs = list(node.outputs())
@@ -626,12 +626,26 @@ class Conversion:
         )
 
 
-def _results(result: Any, ts_outputs: Sequence[SourceValue], producer: str) -> list[Any]:
+class Described:
+    """Text for an error message, made only when one is raised (a symbolic's source line
+    costs a lookup per node)."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self._make = make
+
+    def __str__(self) -> str:
+        return self._make()
+
+
+def _results(result: Any, ts_outputs: Sequence[SourceValue], producer: Described
+             ) -> list[Any]:
     """What a symbolic returned as one entry per output (a Value, or None for an unused
     one); a :class:`SymbolicError` naming ``producer`` when it is anything else."""
     count = len(ts_outputs)
-    expected = ("it must return a Value" if count == 1 else
-                f"it must return a tuple of {count} Values (None for an unused one)")
+    expected = Described(lambda: "it must return a Value" if count == 1 else
+                         f"it must return a tuple of {count} Values (None for an unused one)")
     if isinstance(result, Value):
         results: list[Any] = [result]
     elif isinstance(result, (tuple, list)):
@@ -701,7 +715,7 @@ def out_arguments(node: SourceNode) -> list[int]:
 
 
 def _split_writes(node: SourceNode, result: Any,
-                  producer: str) -> tuple[Any, list[tuple[int, Value]]]:
+                  producer: Described) -> tuple[Any, list[tuple[int, Value]]]:
     """A symbolic for an op that writes arguments it does not return (a custom op's
     ``mutates_args``, ``Tensor(a!) out`` in its schema) returns the op's results followed by
     the new value of each written argument, in schema order: (the results, [(argument
