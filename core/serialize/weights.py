@@ -192,7 +192,7 @@ GATHER_COLUMNS = 512
 #: MatMul) is gathered in bands of at most this many bytes, each transposed whole by
 #: torch's blocked kernel (about three times the rate of tile by tile): the whole weight at
 #: once when it fits, else each band's columns copied contiguous first.
-TRANSPOSE_BYTES = 32 << 20
+TRANSPOSE_BYTES = 16 << 20
 
 
 def _row_chunks(tensor: Any, limit: int) -> Iterator[tuple[int, int]]:
