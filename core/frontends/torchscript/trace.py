@@ -755,7 +755,14 @@ _trace_warnings: SharedHook[list[warnings.WarningMessage]] = SharedHook(
     "oxport_trace_warnings", _record_warnings)
 
 
+#: A warnings registry per source file the trace's warnings came from: re-emitted, each
+#: shows once per line as when raised directly (the ``default`` filter), not once per
+#: layer that runs the line.
+_REGISTRIES: dict[str, dict[Any, Any]] = {}
+
+
 def _reemit(caught: list[warnings.WarningMessage]) -> None:
     for message in caught:
         warnings.warn_explicit(message.message, message.category, message.filename,
-                               message.lineno)
+                               message.lineno,
+                               registry=_REGISTRIES.setdefault(message.filename, {}))
