@@ -107,6 +107,29 @@ def test_the_tracer_warning_still_names_the_models_line():
     assert traced[0].lineno == _line(ViewWithInt)
 
 
+class LayersWithInt(nn.Module):
+    """Three layers that run the same line converting a size (a TracerWarning each time)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = x.view(int(x.size(0)), -1) + 1  # each layer
+        return x
+
+
+def test_a_tracer_warning_shows_once_per_line_not_once_per_layer():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's: once per line
+        oxport.export(LayersWithInt(), (torch.randn(3, 4),), io.BytesIO())
+    line = _line(LayersWithInt, "# each layer")
+    assert [w.lineno for w in caught
+            if issubclass(w.category, torch.jit.TracerWarning)] == [line]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every one, when asked for
+        oxport.export(LayersWithInt(), (torch.randn(3, 4),), io.BytesIO())
+    assert [w.lineno for w in caught
+            if issubclass(w.category, torch.jit.TracerWarning)] == [line] * 3
+
+
 def test_sizes_kept_as_tensors_or_compared_for_edge_cases_stay_silent():
     model, x, y = FineDynamic(), torch.randn(3, 4), torch.randn(3, 2)
     data, said = _export(model, (x, y), {"x": {0: "batch", 1: "seq"}, "y": {0: "batch"}})
