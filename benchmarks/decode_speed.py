@@ -186,9 +186,17 @@ def measure(size: str, steps: int, workdir: Path, rounds: int = 6) -> list[dict[
     return rows
 
 
+#: Run before each timed process: touches then frees 1 GiB. A process started just after
+#: another freed a lot of memory ran its decode steps up to 12 % faster here, so with the
+#: files in a fixed cycle the one after the 207 M fp32 file gained that much (the builder's
+#: int4 file looked 5-10 % faster than oxport's that way, level with this step).
+SETTLE = "memory = bytearray(1 << 30); memory[::4096] = b'1' * (len(memory) // 4096)"
+
+
 def _process_step_median(path: Path, config: dict[str, int], steps: int) -> float:
-    """The median decode step (seconds) of ``path`` in a fresh process: three greedy runs
-    of the prompt then ``steps`` tokens."""
+    """The median decode step (seconds) of ``path`` in a fresh process, started after
+    :data:`SETTLE`: three greedy runs of the prompt then ``steps`` tokens."""
+    subprocess.run([sys.executable, "-c", SETTLE], check=True)
     head = config["hidden_size"] // config["num_attention_heads"]
     done = subprocess.run([sys.executable, __file__, "--child", str(path),
                            str(config["num_key_value_heads"]), str(head), str(steps),
