@@ -215,8 +215,8 @@ def child(path: str, kv_heads: int, head_size: int, steps: int, vocab: int) -> f
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | file | nodes | decode tok/s | vs builder, same round (median) | "
-             "greedy vs eager | prompt logits max err |", "|---|---|---|---|---|---|---|"]
+    lines = [("| model | file | nodes | decode tok/s | vs builder, same round (median) | "
+              "greedy vs eager | prompt logits max err |"), "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['file']} | {r['nodes']} | {r['decode_tok_s']} | "
               f"{r['vs_builder_median_ratio'] or ''} | {r['greedy_vs_eager']} | "
               f"{r['prompt_logits_max_err']:.2e} |" for r in rows]
