@@ -224,9 +224,10 @@ def _transpose_band(tensor: Any) -> int:
 
 def _chunk_bytes(tensor: Any) -> int:
     """The largest chunk of ``tensor`` the writer puts in its scratch buffer (0: none)."""
-    if _transposed(tensor):
-        band = _transpose_band(tensor) * tensor.shape[1] * tensor.element_size()
-        return band if _transpose_band(tensor) == tensor.shape[0] else 2 * band
+    if _transposed(tensor):  # a band, and its columns when it is not the whole weight
+        rows = _transpose_band(tensor)
+        band = rows * tensor.shape[1] * tensor.element_size()
+        return band if rows == tensor.shape[0] else 2 * band
     if isinstance(tensor, LazyTensor):
         limit = tensor.chunk_bytes or CHUNK_BYTES
     elif _gathered(tensor):

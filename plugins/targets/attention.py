@@ -37,6 +37,7 @@ from oxport.plugins.targets.patterns import (
     replace_later_uses,
     replace_value,
     scalar,
+    weight_data,
 )
 from oxport.serialize import streamed
 from oxport.serialize.weights import LazyTensor
@@ -272,15 +273,8 @@ def fuse_group_query_attention(graph: Graph, context: Any) -> int:
 
 def _projection_width(value: Value) -> int | None:
     matmul = producer(value, "MatMul")
-    weight = _weight(matmul.input_values[1]) if matmul is not None else None
+    weight = weight_data(matmul.input_values[1]) if matmul is not None else None
     return int(weight.shape[-1]) if weight is not None and len(weight.shape) else None
-
-
-def _weight(value: Value | None) -> Any:
-    """A constant's tensor or array, or the weight computed when written (streamed)."""
-    if value is not None and value.is_const and isinstance(value.const, LazyTensor):
-        return value.const
-    return const(value)
 
 
 def _packed_projection(graph: Graph, attention: Attention) -> Value | None:
@@ -292,7 +286,7 @@ def _packed_projection(graph: Graph, attention: Attention) -> Value | None:
     if None in matmuls or len({id(m.input_values[0]) for m in matmuls}) != 1:
         return None
     weights = [m.input_values[1] for m in matmuls]
-    arrays = [_weight(w) for w in weights]
+    arrays = [weight_data(w) for w in weights]
     if any(a is None or len(a.shape) != 2 for a in arrays):
         return None
     tensor = streamed.concatenated([a if isinstance(a, LazyTensor) else w.const

@@ -47,10 +47,21 @@ def const(value: Value | None) -> np.ndarray | None:
     if value is None or not value.is_const or isinstance(value.const, LazyTensor):
         return None
     data = value.const
-    if isinstance(data, torch.Tensor):
-        data = data.detach()
-        return (data.float() if data.dtype == torch.bfloat16 else data).numpy()
-    return np.asarray(data)
+    return as_array(data) if isinstance(data, torch.Tensor) else np.asarray(data)
+
+
+def as_array(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor`` as a numpy array (bfloat16, which numpy lacks, as float32)."""
+    tensor = tensor.detach()
+    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
+
+
+def weight_data(value: Value | None) -> np.ndarray | LazyTensor | None:
+    """The constant ``value`` holds: a numpy array as :func:`const` gives it, or the weight
+    computed when written (streamed from a checkpoint) as it is."""
+    if value is not None and value.is_const and isinstance(value.const, LazyTensor):
+        return value.const
+    return const(value)
 
 
 def scalar(value: Value | None) -> float | None:

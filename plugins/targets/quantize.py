@@ -29,7 +29,14 @@ import torch
 from oxport.errors import InvalidExportArgumentError
 from oxport.ir import Graph, Node, Type
 from oxport.passes import folding
-from oxport.plugins.targets.patterns import Index, const, initializer, insert_before, replace_value
+from oxport.plugins.targets.patterns import (
+    Index,
+    as_array,
+    initializer,
+    insert_before,
+    replace_value,
+    weight_data,
+)
 from oxport.serialize.weights import LazyTensor
 
 MSFT = "com.microsoft"
@@ -113,10 +120,8 @@ def _matmul_weight(node: Node, index: Index, lm_head: bool) -> np.ndarray | Lazy
 
 def _float32(value: Any) -> np.ndarray | LazyTensor | None:
     """A constant's values in float32 (as numpy), or the weight computed when written."""
-    if value is not None and value.is_const and isinstance(value.const, LazyTensor):
-        return value.const
-    data = const(value)
-    return None if data is None else data.astype(np.float32)
+    data = weight_data(value)
+    return data if data is None or isinstance(data, LazyTensor) else data.astype(np.float32)
 
 
 def _whole(data: np.ndarray | LazyTensor) -> np.ndarray:
@@ -124,9 +129,7 @@ def _whole(data: np.ndarray | LazyTensor) -> np.ndarray:
     :func:`~oxport.plugins.targets.patterns.const` reads a tensor)."""
     if not isinstance(data, LazyTensor):
         return data
-    tensor = data.compute()
-    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy() \
-        .astype(np.float32)
+    return as_array(data.compute()).astype(np.float32)
 
 
 def _embedding(node: Node) -> np.ndarray | LazyTensor | None:
@@ -204,8 +207,7 @@ class BlockQuantized:
             return self._computed[start:stop]
         out = torch.empty((stop - start, source.shape[1]), dtype=source.dtype)
         source.rows(start, stop, out)
-        return (out.float() if out.dtype == torch.bfloat16 else out).numpy() \
-            .astype(np.float32)
+        return as_array(out).astype(np.float32)
 
     def _quantized(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return quantize_blocks(self._band(start, stop), self.bits, self.block)
